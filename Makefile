@@ -1,0 +1,34 @@
+# streamcube — PGXS build
+#
+#   make && make install          build and install into the pg_config found
+#   test/run-tests                the whole test suite (see README.md)
+#
+# PG_CONFIG may point at another installation: make PG_CONFIG=/path/pg_config
+
+MODULE_big = streamcube
+EXTENSION  = streamcube
+DATA       = $(wildcard sql/streamcube--*.sql)
+PGFILEDESC = "streamcube - Kafka topics as real-time OLAP tables"
+
+OBJS = \
+	src/streamcube.o \
+	src/guc.o \
+	src/shmem.o \
+	src/kafka.o \
+	src/catalog.o \
+	src/cluster.o \
+	src/launcher.o
+
+# -Wextra, less the two warnings that PostgreSQL's own headers and
+# PG_FUNCTION_ARGS trigger.
+PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare
+SHLIB_LINK  = -lrdkafka -lpthread
+
+# pg_regress suites run against the private server started by test/run-tests
+# (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
+REGRESS      = setup clusters
+REGRESS_OPTS = --use-existing --dbname=streamcube_regress
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,106 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		Privilege checks and small helpers shared by the SQL functions.
+ *
+ * The catalog tables of schema streamcube are owned by the extension's
+ * owner and closed to PUBLIC.  The SQL functions check here who is
+ * calling (a superuser, a member of streamcube_admin, or for a cube its
+ * owner) and then reach the catalog with sc_catalog_enter().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+
+PG_FUNCTION_INFO_V1(sc_check_install);
+
+/*
+ * The SQL functions are not SECURITY DEFINER: GetUserId() is the caller.
+ * They reach the closed catalog tables between sc_catalog_enter() and
+ * sc_catalog_leave(), which act as the bootstrap superuser.  An error in
+ * between is safe: transaction abort restores the user.
+ */
+void
+sc_catalog_enter(ScPrivilegeSave *save)
+{
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   save->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+sc_catalog_leave(ScPrivilegeSave *save)
+{
+	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+bool
+sc_is_admin(Oid roleid)
+{
+	Oid			admin = get_role_oid(SC_ADMIN_ROLE, true);
+
+	if (superuser_arg(roleid))
+		return true;
+	return OidIsValid(admin) && has_privs_of_role(roleid, admin);
+}
+
+void
+sc_require_admin(const char *action)
+{
+	if (!sc_is_admin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s", action),
+				 errdetail("Only superusers and members of role \"%s\" may %s.",
+						   SC_ADMIN_ROLE, action),
+				 errhint("GRANT %s TO the role that needs it.", SC_ADMIN_ROLE)));
+}
+
+/*
+ * Secret properties are stored, never shown.  Anything that smells like a
+ * password, a secret or a private key counts.
+ */
+bool
+sc_property_is_secret(const char *key)
+{
+	return strstr(key, "password") != NULL ||
+		strstr(key, "secret") != NULL ||
+		strcmp(key, "ssl.key.pem") == 0 ||
+		strcmp(key, "ssl_key") == 0 ||
+		strcmp(key, "sasl.oauthbearer.config") == 0;
+}
+
+/*
+ * The launcher runs in one database only (streamcube.database); installing
+ * the extension anywhere else would give cubes that nobody consumes.
+ */
+void
+sc_check_database(void)
+{
+	const char *current = get_database_name(MyDatabaseId);
+
+	if (sc_database == NULL || strcmp(current, sc_database) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamcube can only be installed in database \"%s\"",
+						sc_database ? sc_database : ""),
+				 errdetail("The current database is \"%s\"; streamcube's launcher runs in the database named by streamcube.database.",
+						   current),
+				 errhint("Connect to database \"%s\", or set streamcube.database = '%s' in postgresql.conf and restart the server.",
+						 sc_database ? sc_database : "", current)));
+}
+
+/* Called by the install script before it creates anything else. */
+Datum
+sc_check_install(PG_FUNCTION_ARGS)
+{
+	sc_check_database();
+	PG_RETURN_VOID();
+}

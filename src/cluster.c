@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.c
+ *		SQL functions on Kafka clusters: add, drop, check.
+ *
+ * A cluster is a name, a bootstrap list and librdkafka properties.  Every
+ * property is checked by librdkafka itself before it is stored, so a typo
+ * fails at streamcube_add_cluster() with librdkafka's own message instead
+ * of inside a receiver hours later.  Secret properties are stored apart
+ * (column secrets) and never shown: the view streamcube.kafka_clusters
+ * masks them, and no message repeats their values.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "kafka.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+PG_FUNCTION_INFO_V1(sc_add_cluster);
+PG_FUNCTION_INFO_V1(sc_drop_cluster);
+PG_FUNCTION_INFO_V1(sc_check_cluster);
+
+/*
+ * Load how to reach a cluster, secrets included.  The result lives in the
+ * caller's memory context.  Raises an error naming the cluster if it does
+ * not exist.
+ */
+ScKafkaConnInfo *
+sc_cluster_conninfo(const char *name)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ScKafkaConnInfo *conn = palloc0(sizeof(ScKafkaConnInfo));
+	ScPrivilegeSave save;
+	Datum		arg = CStringGetTextDatum(name);
+	Oid			argtype = TEXTOID;
+	int			ret;
+
+	SPI_connect();
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT c.bootstrap_servers, p.key, p.value "
+								"FROM streamcube.clusters c "
+								"LEFT JOIN LATERAL jsonb_each_text(c.properties || c.secrets) p ON true "
+								"WHERE c.name = $1",
+								1, &argtype, &arg, NULL, true, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("Kafka cluster \"%s\" does not exist", name),
+				 errhint("Add it with streamcube_add_cluster(); the view streamcube.kafka_clusters lists the known clusters.")));
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		char	   *key = SPI_getvalue(tup, desc, 2);
+
+		if (i == 0)
+		{
+			conn->cluster_name = pstrdup(name);
+			conn->bootstrap_servers = SPI_getvalue(tup, desc, 1);
+		}
+		if (key != NULL)
+		{
+			ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
+
+			prop->name = key;
+			prop->value = SPI_getvalue(tup, desc, 3);
+			conn->properties = lappend(conn->properties, prop);
+		}
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return conn;
+}
+
+/*
+ * Check every property of a jsonb object with librdkafka; returns the keys
+ * of the secret ones as a text[] datum.
+ */
+static Datum
+sc_check_properties(const char *cluster, Datum properties)
+{
+	Oid			argtype = JSONBOID;
+	Datum	   *secrets;
+	int			nsecrets = 0;
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &properties,
+								NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("properties of Kafka cluster \"%s\" must be a JSON object", cluster),
+				 errhint("Pass librdkafka properties as '{\"security.protocol\": \"SASL_SSL\"}'.")));
+
+	ret = SPI_execute_with_args("SELECT key, value #>> '{}', jsonb_typeof(value) "
+								"FROM jsonb_each($1) ORDER BY key",
+								1, &argtype, &properties, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
+
+	secrets = palloc(sizeof(Datum) * (SPI_processed + 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *key = SPI_getvalue(tup, desc, 1);
+		char	   *value = SPI_getvalue(tup, desc, 2);
+		char	   *type = SPI_getvalue(tup, desc, 3);
+		char		errbuf[512];
+
+		if (strcmp(type, "string") != 0 && strcmp(type, "number") != 0 &&
+			strcmp(type, "boolean") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("property \"%s\" of Kafka cluster \"%s\" must be a string, number or boolean, not %s",
+							key, cluster, type)));
+		if (sc_kafka_property_is_managed(key))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("property \"%s\" of Kafka cluster \"%s\" is managed by streamcube", key, cluster),
+					 errhint("Remove it: bootstrap servers are the second argument, consumer positions and queues are set by streamcube (see docs/configuration.md).")));
+		if (!sc_kafka_check_property(key, value, errbuf, sizeof(errbuf)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid property \"%s\" for Kafka cluster \"%s\": %s", key, cluster, errbuf),
+					 errhint("See librdkafka's CONFIGURATION.md (librdkafka %s) for valid properties and values.",
+							 sc_kafka_version())));
+		if (sc_property_is_secret(key))
+			secrets[nsecrets++] = CStringGetTextDatum(key);
+	}
+	return PointerGetDatum(construct_array(secrets, nsecrets, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static char *
+sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+/*
+ * streamcube_add_cluster(name text, bootstrap_servers text, properties jsonb)
+ */
+Datum
+sc_add_cluster(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cluster name");
+	char	   *bootstrap = sc_text_arg(fcinfo, 1, "bootstrap_servers");
+	Datum		properties;
+	Datum		args[4];
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID};
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_require_admin("add Kafka clusters");
+
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("Kafka cluster name must not be empty")));
+	if (strspn(bootstrap, " \t\n,") == strlen(bootstrap))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bootstrap_servers of Kafka cluster \"%s\" must not be empty", name),
+				 errhint("Give a comma-separated list of host:port, for example '127.0.0.1:9092'.")));
+	properties = PG_ARGISNULL(2) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))
+		: PG_GETARG_DATUM(2);
+
+	SPI_connect();
+	args[0] = CStringGetTextDatum(name);
+	args[1] = CStringGetTextDatum(bootstrap);
+	args[2] = properties;
+	args[3] = sc_check_properties(name, properties);
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT 1 FROM streamcube.clusters WHERE name = $1 FOR UPDATE",
+								1, argtypes, args, NULL, false, 1);
+	if (ret == SPI_OK_SELECT && SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("Kafka cluster \"%s\" already exists", name),
+				 errhint("Choose another name, or drop it first with streamcube_drop_cluster('%s').", name)));
+
+	ret = SPI_execute_with_args("INSERT INTO streamcube.clusters "
+								"(name, bootstrap_servers, properties, secrets) "
+								"SELECT $1, $2, $3 - $4, "
+								"coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
+								"          WHERE key = ANY ($4)), '{}')",
+								4, argtypes, args, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not insert into streamcube.clusters: %s", SPI_result_code_string(ret));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamcube_drop_cluster(name text)
+ */
+Datum
+sc_drop_cluster(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cluster name");
+	Datum		arg = CStringGetTextDatum(name);
+	Oid			argtype = TEXTOID;
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_require_admin("drop Kafka clusters");
+
+	SPI_connect();
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT string_agg(relid::regclass::text, ', ' ORDER BY cube_id) "
+								"FROM streamcube.cubes WHERE cluster_name = $1",
+								1, &argtype, &arg, NULL, false, 0);
+	if (ret == SPI_OK_SELECT && SPI_processed > 0 &&
+		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("Kafka cluster \"%s\" is used by cubes %s", name,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+				 errhint("Drop those cubes first with streamcube_drop_cube().")));
+
+	ret = SPI_execute_with_args("DELETE FROM streamcube.clusters WHERE name = $1",
+								1, &argtype, &arg, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from streamcube.clusters: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("Kafka cluster \"%s\" does not exist", name)));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamcube_check_cluster(name text) RETURNS TABLE (topic, partition,
+ * leader, low_watermark, high_watermark)
+ */
+Datum
+sc_check_cluster(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = sc_text_arg(fcinfo, 0, "cluster name");
+	ScKafkaConnInfo *conn;
+	List	   *partitions;
+	ListCell   *lc;
+
+	sc_require_admin("connect to Kafka clusters");
+	InitMaterializedSRF(fcinfo, 0);
+
+	conn = sc_cluster_conninfo(name);
+	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms);
+
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(p->topic);
+		values[1] = Int32GetDatum(p->partition);
+		values[2] = Int32GetDatum(p->leader);
+		nulls[2] = p->leader < 0;
+		values[3] = Int64GetDatum(p->low_watermark);
+		values[4] = Int64GetDatum(p->high_watermark);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,111 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		The streamcube.* configuration settings.
+ *
+ * Every setting lives under the "streamcube." prefix, which is reserved so
+ * that a typo in postgresql.conf is reported instead of silently ignored.
+ * docs/configuration.md describes each one; keep the two in step.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "utils/guc.h"
+
+char	   *sc_database = NULL;
+int			sc_max_receivers = 16;
+int			sc_launcher_naptime_ms = 5000;
+int			sc_kafka_timeout_ms = 5000;
+int			sc_batch_max_rows = 20000;
+int			sc_batch_max_ms = 100;
+int			sc_batch_max_kbytes = 16384;
+int			sc_fetch_queue_kbytes = 16384;
+int			sc_restart_max_delay_ms = 60000;
+
+void
+sc_guc_define(void)
+{
+	DefineCustomStringVariable("streamcube.database",
+							   "Database in which the launcher runs and streamcube can be installed.",
+							   NULL,
+							   &sc_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.max_receivers",
+							"Maximum number of receiver workers (one per cube and replica set).",
+							"Each receiver is a background worker: max_worker_processes must leave room for them.",
+							&sc_max_receivers,
+							16, 1, 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.launcher_naptime",
+							"Interval between two reconciliations of the launcher when nothing wakes it.",
+							NULL,
+							&sc_launcher_naptime_ms,
+							5000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.kafka_timeout",
+							"Upper bound for one synchronous Kafka request made from SQL (metadata, watermarks).",
+							NULL,
+							&sc_kafka_timeout_ms,
+							5000, 100, 600 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.batch_max_rows",
+							"Maximum number of messages a receiver commits in one transaction.",
+							NULL,
+							&sc_batch_max_rows,
+							20000, 1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.batch_max_ms",
+							"Longest time a receiver waits to fill a batch before committing it.",
+							NULL,
+							&sc_batch_max_ms,
+							100, 1, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.batch_max_bytes",
+							"Maximum payload volume a receiver commits in one transaction.",
+							NULL,
+							&sc_batch_max_kbytes,
+							16384, 64, 1024 * 1024,
+							PGC_SIGHUP,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.fetch_queue_size",
+							"Maximum volume of messages librdkafka prefetches for one receiver.",
+							"Sets queued.max.messages.kbytes of each receiver's consumer; read when a receiver starts.",
+							&sc_fetch_queue_kbytes,
+							16384, 1024, 2097151,
+							PGC_SIGHUP,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.restart_max_delay",
+							"Longest back-off before the launcher restarts a receiver that failed.",
+							"The delay starts at one second and doubles after each consecutive failure.",
+							&sc_restart_max_delay_ms,
+							60000, 1000, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("streamcube");
+}

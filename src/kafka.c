@@ -1,0 +1,637 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka.c
+ *		The only file of streamcube that includes librdkafka.
+ *
+ * librdkafka runs its own threads.  PostgreSQL code is not thread-safe, so
+ * nothing here lets a librdkafka thread reach PostgreSQL:
+ *
+ *	- every handle is created with all signals blocked, so the threads it
+ *	  spawns inherit a full signal mask and PostgreSQL's signal handlers
+ *	  always run on the backend's own thread;
+ *	- logs and errors are queued by librdkafka (log.queue) and served by
+ *	  rd_kafka_poll() on the backend's thread, into a small buffer that is
+ *	  turned into ereport() calls only after librdkafka has returned;
+ *	- consumed messages are handed out as plain structs, and the consumer
+ *	  queue wakes the receiver through a pipe it can wait on together with
+ *	  its latch.
+ *
+ * No function here raises an ERROR while a librdkafka call is on the stack.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "kafka.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/memutils.h"
+
+/* Properties streamcube sets itself; users may not override them. */
+static const char *const managed_properties[] = {
+	"bootstrap.servers",
+	"metadata.broker.list",
+	"group.id",
+	"enable.auto.commit",
+	"enable.auto.offset.store",
+	"auto.offset.reset",
+	"enable.partition.eof",
+	"log.queue",
+	"queued.max.messages.kbytes",
+	/* these load code into the server process */
+	"plugin.library.paths",
+	"ssl.engine.location",
+	"interceptors",
+	NULL
+};
+
+/* librdkafka reports log levels as syslog levels. */
+#define SC_SYSLOG_ERR 3
+#define SC_SYSLOG_WARNING 4
+#define SC_SYSLOG_NOTICE 5
+
+/* Events collected by librdkafka callbacks, reported later. */
+#define SC_KAFKA_MAX_EVENTS 16
+
+typedef struct ScKafkaEvents
+{
+	int			nevents;
+	int			dropped;
+	int			levels[SC_KAFKA_MAX_EVENTS];	/* syslog levels */
+	char		text[SC_KAFKA_MAX_EVENTS][256];
+	bool		fatal;
+	char		last_error[256];
+} ScKafkaEvents;
+
+struct ScKafkaConsumer
+{
+	rd_kafka_t *rk;
+	rd_kafka_queue_t *consumer_queue;
+	rd_kafka_queue_t *main_queue;
+	rd_kafka_topic_partition_list_t *assignment;
+	rd_kafka_message_t **batch;
+	int			batch_size;
+	int			pipefd[2];
+	char	   *topic;
+	ScKafkaEvents events;
+};
+
+const char *
+sc_kafka_version(void)
+{
+	return rd_kafka_version_str();
+}
+
+/* ----------------------------------------------------------------
+ * Callbacks: these run on the backend's thread, inside rd_kafka_poll().
+ * They only copy text; they never call into PostgreSQL.
+ * ----------------------------------------------------------------
+ */
+static void
+sc_kafka_push_event(ScKafkaEvents *events, int level, const char *text)
+{
+	if (events->nevents >= SC_KAFKA_MAX_EVENTS)
+	{
+		events->dropped++;
+		return;
+	}
+	events->levels[events->nevents] = level;
+	strlcpy(events->text[events->nevents], text, sizeof(events->text[0]));
+	events->nevents++;
+}
+
+static void
+sc_kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	ScKafkaEvents *events = rd_kafka_opaque(rk);
+	char		line[256];
+
+	if (events == NULL || level > SC_SYSLOG_NOTICE)
+		return;
+	snprintf(line, sizeof(line), "%s: %s", fac, buf);
+	sc_kafka_push_event(events, level, line);
+}
+
+static void
+sc_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	ScKafkaEvents *events = opaque;
+
+	if (events == NULL)
+		return;
+	if (err == RD_KAFKA_RESP_ERR__FATAL)
+	{
+		char		fatal[256];
+
+		rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+		events->fatal = true;
+		strlcpy(events->last_error, fatal, sizeof(events->last_error));
+	}
+	else
+		strlcpy(events->last_error, reason, sizeof(events->last_error));
+	sc_kafka_push_event(events, SC_SYSLOG_ERR, events->last_error);
+}
+
+/* Turn collected events into server log lines; resets the buffer. */
+static void
+sc_kafka_flush_events(ScKafkaEvents *events, const char *what)
+{
+	for (int i = 0; i < events->nevents; i++)
+		ereport(events->levels[i] <= SC_SYSLOG_WARNING ? WARNING : LOG,
+				(errmsg_internal("%s: %s", what, events->text[i])));
+	if (events->dropped > 0)
+		ereport(LOG,
+				(errmsg_internal("%s: %d more librdkafka messages suppressed",
+								 what, events->dropped)));
+	events->nevents = 0;
+	events->dropped = 0;
+}
+
+/* ----------------------------------------------------------------
+ * Configuration
+ * ----------------------------------------------------------------
+ */
+bool
+sc_kafka_property_is_managed(const char *name)
+{
+	for (int i = 0; managed_properties[i] != NULL; i++)
+		if (strcmp(name, managed_properties[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Check one property with librdkafka's own parser.  On failure errbuf holds
+ * librdkafka's message, unless the property is a secret: then the value is
+ * never echoed.
+ */
+bool
+sc_kafka_check_property(const char *name, const char *value,
+						char *errbuf, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_conf_res_t res;
+
+	res = rd_kafka_conf_set(conf, name, value, errbuf, errlen);
+	rd_kafka_conf_destroy(conf);
+
+	if (res == RD_KAFKA_CONF_OK)
+		return true;
+	if (res == RD_KAFKA_CONF_INVALID && sc_property_is_secret(name))
+		snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", name);
+	return false;
+}
+
+/*
+ * Build a librdkafka configuration; returns NULL with errbuf set on failure.
+ */
+static rd_kafka_conf_t *
+sc_kafka_conf_build(const ScKafkaConnInfo *conn, ScKafkaEvents *events,
+					char *errbuf, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	ListCell   *lc;
+
+#define SC_SET(k, v) \
+	do { \
+		if (rd_kafka_conf_set(conf, (k), (v), errbuf, errlen) != RD_KAFKA_CONF_OK) \
+			goto fail; \
+	} while (0)
+
+	SC_SET("bootstrap.servers", conn->bootstrap_servers);
+	SC_SET("client.id", "streamcube");
+	SC_SET("log.queue", "true");
+	foreach(lc, conn->properties)
+	{
+		ScKafkaProperty *prop = lfirst(lc);
+
+		if (rd_kafka_conf_set(conf, prop->name, prop->value, errbuf, errlen) != RD_KAFKA_CONF_OK)
+		{
+			if (sc_property_is_secret(prop->name))
+				snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", prop->name);
+			goto fail;
+		}
+	}
+#undef SC_SET
+
+	rd_kafka_conf_set_opaque(conf, events);
+	rd_kafka_conf_set_log_cb(conf, sc_kafka_log_cb);
+	rd_kafka_conf_set_error_cb(conf, sc_kafka_error_cb);
+	return conf;
+
+fail:
+	rd_kafka_conf_destroy(conf);
+	return NULL;
+}
+
+/*
+ * rd_kafka_new() with every signal blocked, so that librdkafka's threads
+ * never run PostgreSQL's signal handlers.  Takes ownership of conf.
+ */
+static rd_kafka_t *
+sc_kafka_new_handle(rd_kafka_type_t type, rd_kafka_conf_t *conf,
+					char *errbuf, size_t errlen)
+{
+	sigset_t	all,
+				old;
+	rd_kafka_t *rk;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rk = rd_kafka_new(type, conf, errbuf, errlen);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	if (rk == NULL)
+		rd_kafka_conf_destroy(conf);
+	else
+		rd_kafka_set_log_queue(rk, NULL);	/* logs go to the main queue */
+	return rk;
+}
+
+static int
+sc_remaining_ms(instr_time deadline)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(deadline, now);
+	return Max((int) INSTR_TIME_GET_MILLISEC(deadline), 0);
+}
+
+/* ----------------------------------------------------------------
+ * Metadata: the partitions of a cluster or a topic
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Describe every partition visible on the cluster (topic NULL) or of one
+ * topic, optionally with low and high watermarks.  Raises an ERROR when the
+ * cluster does not answer within timeout_ms in total, or when the topic does
+ * not exist.
+ */
+List *
+sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
+				  bool with_watermarks, int timeout_ms)
+{
+	ScKafkaEvents events = {0};
+	char		errbuf[512];
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t err;
+	instr_time	deadline;
+	List	   *volatile result = NIL;
+	char		failure[512] = "";
+	volatile int failure_code = 0;
+	volatile bool topic_found = false;
+
+	INSTR_TIME_SET_CURRENT(deadline);
+	INSTR_TIME_ADD(deadline, ((instr_time) {.tv_sec = timeout_ms / 1000,
+		.tv_nsec = (timeout_ms % 1000) * 1000000L}));
+
+	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
+	if (conf == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	/* Listing all topics never auto-creates one, unlike a topic request. */
+	err = rd_kafka_metadata(rk, 1, NULL, &md, sc_remaining_ms(deadline));
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		rd_kafka_poll(rk, 0);
+		snprintf(failure, sizeof(failure), "%s", rd_kafka_err2str(err));
+		failure_code = 1;
+		md = NULL;
+	}
+
+	PG_TRY();
+	{
+		for (int t = 0; md != NULL && t < md->topic_cnt && failure_code == 0; t++)
+		{
+			const rd_kafka_metadata_topic_t *mt = &md->topics[t];
+
+			if (topic != NULL && strcmp(mt->topic, topic) != 0)
+				continue;
+			if (topic == NULL && strncmp(mt->topic, "__", 2) == 0)
+				continue;		/* Kafka's internal topics */
+			topic_found = true;
+
+			for (int p = 0; p < mt->partition_cnt; p++)
+			{
+				ScKafkaPartitionInfo *info = palloc0(sizeof(ScKafkaPartitionInfo));
+
+				info->topic = pstrdup(mt->topic);
+				info->partition = mt->partitions[p].id;
+				info->leader = mt->partitions[p].leader;
+				info->low_watermark = -1;
+				info->high_watermark = -1;
+				if (with_watermarks)
+				{
+					int64_t		lo,
+								hi;
+
+					CHECK_FOR_INTERRUPTS();
+					err = rd_kafka_query_watermark_offsets(rk, mt->topic, info->partition,
+														   &lo, &hi,
+														   sc_remaining_ms(deadline));
+					if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+					{
+						snprintf(failure, sizeof(failure),
+								 "watermarks of partition %d of topic \"%s\": %s",
+								 info->partition, mt->topic, rd_kafka_err2str(err));
+						failure_code = 1;
+						break;
+					}
+					info->low_watermark = lo;
+					info->high_watermark = hi;
+				}
+				result = lappend(result, info);
+			}
+		}
+		if (failure_code == 0 && topic != NULL && !topic_found)
+			failure_code = 2;
+	}
+	PG_FINALLY();
+	{
+		if (md != NULL)
+			rd_kafka_metadata_destroy(md);
+		rd_kafka_poll(rk, 0);
+		rd_kafka_destroy(rk);
+	}
+	PG_END_TRY();
+
+	if (failure_code == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not get metadata from Kafka cluster \"%s\": %s",
+						conn->cluster_name, failure),
+				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
+				 errhint("Check that bootstrap servers \"%s\" are reachable, or raise streamcube.kafka_timeout (now %d ms).",
+						 conn->bootstrap_servers, timeout_ms)));
+	if (failure_code == 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" does not exist on Kafka cluster \"%s\"",
+						topic, conn->cluster_name),
+				 errhint("Create the topic first; streamcube never creates topics.")));
+	return result;
+}
+
+/* ----------------------------------------------------------------
+ * Consumer
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Create a consumer with manual assignment.  No consumer group protocol is
+ * used: librdkafka only needs a group.id for its consumer API, offsets are
+ * never committed to Kafka (positions live in PostgreSQL).
+ */
+ScKafkaConsumer *
+sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
+						 int queue_kbytes)
+{
+	ScKafkaConsumer *c = palloc0(sizeof(ScKafkaConsumer));
+	char		errbuf[512];
+	char		kbytes[32];
+	rd_kafka_conf_t *conf;
+
+	conf = sc_kafka_conf_build(conn, &c->events, errbuf, sizeof(errbuf));
+	if (conf == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	snprintf(kbytes, sizeof(kbytes), "%d", queue_kbytes);
+	if (rd_kafka_conf_set(conf, "group.id", group_id, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "enable.auto.commit", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "auto.offset.reset", "error", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "queued.max.messages.kbytes", kbytes, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not configure the Kafka consumer: %s", errbuf)));
+	}
+
+	c->rk = sc_kafka_new_handle(RD_KAFKA_CONSUMER, conf, errbuf, sizeof(errbuf));
+	if (c->rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka consumer for cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	c->consumer_queue = rd_kafka_queue_get_consumer(c->rk);
+	c->main_queue = rd_kafka_queue_get_main(c->rk);
+
+	if (pipe(c->pipefd) != 0 ||
+		fcntl(c->pipefd[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(c->pipefd[1], F_SETFL, O_NONBLOCK) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create a pipe for the Kafka consumer: %m")));
+	rd_kafka_queue_io_event_enable(c->consumer_queue, c->pipefd[1], "c", 1);
+	rd_kafka_queue_io_event_enable(c->main_queue, c->pipefd[1], "m", 1);
+	return c;
+}
+
+void
+sc_kafka_consumer_assign(ScKafkaConsumer *c, const char *topic,
+						 int n, const int32 *partitions, const int64 *offsets)
+{
+	rd_kafka_resp_err_t err;
+
+	if (c->assignment)
+		rd_kafka_topic_partition_list_destroy(c->assignment);
+	c->assignment = rd_kafka_topic_partition_list_new(Max(n, 1));
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(c->assignment, topic, partitions[i])->offset = offsets[i];
+
+	err = rd_kafka_assign(c->rk, c->assignment);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not assign partitions of topic \"%s\": %s",
+						topic, rd_kafka_err2str(err))));
+	c->topic = pstrdup(topic);
+}
+
+/* A descriptor that becomes readable when the consumer has something. */
+int
+sc_kafka_consumer_wait_fd(ScKafkaConsumer *c)
+{
+	return c->pipefd[0];
+}
+
+/*
+ * Take up to max_messages messages without blocking.  Error events are
+ * folded into *result: a lost offset range or a fatal client error stops
+ * the receiver, anything else is transient (librdkafka retries by itself)
+ * and left in result->message for the monitoring view.
+ */
+int
+sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
+					   int max_messages, ScKafkaPollResult *result)
+{
+	char		drain[64];
+	ssize_t		n;
+	int			got = 0;
+
+	result->status = SC_KAFKA_OK;
+	result->partition = -1;
+	result->message[0] = '\0';
+
+	/* Empty the wake-up pipe first: new events after this write again. */
+	while ((n = read(c->pipefd[0], drain, sizeof(drain))) > 0)
+		;
+
+	if (c->batch_size < max_messages)
+	{
+		if (c->batch)
+			pfree(c->batch);
+		c->batch = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(rd_kafka_message_t *) * max_messages);
+		c->batch_size = max_messages;
+	}
+
+	n = rd_kafka_consume_batch_queue(c->consumer_queue, 0, c->batch, max_messages);
+	for (ssize_t i = 0; i < n; i++)
+	{
+		rd_kafka_message_t *m = c->batch[i];
+
+		if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			messages[got].partition = m->partition;
+			messages[got].offset = m->offset;
+			messages[got].payload = m->payload;
+			messages[got].len = m->len;
+			messages[got].handle = m;
+			got++;
+			continue;
+		}
+
+		if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+			m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
+		{
+			result->status = SC_KAFKA_OUT_OF_RANGE;
+			result->partition = m->partition;
+			snprintf(result->message, sizeof(result->message), "%s",
+					 rd_kafka_message_errstr(m));
+		}
+		else if (m->err == RD_KAFKA_RESP_ERR__FATAL)
+		{
+			result->status = SC_KAFKA_FATAL;
+			snprintf(result->message, sizeof(result->message), "%s",
+					 rd_kafka_message_errstr(m));
+		}
+		else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+				 result->status == SC_KAFKA_OK)
+			snprintf(result->message, sizeof(result->message), "%s",
+					 rd_kafka_message_errstr(m));
+		rd_kafka_message_destroy(m);
+	}
+
+	/* Serve logs and client errors queued on the main queue. */
+	rd_kafka_poll(c->rk, 0);
+	if (c->events.fatal && result->status == SC_KAFKA_OK)
+	{
+		result->status = SC_KAFKA_FATAL;
+		strlcpy(result->message, c->events.last_error, sizeof(result->message));
+	}
+	else if (result->message[0] == '\0' && c->events.nevents > 0)
+	{
+		for (int i = c->events.nevents - 1; i >= 0; i--)
+			if (c->events.levels[i] <= SC_SYSLOG_WARNING)
+			{
+				strlcpy(result->message, c->events.text[i], sizeof(result->message));
+				break;
+			}
+	}
+	return got;
+}
+
+void
+sc_kafka_messages_release(ScKafkaMessage *messages, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (messages[i].handle)
+			rd_kafka_message_destroy((rd_kafka_message_t *) messages[i].handle);
+		messages[i].handle = NULL;
+	}
+}
+
+/*
+ * Stop or restart fetching.  librdkafka resumes from the position of the
+ * last message handed to us, which the receiver has committed.
+ */
+void
+sc_kafka_consumer_set_paused(ScKafkaConsumer *c, bool paused)
+{
+	if (c->assignment == NULL)
+		return;
+	if (paused)
+		rd_kafka_pause_partitions(c->rk, c->assignment);
+	else
+		rd_kafka_resume_partitions(c->rk, c->assignment);
+}
+
+/* Kafka's high watermark as last seen in a fetch response; -1 if unknown. */
+int64
+sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 partition)
+{
+	int64_t		lo,
+				hi;
+
+	if (c->topic == NULL ||
+		rd_kafka_get_watermark_offsets(c->rk, c->topic, partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		hi < 0)
+		return -1;
+	return hi;
+}
+
+/* Write librdkafka's queued log lines and errors to the server log. */
+void
+sc_kafka_consumer_report(ScKafkaConsumer *c)
+{
+	rd_kafka_poll(c->rk, 0);
+	sc_kafka_flush_events(&c->events, "kafka");
+}
+
+void
+sc_kafka_consumer_destroy(ScKafkaConsumer *c)
+{
+	if (c == NULL)
+		return;
+	if (c->rk)
+	{
+		rd_kafka_queue_io_event_enable(c->consumer_queue, -1, NULL, 0);
+		rd_kafka_queue_io_event_enable(c->main_queue, -1, NULL, 0);
+		rd_kafka_queue_destroy(c->consumer_queue);
+		rd_kafka_queue_destroy(c->main_queue);
+		rd_kafka_consumer_close(c->rk);
+		if (c->assignment)
+			rd_kafka_topic_partition_list_destroy(c->assignment);
+		rd_kafka_destroy(c->rk);
+	}
+	close(c->pipefd[0]);
+	close(c->pipefd[1]);
+}

@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka.h
+ *		streamcube's narrow interface to librdkafka.
+ *
+ * kafka.c is the only file that includes librdkafka.  Everything it hands
+ * out is either a plain C value or an opaque handle, so the rest of the
+ * extension never sees a librdkafka type and never runs on a librdkafka
+ * thread.  Functions that talk to the network take a timeout and never
+ * block longer than it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_KAFKA_H
+#define SC_KAFKA_H
+
+#include "nodes/pg_list.h"
+
+/* One librdkafka property, as stored in streamcube.clusters. */
+typedef struct ScKafkaProperty
+{
+	char	   *name;
+	char	   *value;
+} ScKafkaProperty;
+
+/* How to reach one cluster. */
+typedef struct ScKafkaConnInfo
+{
+	const char *cluster_name;	/* for messages only */
+	const char *bootstrap_servers;
+	List	   *properties;		/* of ScKafkaProperty * */
+} ScKafkaConnInfo;
+
+/* One partition as the cluster's metadata describes it. */
+typedef struct ScKafkaPartitionInfo
+{
+	char	   *topic;
+	int32		partition;
+	int32		leader;			/* broker id, -1 when leaderless */
+	int64		low_watermark;
+	int64		high_watermark;
+} ScKafkaPartitionInfo;
+
+/* A consumed message; payload points into librdkafka's buffer. */
+typedef struct ScKafkaMessage
+{
+	int32		partition;
+	int64		offset;
+	const char *payload;
+	size_t		len;
+	void	   *handle;			/* owned by kafka.c */
+} ScKafkaMessage;
+
+/* What a poll saw besides messages. */
+typedef enum ScKafkaPollStatus
+{
+	SC_KAFKA_OK,
+	SC_KAFKA_OUT_OF_RANGE,		/* a needed offset is no longer in Kafka */
+	SC_KAFKA_FATAL				/* the consumer cannot go on */
+} ScKafkaPollStatus;
+
+typedef struct ScKafkaPollResult
+{
+	ScKafkaPollStatus status;
+	int32		partition;		/* for SC_KAFKA_OUT_OF_RANGE */
+	char		message[512];
+} ScKafkaPollResult;
+
+typedef struct ScKafkaConsumer ScKafkaConsumer;
+
+extern const char *sc_kafka_version(void);
+extern bool sc_kafka_check_property(const char *name, const char *value,
+									char *errbuf, size_t errlen);
+extern bool sc_kafka_property_is_managed(const char *name);
+
+extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
+							   bool with_watermarks, int timeout_ms);
+
+extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
+												 const char *group_id,
+												 int queue_kbytes);
+extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const char *topic,
+									 int n, const int32 *partitions,
+									 const int64 *offsets);
+extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);
+extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *messages,
+								   int max_messages, ScKafkaPollResult *result);
+extern void sc_kafka_messages_release(ScKafkaMessage *messages, int n);
+extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
+extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
+extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
+extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);
+
+#endif							/* SC_KAFKA_H */

@@ -1,0 +1,493 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *		The launcher: one static background worker that reconciles the
+ *		running receivers with the catalog.
+ *
+ * The catalog is the single source of truth.  The launcher reads, for each
+ * cube, the replica sets that hold its partitions and whether the cube is
+ * paused, and makes shared memory agree: it allocates a slot and starts a
+ * receiver for each (cube, replica set) that has none, tells receivers
+ * whose cube is paused, resumed or changed, and asks receivers that are no
+ * longer wanted to stop.  It never decides anything the catalog does not
+ * say, so a crash of anything at any point is repaired by the next
+ * reconciliation.
+ *
+ * A receiver that dies is restarted with an exponential back-off (one
+ * second, doubling, at most streamcube.restart_max_delay); its last error
+ * stays visible in streamcube.consumers meanwhile.  A receiver checks the
+ * generation number of its slot when it starts, so a receiver registered
+ * by an earlier incarnation of the launcher never runs beside a new one.
+ *
+ * The launcher sleeps on its latch.  SQL functions that change what it
+ * should do wake it at COMMIT (sc_launcher_wakeup_at_commit), otherwise it
+ * looks again every streamcube.launcher_naptime.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+/* How long a registered receiver may take to show up after a launcher restart. */
+#define SC_ADOPT_GRACE_MS 10000
+
+/* One (cube, replica set) pair the catalog wants to be consumed. */
+typedef struct ScWanted
+{
+	int32		cube_id;
+	char		replica_set[NAMEDATALEN];
+	char		cube_name[2 * NAMEDATALEN + 2];
+	Oid			owner;
+	bool		paused;
+	int64		config_version;
+	bool		matched;
+} ScWanted;
+
+/* Launcher-local state per slot: handles cannot live in shared memory. */
+typedef struct ScLauncherSlot
+{
+	BackgroundWorkerHandle *handle;
+	TimestampTz registered_at;
+	bool		restart_pending;	/* death noticed, back-off computed */
+	char		cube_name[2 * NAMEDATALEN + 2];
+} ScLauncherSlot;
+
+static ScLauncherSlot *local_slots;
+static bool wakeup_at_commit = false;
+
+/* ----------------------------------------------------------------
+ * Registration and wake-ups
+ * ----------------------------------------------------------------
+ */
+void
+sc_launcher_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "streamcube", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "sc_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "streamcube launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "streamcube launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Ask for the launcher to be woken once the current transaction commits. */
+void
+sc_launcher_wakeup_at_commit(void)
+{
+	wakeup_at_commit = true;
+}
+
+static void
+sc_launcher_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (wakeup_at_commit && sc_shared != NULL)
+			{
+				pid_t		pid;
+
+				LWLockAcquire(sc_shared->lock, LW_SHARED);
+				pid = sc_shared->launcher_pid;
+				LWLockRelease(sc_shared->lock);
+				if (pid != 0)
+					kill(pid, SIGUSR1); /* procsignal handler sets its latch */
+			}
+			wakeup_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			wakeup_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+sc_launcher_xact_callback_register(void)
+{
+	RegisterXactCallback(sc_launcher_xact_callback, NULL);
+}
+
+/* ----------------------------------------------------------------
+ * Reconciliation
+ * ----------------------------------------------------------------
+ */
+
+/* Read what the catalog wants; returns the number of entries. */
+static int
+sc_launcher_read_catalog(ScWanted **wanted_out)
+{
+	ScWanted   *wanted = NULL;
+	int			n = 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "reading streamcube catalog");
+
+	if (OidIsValid(get_extension_oid("streamcube", true)))
+	{
+		int			ret;
+
+		SPI_connect();
+		ret = SPI_execute("SELECT c.cube_id, a.replica_set, c.relid::regclass::text, "
+						  "       c.owner, c.paused, c.config_version "
+						  "FROM streamcube.cubes c "
+						  "JOIN (SELECT DISTINCT cube_id, replica_set FROM streamcube.assignments) a "
+						  "  USING (cube_id) "
+						  "ORDER BY c.cube_id, a.replica_set",
+						  true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "could not read the streamcube catalog: %s",
+				 SPI_result_code_string(ret));
+
+		n = (int) SPI_processed;
+		wanted = MemoryContextAllocZero(TopMemoryContext, sizeof(ScWanted) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+
+			wanted[i].cube_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+			strlcpy(wanted[i].replica_set, SPI_getvalue(tup, desc, 2), NAMEDATALEN);
+			strlcpy(wanted[i].cube_name, SPI_getvalue(tup, desc, 3), sizeof(wanted[i].cube_name));
+			wanted[i].owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+			wanted[i].paused = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+			wanted[i].config_version = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+		}
+		SPI_finish();
+	}
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	*wanted_out = wanted;
+	return n;
+}
+
+static bool
+sc_register_receiver(int slotno, uint32 generation, const char *cube_name,
+					 const char *replica_set)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "streamcube", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "sc_receiver_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "streamcube receiver for %s (%s)",
+			 cube_name, replica_set);
+	strlcpy(worker.bgw_type, "streamcube receiver", BGW_MAXLEN);
+	worker.bgw_main_arg = Int32GetDatum(slotno);
+	memcpy(worker.bgw_extra, &generation, sizeof(generation));
+	worker.bgw_notify_pid = MyProcPid;
+
+	return RegisterDynamicBackgroundWorker(&worker, &local_slots[slotno].handle);
+}
+
+/* Is the receiver of this slot alive?  Caller holds the lock. */
+static bool
+sc_slot_alive(int slotno, TimestampTz now)
+{
+	ScReceiverSlot *slot = &sc_shared->slots[slotno];
+	ScLauncherSlot *local = &local_slots[slotno];
+	pid_t		pid;
+
+	if (local->handle != NULL)
+		return GetBackgroundWorkerPid(local->handle, &pid) != BGWH_STOPPED;
+
+	/* Registered by an earlier launcher: trust the slot, give it time. */
+	if (slot->pid != 0)
+		return true;
+	return slot->state == SC_RECEIVER_STARTING &&
+		!TimestampDifferenceExceeds(local->registered_at, now, SC_ADOPT_GRACE_MS);
+}
+
+static void
+sc_signal_slot(ScReceiverSlot *slot)
+{
+	if (slot->pid != 0)
+		kill(slot->pid, SIGUSR1);
+}
+
+/*
+ * Make shared memory agree with the catalog.  Returns how long the launcher
+ * may sleep before something is due.
+ */
+static long
+sc_launcher_reconcile(void)
+{
+	ScWanted   *wanted;
+	int			nwanted = sc_launcher_read_catalog(&wanted);
+	TimestampTz now = GetCurrentTimestamp();
+	long		sleep_ms = sc_launcher_naptime_ms;
+	int		   *to_start = palloc(sizeof(int) * sc_shared->nslots);
+	int			nstart = 0;
+
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+
+	/* Existing slots: keep, tell, restart or retire. */
+	for (int s = 0; s < sc_shared->nslots; s++)
+	{
+		ScReceiverSlot *slot = &sc_shared->slots[s];
+		ScWanted   *w = NULL;
+		bool		alive;
+
+		if (!slot->in_use || slot->dboid != MyDatabaseId)
+			continue;
+
+		for (int i = 0; i < nwanted; i++)
+			if (!wanted[i].matched && wanted[i].cube_id == slot->cube_id &&
+				strcmp(wanted[i].replica_set, slot->replica_set) == 0)
+			{
+				w = &wanted[i];
+				w->matched = true;
+				break;
+			}
+
+		alive = sc_slot_alive(s, now);
+
+		if (w == NULL)
+		{
+			/* No longer wanted: ask it to stop, free the slot once gone. */
+			if (alive)
+			{
+				if (!slot->stop_wanted)
+				{
+					slot->stop_wanted = true;
+					sc_signal_slot(slot);
+				}
+				sleep_ms = Min(sleep_ms, 200);
+			}
+			else
+			{
+				slot->in_use = false;
+				slot->state = SC_RECEIVER_FREE;
+				local_slots[s].handle = NULL;
+			}
+			continue;
+		}
+
+		if (slot->pause_wanted != w->paused || slot->config_version != (uint32) w->config_version)
+		{
+			slot->pause_wanted = w->paused;
+			slot->config_version = (uint32) w->config_version;
+			sc_signal_slot(slot);
+		}
+		strlcpy(local_slots[s].cube_name, w->cube_name, sizeof(local_slots[s].cube_name));
+
+		if (alive)
+			continue;
+
+		/* Dead while wanted: restart after the back-off. */
+		if (!local_slots[s].restart_pending)
+		{
+			slot->failures++;
+			if (slot->state != SC_RECEIVER_FAILED && slot->last_error[0] == '\0')
+				sc_slot_set_error(slot, "receiver exited unexpectedly");
+			slot->state = SC_RECEIVER_FAILED;
+			slot->pid = 0;
+			slot->next_start = TimestampTzPlusMilliseconds(now,
+														   Min((int64) 1000 << Min(slot->failures - 1, 20),
+															   (int64) sc_restart_max_delay_ms));
+			local_slots[s].restart_pending = true;
+		}
+		if (now >= slot->next_start)
+			to_start[nstart++] = s;
+		else
+		{
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(now, slot->next_start, &secs, &usecs);
+			sleep_ms = Min(sleep_ms, secs * 1000 + usecs / 1000 + 1);
+		}
+	}
+
+	/* Wanted pairs without a slot: allocate one. */
+	for (int i = 0; i < nwanted; i++)
+	{
+		int			free_slot = -1;
+
+		if (wanted[i].matched)
+			continue;
+		for (int s = 0; s < sc_shared->nslots; s++)
+			if (!sc_shared->slots[s].in_use)
+			{
+				free_slot = s;
+				break;
+			}
+		if (free_slot < 0)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("no free receiver slot for cube %s, replica set \"%s\"",
+							wanted[i].cube_name, wanted[i].replica_set),
+					 errhint("Raise streamcube.max_receivers (now %d) and restart the server.",
+							 sc_max_receivers)));
+			continue;
+		}
+		else
+		{
+			ScReceiverSlot *slot = &sc_shared->slots[free_slot];
+			uint32		generation = slot->generation;
+
+			memset(slot, 0, sizeof(ScReceiverSlot));
+			slot->generation = generation;
+			slot->in_use = true;
+			slot->dboid = MyDatabaseId;
+			slot->owner = wanted[i].owner;
+			slot->cube_id = wanted[i].cube_id;
+			strlcpy(slot->replica_set, wanted[i].replica_set, NAMEDATALEN);
+			slot->pause_wanted = wanted[i].paused;
+			slot->config_version = (uint32) wanted[i].config_version;
+			slot->state = SC_RECEIVER_STARTING;
+			slot->next_start = now;
+			local_slots[free_slot].handle = NULL;
+			strlcpy(local_slots[free_slot].cube_name, wanted[i].cube_name,
+					sizeof(local_slots[free_slot].cube_name));
+			to_start[nstart++] = free_slot;
+		}
+	}
+
+	/* Bump generations and mark STARTING while still holding the lock. */
+	for (int i = 0; i < nstart; i++)
+	{
+		ScReceiverSlot *slot = &sc_shared->slots[to_start[i]];
+
+		slot->generation++;
+		slot->state = SC_RECEIVER_STARTING;
+		slot->pid = 0;
+		slot->stop_wanted = false;
+		local_slots[to_start[i]].registered_at = now;
+		local_slots[to_start[i]].restart_pending = false;
+	}
+	LWLockRelease(sc_shared->lock);
+
+	for (int i = 0; i < nstart; i++)
+	{
+		int			s = to_start[i];
+		ScReceiverSlot *slot = &sc_shared->slots[s];
+		uint32		generation;
+		char		replica_set[NAMEDATALEN];
+
+		LWLockAcquire(sc_shared->lock, LW_SHARED);
+		generation = slot->generation;
+		strlcpy(replica_set, slot->replica_set, NAMEDATALEN);
+		LWLockRelease(sc_shared->lock);
+
+		if (!sc_register_receiver(s, generation, local_slots[s].cube_name, replica_set))
+		{
+			LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+			slot->state = SC_RECEIVER_FAILED;
+			slot->failures++;
+			slot->next_start = TimestampTzPlusMilliseconds(now, 5000);
+			local_slots[s].restart_pending = true;
+			sc_slot_set_error(slot, "could not register a background worker: raise max_worker_processes");
+			LWLockRelease(sc_shared->lock);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("could not start a receiver for cube %s: no free background worker slot",
+							local_slots[s].cube_name),
+					 errhint("Raise max_worker_processes (now %d) and restart the server.",
+							 max_worker_processes)));
+			sleep_ms = Min(sleep_ms, 5000);
+		}
+		else
+			ereport(DEBUG1,
+					(errmsg_internal("streamcube launcher started a receiver for %s (%s), slot %d",
+									 local_slots[s].cube_name, replica_set, s)));
+	}
+
+	if (wanted)
+		pfree(wanted);
+	pfree(to_start);
+	return sleep_ms;
+}
+
+/* ----------------------------------------------------------------
+ * Main loop
+ * ----------------------------------------------------------------
+ */
+static void
+sc_launcher_detach(int code, Datum arg)
+{
+	if (sc_shared == NULL)
+		return;
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	if (sc_shared->launcher_pid == MyProcPid)
+		sc_shared->launcher_pid = 0;
+	LWLockRelease(sc_shared->lock);
+}
+
+void
+sc_launcher_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(sc_database, NULL, 0);
+	pgstat_report_appname("streamcube launcher");
+
+	local_slots = MemoryContextAllocZero(TopMemoryContext,
+										 sizeof(ScLauncherSlot) * sc_shared->nslots);
+
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	sc_shared->launcher_pid = MyProcPid;
+	LWLockRelease(sc_shared->lock);
+	before_shmem_exit(sc_launcher_detach, (Datum) 0);
+
+	ereport(LOG,
+			(errmsg("streamcube launcher started in database \"%s\"", sc_database)));
+
+	for (;;)
+	{
+		long		sleep_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		sleep_ms = sc_launcher_reconcile();
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *		Shared memory of streamcube: the launcher's pid and receiver slots.
+ *
+ * The area is sized from streamcube.max_receivers and protected by one
+ * LWLock of the "streamcube" tranche.  The lock is only taken for short
+ * copies: once per batch by a receiver, once per reconciliation by the
+ * launcher, and once per call of the monitoring functions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+
+ScShared   *sc_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+sc_shmem_size(void)
+{
+	return add_size(offsetof(ScShared, slots),
+					mul_size(sizeof(ScReceiverSlot), sc_max_receivers));
+}
+
+static void
+sc_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+
+	RequestAddinShmemSpace(sc_shmem_size());
+	RequestNamedLWLockTranche("streamcube", 1);
+}
+
+static void
+sc_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sc_shared = ShmemInitStruct("streamcube", sc_shmem_size(), &found);
+	if (!found)
+	{
+		memset(sc_shared, 0, sc_shmem_size());
+		sc_shared->lock = &(GetNamedLWLockTranche("streamcube"))->lock;
+		sc_shared->nslots = sc_max_receivers;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+sc_shmem_install_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = sc_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = sc_shmem_startup;
+}
+
+const char *
+sc_receiver_state_name(ScReceiverState state)
+{
+	switch (state)
+	{
+		case SC_RECEIVER_FREE:
+			return "free";
+		case SC_RECEIVER_STARTING:
+			return "starting";
+		case SC_RECEIVER_RUNNING:
+			return "running";
+		case SC_RECEIVER_PAUSED:
+			return "paused";
+		case SC_RECEIVER_STOPPING:
+			return "stopping";
+		case SC_RECEIVER_STOPPED:
+			return "stopped";
+		case SC_RECEIVER_FAILED:
+			return "failed";
+	}
+	return "unknown";
+}
+
+/*
+ * Record an error message in a slot.  The caller holds sc_shared->lock
+ * exclusively.
+ */
+void
+sc_slot_set_error(ScReceiverSlot *slot, const char *message)
+{
+	strlcpy(slot->last_error, message ? message : "", SC_ERROR_LEN);
+	slot->last_error_at = message ? GetCurrentTimestamp() : 0;
+}

@@ -1,0 +1,164 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamcube.h
+ *		Declarations shared by every room of streamcube.
+ *
+ * streamcube turns Kafka topics into time-partitioned tables.  The code is
+ * split by concern:
+ *
+ *	streamcube.c	_PG_init: loading checks, hooks, the launcher registration
+ *	guc.c			the streamcube.* settings
+ *	shmem.c			shared memory: launcher state and receiver slots
+ *	kafka.c			the only file that includes librdkafka
+ *	catalog.c		privilege checks and small catalog helpers
+ *	cluster.c		SQL functions on Kafka clusters
+ *	launcher.c		the launcher worker, reconciling receivers with the catalog
+ *	cube.c			SQL functions on cubes
+ *	segments.c		window arithmetic and active partitions
+ *	ingest.c		message parsing and bulk insertion (the hot path)
+ *	receiver.c		the receiver worker: consume, batch, commit
+ *	consumers.c		the monitoring functions behind streamcube.* views
+ *
+ * Every object named by a user is quoted whenever it reaches SQL text.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMCUBE_H
+#define STREAMCUBE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+/* Name of the schema holding catalogs and views. */
+#define SC_SCHEMA "streamcube"
+/* Role whose members may manage clusters and cubes. */
+#define SC_ADMIN_ROLE "streamcube_admin"
+
+/* ----------------------------------------------------------------
+ * guc.c
+ * ----------------------------------------------------------------
+ */
+extern char *sc_database;
+extern int	sc_max_receivers;
+extern int	sc_launcher_naptime_ms;
+extern int	sc_kafka_timeout_ms;
+extern int	sc_batch_max_rows;
+extern int	sc_batch_max_ms;
+extern int	sc_batch_max_kbytes;
+extern int	sc_fetch_queue_kbytes;
+extern int	sc_restart_max_delay_ms;
+
+extern void sc_guc_define(void);
+
+/* ----------------------------------------------------------------
+ * shmem.c: receiver slots
+ *
+ * One slot per running (cube, replica set) receiver.  The launcher owns
+ * allocation and freeing; a receiver owns its own statistics.  All fields
+ * are protected by ScShared->lock.
+ * ----------------------------------------------------------------
+ */
+typedef enum ScReceiverState
+{
+	SC_RECEIVER_FREE = 0,
+	SC_RECEIVER_STARTING,
+	SC_RECEIVER_RUNNING,
+	SC_RECEIVER_PAUSED,
+	SC_RECEIVER_STOPPING,
+	SC_RECEIVER_STOPPED,
+	SC_RECEIVER_FAILED
+} ScReceiverState;
+
+/* Per-slot partition table; a cube topic rarely has more partitions. */
+#define SC_MAX_SLOT_PARTITIONS 256
+#define SC_ERROR_LEN 512
+
+typedef struct ScPartitionStat
+{
+	int32		partition;
+	int64		position;		/* next offset to consume (committed) */
+	int64		high_watermark; /* last known Kafka high watermark, -1 */
+} ScPartitionStat;
+
+typedef struct ScReceiverSlot
+{
+	bool		in_use;
+	uint32		generation;		/* bumped on every (re)registration */
+	Oid			dboid;
+	Oid			owner;
+	int32		cube_id;
+	char		replica_set[NAMEDATALEN];
+	pid_t		pid;			/* 0 while not running */
+	ScReceiverState state;
+
+	/* launcher -> receiver */
+	bool		pause_wanted;
+	bool		stop_wanted;
+	uint32		config_version; /* bumped when the cube's catalog changed */
+
+	/* launcher bookkeeping for restart back-off */
+	int			failures;
+	TimestampTz next_start;
+
+	/* receiver -> view */
+	TimestampTz started_at;
+	TimestampTz last_batch_at;
+	uint64		rows_total;
+	double		rows_per_sec;
+	int			npartitions;
+	ScPartitionStat parts[SC_MAX_SLOT_PARTITIONS];
+	char		last_error[SC_ERROR_LEN];
+	TimestampTz last_error_at;
+} ScReceiverSlot;
+
+typedef struct ScShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	int			nslots;
+	ScReceiverSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} ScShared;
+
+extern ScShared *sc_shared;
+
+extern void sc_shmem_install_hooks(void);
+extern const char *sc_receiver_state_name(ScReceiverState state);
+extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
+
+/* ----------------------------------------------------------------
+ * launcher.c
+ * ----------------------------------------------------------------
+ */
+extern void sc_launcher_register(void);
+extern void sc_launcher_wakeup_at_commit(void);
+extern void sc_launcher_xact_callback_register(void);
+extern PGDLLEXPORT void sc_launcher_main(Datum main_arg);
+
+/* ----------------------------------------------------------------
+ * catalog.c
+ * ----------------------------------------------------------------
+ */
+typedef struct ScPrivilegeSave
+{
+	Oid			userid;
+	int			sec_context;
+} ScPrivilegeSave;
+
+extern void sc_catalog_enter(ScPrivilegeSave *save);
+extern void sc_catalog_leave(ScPrivilegeSave *save);
+extern bool sc_is_admin(Oid roleid);
+extern void sc_require_admin(const char *action);
+extern void sc_check_database(void);
+extern bool sc_property_is_secret(const char *key);
+
+/* ----------------------------------------------------------------
+ * cluster.c
+ * ----------------------------------------------------------------
+ */
+struct ScKafkaConnInfo;
+extern struct ScKafkaConnInfo *sc_cluster_conninfo(const char *name);
+
+#endif							/* STREAMCUBE_H */

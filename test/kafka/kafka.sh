@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# A real Apache Kafka broker for the streamcube test bench.
+#
+# The broker comes from Maven Central (org.apache.kafka:kafka_2.13) as plain
+# jars in test/kafka/.jars/<version>/ and runs as one KRaft node that is both
+# broker and controller, bound to 127.0.0.1 only.  See docs/kafka-versions.md.
+#
+#   kafka.sh fetch [--version V]
+#   kafka.sh start --dir DIR --port PORT [--controller-port CPORT] [--version V]
+#   kafka.sh stop --dir DIR
+#   kafka.sh status --dir DIR
+#   kafka.sh create-topic --bootstrap HOST:PORT [--version V] [--config K=V]... NAME PARTITIONS
+#
+# Environment: KAFKA_HEAP_OPTS (default "-Xms128m -Xmx512m") and
+#              KAFKA_JVM_PERFORMANCE_OPTS (default "-XX:+UseSerialGC") replace
+#              those parts of the broker's java command.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+DEFAULT_VERSION=3.9.1
+START_TIMEOUT=90        # seconds until the broker must answer metadata
+STOP_TIMEOUT=30         # seconds between SIGTERM and SIGKILL
+TOPIC_TIMEOUT=60        # seconds until a new topic must have all leaders
+# Short-lived tool JVMs (storage format, topic tool): C1 only, small heap.
+TOOL_JVM_OPTS=(-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss1m -Xmx256m -Djava.awt.headless=true)
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+say() { echo "kafka.sh: $*"; }
+
+usage() {
+    sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
+    exit 2
+}
+
+jars_dir() { echo "$SCRIPT_DIR/.jars/$1"; }
+major_of() { echo "${1%%.*}"; }
+now_ms() { date +%s%3N; }
+
+check_version() {
+    [[ $1 =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "bad version '$1' (want e.g. 3.9.1 or 4.0.2)"
+}
+
+# Log configuration files; the broker logs to stdout which start redirects to
+# DIR/kafka.log, the tools log warnings to stderr.
+write_log_config() {   # version file level target(stdout|stderr)
+    local v=$1 file=$2 level=$3 target=$4
+    if (( $(major_of "$v") >= 4 )); then
+        local t=SYSTEM_OUT; [[ $target == stderr ]] && t=SYSTEM_ERR
+        cat >"$file" <<EOF
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.target = $t
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = $level
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+EOF
+    else
+        local t=System.out; [[ $target == stderr ]] && t=System.err
+        cat >"$file" <<EOF
+log4j.rootLogger=$level, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.Target=$t
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+EOF
+    fi
+}
+
+log_config_opt() {     # version file -> the -D option naming it
+    if (( $(major_of "$1") >= 4 )); then
+        echo "-Dlog4j2.configurationFile=$2"
+    else
+        echo "-Dlog4j.configuration=file:$2"
+    fi
+}
+
+# ---------------------------------------------------------------- fetch
+do_fetch() {           # version
+    local v=$1 dir tmp profile
+    dir=$(jars_dir "$v")
+    [[ -f $dir/.complete ]] && return 0
+    command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+    profile=log-reload4j
+    (( $(major_of "$v") >= 4 )) && profile=log-log4j2
+    tmp="$dir.tmp.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    say "fetching Kafka $v from Maven into $dir"
+    local t0; t0=$(now_ms)
+    if ! mvn -B -Dstyle.color=never -f "$SCRIPT_DIR/pom.xml" -P "$profile" \
+            -Dkafka.version="$v" -DoutputDirectory="$tmp" \
+            dependency:copy-dependencies >"$tmp.log" 2>&1; then
+        grep -E 'ERROR|FATAL' "$tmp.log" | head -n 20 >&2 || true
+        rm -rf "$tmp" "$tmp.log"
+        die "mvn could not fetch Kafka $v (is Maven Central reachable?)"
+    fi
+    rm -f "$tmp.log"
+    ls "$tmp"/kafka_2.13-"$v".jar "$tmp"/kafka-tools-"$v".jar >/dev/null \
+        || { rm -rf "$tmp"; die "Kafka $v jars missing after mvn"; }
+    write_log_config "$v" "$tmp/tools-log.conf" WARN stderr
+    rm -rf "$dir"
+    mv "$tmp" "$dir"
+    echo "$v" >"$dir/.complete"
+    say "fetched Kafka $v: $(ls "$dir"/*.jar | wc -l) jars, $(( ($(now_ms) - t0) / 1000 )) s"
+}
+
+# ---------------------------------------------------------------- helpers
+# Is PID a broker started by us for DIR?
+is_our_broker() {      # pid dir
+    local pid=$1 dir=$2 cmd
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    [[ $cmd == *kafka.Kafka*"$dir/server.properties"* ]]
+}
+
+read_pid() { [[ -f $1/kafka.pid ]] && cat "$1/kafka.pid" || true; }
+
+port_in_use() {        # port
+    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+}
+
+# kcat -L answers and lists broker 1.  kcat takes about a second to give up
+# on a refused connection, so look for the listening socket first.
+broker_answers() {     # port
+    port_in_use "$1" || return 1
+    kcat -L -b "127.0.0.1:$1" -m 2 2>/dev/null | grep -q '^  broker 1 at '
+}
+
+kill_broker() {        # pid dir
+    local pid=$1 dir=$2 i
+    is_our_broker "$pid" "$dir" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for (( i = 0; i < STOP_TIMEOUT * 10; i++ )); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    echo "kafka.sh: pid $pid still alive after ${STOP_TIMEOUT}s, sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    for (( i = 0; i < 50; i++ )); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    die "pid $pid survived SIGKILL"
+}
+
+abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }
+
+# ---------------------------------------------------------------- start
+do_start() {
+    local dir="" port="" cport="" v=$DEFAULT_VERSION
+    while (( $# )); do
+        case $1 in
+            --dir) dir=${2:?}; shift 2 ;;
+            --port) port=${2:?}; shift 2 ;;
+            --controller-port) cport=${2:?}; shift 2 ;;
+            --version) v=${2:?}; shift 2 ;;
+            *) usage ;;
+        esac
+    done
+    [[ -n $dir && -n $port ]] || usage
+    [[ $port =~ ^[0-9]+$ ]] || die "bad port '$port'"
+    [[ -z $cport ]] && cport=$(( port + 1 ))
+    [[ $cport =~ ^[0-9]+$ ]] || die "bad controller port '$cport'"
+    check_version "$v"
+    command -v kcat >/dev/null || die "kcat not found (apt-get install kcat)"
+    dir=$(abs_dir "$dir")
+
+    local old; old=$(read_pid "$dir")
+    if [[ -n $old ]] && is_our_broker "$old" "$dir"; then
+        die "a broker is already running for $dir (pid $old)"
+    fi
+    rm -f "$dir/kafka.pid"
+    port_in_use "$port" && die "port $port is already in use"
+    port_in_use "$cport" && die "controller port $cport is already in use"
+
+    do_fetch "$v"
+    local jars; jars=$(jars_dir "$v")
+
+    local props=$dir/server.properties
+    cat >"$props" <<EOF
+# written by test/kafka/kafka.sh for Kafka $v
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+min.insync.replicas=1
+# small machine: few threads, small cleaner buffer
+num.network.threads=2
+num.io.threads=2
+num.recovery.threads.per.data.dir=1
+log.cleaner.dedupe.buffer.size=16777216
+EOF
+    if (( $(major_of "$v") >= 4 )); then
+        cat >>"$props" <<EOF
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+EOF
+    fi
+    write_log_config "$v" "$dir/log.conf" INFO stdout
+
+    local t0; t0=$(now_ms)
+    if [[ ! -f $dir/data/meta.properties ]]; then
+        local cid
+        # a Kafka Uuid: 16 random bytes, URL-safe base64 without padding
+        cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        echo "$cid" >"$dir/cluster.id"
+        if ! java "${TOOL_JVM_OPTS[@]}" "$(log_config_opt "$v" "$jars/tools-log.conf")" \
+                -cp "$jars/*" kafka.tools.StorageTool format \
+                -t "$cid" -c "$props" >"$dir/format.log" 2>&1; then
+            cat "$dir/format.log" >&2
+            die "formatting $dir/data failed"
+        fi
+    fi
+    local t1; t1=$(now_ms)
+
+    # shellcheck disable=SC2086
+    nohup java ${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m} \
+        ${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseSerialGC} \
+        -Djava.awt.headless=true \
+        "$(log_config_opt "$v" "$dir/log.conf")" \
+        -cp "$jars/*" kafka.Kafka "$props" \
+        >"$dir/kafka.log" 2>&1 </dev/null &
+    local pid=$!
+    echo "$pid" >"$dir/kafka.pid"
+
+    local deadline=$(( $(date +%s) + START_TIMEOUT ))
+    while ! broker_answers "$port"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 40 "$dir/kafka.log" >&2 || true
+            rm -f "$dir/kafka.pid"
+            die "Kafka $v exited during start (log: $dir/kafka.log)"
+        fi
+        if (( $(date +%s) >= deadline )); then
+            tail -n 40 "$dir/kafka.log" >&2 || true
+            kill_broker "$pid" "$dir" || true
+            rm -f "$dir/kafka.pid"
+            die "Kafka $v did not answer on 127.0.0.1:$port within ${START_TIMEOUT}s (log: $dir/kafka.log)"
+        fi
+        sleep 0.1
+    done
+    local t2; t2=$(now_ms)
+    say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, controller 127.0.0.1:$cport" \
+        "(format $(( t1 - t0 )) ms, start until metadata $(( t2 - t1 )) ms)"
+}
+
+# ---------------------------------------------------------------- stop
+do_stop() {
+    local dir=""
+    while (( $# )); do
+        case $1 in
+            --dir) dir=${2:?}; shift 2 ;;
+            *) usage ;;
+        esac
+    done
+    [[ -n $dir ]] || usage
+    [[ -d $dir ]] || { say "not running ($dir does not exist)"; return 0; }
+    dir=$(cd "$dir" && pwd)
+    local pid; pid=$(read_pid "$dir")
+    if [[ -z $pid ]]; then
+        say "not running (no pid file)"
+        return 0
+    fi
+    if ! is_our_broker "$pid" "$dir"; then
+        rm -f "$dir/kafka.pid"
+        say "not running (pid $pid is gone)"
+        return 0
+    fi
+    kill_broker "$pid" "$dir"
+    rm -f "$dir/kafka.pid"
+    say "stopped pid $pid"
+}
+
+# ---------------------------------------------------------------- status
+do_status() {
+    local dir=""
+    while (( $# )); do
+        case $1 in
+            --dir) dir=${2:?}; shift 2 ;;
+            *) usage ;;
+        esac
+    done
+    [[ -n $dir ]] || usage
+    if [[ -d $dir ]]; then
+        dir=$(cd "$dir" && pwd)
+        local pid; pid=$(read_pid "$dir")
+        if [[ -n $pid ]] && is_our_broker "$pid" "$dir"; then
+            echo "running (pid $pid)"
+            return 0
+        fi
+    fi
+    echo "not running"
+    return 1
+}
+
+# ---------------------------------------------------------------- create-topic
+do_create_topic() {
+    local bootstrap="" v=$DEFAULT_VERSION pos=() cfg=()
+    while (( $# )); do
+        case $1 in
+            --bootstrap) bootstrap=${2:?}; shift 2 ;;
+            --version) v=${2:?}; shift 2 ;;
+            --config) cfg+=(--config "${2:?}"); shift 2 ;;
+            -*) usage ;;
+            *) pos+=("$1"); shift ;;
+        esac
+    done
+    [[ -n $bootstrap && ${#pos[@]} -eq 2 ]] || usage
+    local name=${pos[0]} parts=${pos[1]}
+    [[ $parts =~ ^[1-9][0-9]*$ ]] || die "bad partition count '$parts'"
+    check_version "$v"
+    command -v kcat >/dev/null || die "kcat not found (apt-get install kcat)"
+    do_fetch "$v"
+    local jars; jars=$(jars_dir "$v")
+
+    java "${TOOL_JVM_OPTS[@]}" "$(log_config_opt "$v" "$jars/tools-log.conf")" \
+        -cp "$jars/*" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "$bootstrap" --create --topic "$name" \
+        --partitions "$parts" --replication-factor 1 "${cfg[@]}" >/dev/null \
+        || die "creating topic $name failed"
+
+    # wait until metadata shows every partition with a leader
+    local deadline=$(( $(date +%s) + TOPIC_TIMEOUT )) n=0
+    while :; do
+        n=$(kcat -L -b "$bootstrap" -t "$name" -m 2 2>/dev/null \
+            | grep -cE '^    partition [0-9]+, leader [0-9]+, ' || true)
+        (( n == parts )) && break
+        (( $(date +%s) >= deadline )) \
+            && die "topic $name: $n of $parts partitions have a leader after ${TOPIC_TIMEOUT}s"
+        sleep 0.2
+    done
+    say "created topic $name with $parts partitions"
+}
+
+# ---------------------------------------------------------------- main
+(( $# )) || usage
+cmd=$1; shift
+case $cmd in
+    fetch)
+        v=$DEFAULT_VERSION
+        while (( $# )); do
+            case $1 in
+                --version) v=${2:?}; shift 2 ;;
+                *) usage ;;
+            esac
+        done
+        check_version "$v"
+        do_fetch "$v"
+        ;;
+    start) do_start "$@" ;;
+    stop) do_stop "$@" ;;
+    status) do_status "$@" ;;
+    create-topic) do_create_topic "$@" ;;
+    -h|--help|help) usage ;;
+    *) usage ;;
+esac
