@@ -14,11 +14,12 @@
 # Environment: KAFKA_HEAP_OPTS (default "-Xms128m -Xmx512m") and
 #              KAFKA_JVM_PERFORMANCE_OPTS (default "-XX:+UseSerialGC") replace
 #              those parts of the broker's java command.
+#              KAFKA_START_TIMEOUT (default 90 s) bounds the wait in start.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEFAULT_VERSION=3.9.1
-START_TIMEOUT=90        # seconds until the broker must answer metadata
+START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}  # seconds until the broker must answer metadata
 STOP_TIMEOUT=30         # seconds between SIGTERM and SIGKILL
 TOPIC_TIMEOUT=60        # seconds until a new topic must have all leaders
 # Short-lived tool JVMs (storage format, topic tool): C1 only, small heap.
@@ -85,6 +86,15 @@ do_fetch() {           # version
     dir=$(jars_dir "$v")
     [[ -f $dir/.complete ]] && return 0
     command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+    # one fetch per version at a time; a second caller waits, then finds it done
+    mkdir -p "$(dirname "$dir")"
+    local lockfd
+    exec {lockfd}>"$dir.lock"
+    flock "$lockfd"
+    if [[ -f $dir/.complete ]]; then
+        exec {lockfd}>&-
+        return 0
+    fi
     profile=log-reload4j
     (( $(major_of "$v") >= 4 )) && profile=log-log4j2
     tmp="$dir.tmp.$$"
@@ -102,14 +112,25 @@ do_fetch() {           # version
     rm -f "$tmp.log"
     ls "$tmp"/kafka_2.13-"$v".jar "$tmp"/kafka-tools-"$v".jar >/dev/null \
         || { rm -rf "$tmp"; die "Kafka $v jars missing after mvn"; }
-    write_log_config "$v" "$tmp/tools-log.conf" WARN stderr
     rm -rf "$dir"
     mv "$tmp" "$dir"
     echo "$v" >"$dir/.complete"
+    exec {lockfd}>&-
     say "fetched Kafka $v: $(ls "$dir"/*.jar | wc -l) jars, $(( ($(now_ms) - t0) / 1000 )) s"
 }
 
 # ---------------------------------------------------------------- helpers
+# -D option for the short-lived tool JVMs: warnings only, to stderr.  The
+# file is rewritten atomically on every use so that it follows this script.
+tools_log_opt() {      # version
+    local jars f
+    jars=$(jars_dir "$1")
+    f=$jars/tools-log.properties
+    write_log_config "$1" "$f.$$" WARN stderr
+    mv -f "$f.$$" "$f"
+    log_config_opt "$1" "$f"
+}
+
 # Is PID a broker started by us for DIR?
 is_our_broker() {      # pid dir
     local pid=$1 dir=$2 cmd
@@ -129,7 +150,9 @@ port_in_use() {        # port
 # on a refused connection, so look for the listening socket first.
 broker_answers() {     # port
     port_in_use "$1" || return 1
-    kcat -L -b "127.0.0.1:$1" -m 2 2>/dev/null | grep -q '^  broker 1 at '
+    local out
+    out=$(kcat -L -b "127.0.0.1:$1" -m 2 2>/dev/null) || return 1
+    grep -q '^  broker 1 at ' <<<"$out"
 }
 
 kill_broker() {        # pid dir
@@ -216,15 +239,21 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 EOF
     fi
-    write_log_config "$v" "$dir/log.conf" INFO stdout
+    write_log_config "$v" "$dir/log.properties" INFO stdout
 
-    local t0; t0=$(now_ms)
+    local t0 formatted=0; t0=$(now_ms)
     if [[ ! -f $dir/data/meta.properties ]]; then
+        formatted=1
         local cid
-        # a Kafka Uuid: 16 random bytes, URL-safe base64 without padding
-        cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        # a Kafka Uuid: 16 random bytes, URL-safe base64 without padding;
+        # like Kafka's Uuid.randomUuid() avoid a leading '-', which the
+        # storage tool's argument parser would take for an option
+        cid=-
+        while [[ $cid == -* ]]; do
+            cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        done
         echo "$cid" >"$dir/cluster.id"
-        if ! java "${TOOL_JVM_OPTS[@]}" "$(log_config_opt "$v" "$jars/tools-log.conf")" \
+        if ! java "${TOOL_JVM_OPTS[@]}" "$(tools_log_opt "$v")" \
                 -cp "$jars/*" kafka.tools.StorageTool format \
                 -t "$cid" -c "$props" >"$dir/format.log" 2>&1; then
             cat "$dir/format.log" >&2
@@ -232,14 +261,18 @@ EOF
         fi
     fi
     local t1; t1=$(now_ms)
+    local fmt="reused existing data"
+    (( formatted )) && fmt="format $(( t1 - t0 )) ms"
 
+    # the log is appended to, so that a restart keeps the earlier run's log
+    echo "==== kafka.sh start $(date '+%F %T') Kafka $v port $port" >>"$dir/kafka.log"
     # shellcheck disable=SC2086
     nohup java ${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m} \
         ${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseSerialGC} \
         -Djava.awt.headless=true \
-        "$(log_config_opt "$v" "$dir/log.conf")" \
+        "$(log_config_opt "$v" "$dir/log.properties")" \
         -cp "$jars/*" kafka.Kafka "$props" \
-        >"$dir/kafka.log" 2>&1 </dev/null &
+        >>"$dir/kafka.log" 2>&1 </dev/null &
     local pid=$!
     echo "$pid" >"$dir/kafka.pid"
 
@@ -260,7 +293,7 @@ EOF
     done
     local t2; t2=$(now_ms)
     say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, controller 127.0.0.1:$cport" \
-        "(format $(( t1 - t0 )) ms, start until metadata $(( t2 - t1 )) ms)"
+        "($fmt, start until metadata $(( t2 - t1 )) ms)"
 }
 
 # ---------------------------------------------------------------- stop
@@ -282,7 +315,7 @@ do_stop() {
     fi
     if ! is_our_broker "$pid" "$dir"; then
         rm -f "$dir/kafka.pid"
-        say "not running (pid $pid is gone)"
+        say "not running (pid $pid is gone or is not this broker)"
         return 0
     fi
     kill_broker "$pid" "$dir"
@@ -332,7 +365,7 @@ do_create_topic() {
     do_fetch "$v"
     local jars; jars=$(jars_dir "$v")
 
-    java "${TOOL_JVM_OPTS[@]}" "$(log_config_opt "$v" "$jars/tools-log.conf")" \
+    java "${TOOL_JVM_OPTS[@]}" "$(tools_log_opt "$v")" \
         -cp "$jars/*" org.apache.kafka.tools.TopicCommand \
         --bootstrap-server "$bootstrap" --create --topic "$name" \
         --partitions "$parts" --replication-factor 1 "${cfg[@]}" >/dev/null \
