@@ -17,7 +17,12 @@ OBJS = \
 	src/kafka.o \
 	src/catalog.o \
 	src/cluster.o \
-	src/launcher.o
+	src/launcher.o \
+	src/cube.o \
+	src/segments.o \
+	src/ingest.o \
+	src/receiver.o \
+	src/consumers.o
 
 # -Wextra, less the two warnings that PostgreSQL's own headers and
 # PG_FUNCTION_ARGS trigger.
@@ -32,3 +37,6 @@ REGRESS_OPTS = --use-existing --dbname=streamcube_regress
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks no header dependencies; every object depends on our headers.
+$(OBJS): $(wildcard src/*.h)

@@ -136,3 +136,138 @@ CREATE UNLOGGED TABLE streamcube.consume_positions (
     PRIMARY KEY (cube_id, partition)
 );
 REVOKE ALL ON streamcube.consume_positions FROM PUBLIC;
+
+-- One row per time window of a cube.  An ACTIVE window is an UNLOGGED
+-- partition of the cube's table.
+CREATE TABLE streamcube.segment_catalog (
+    cube_id      integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    window_start timestamptz NOT NULL,
+    window_end   timestamptz NOT NULL CHECK (window_end > window_start),
+    state        text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'sealing', 'sealed')),
+    relid        oid NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (cube_id, window_start)
+);
+REVOKE ALL ON streamcube.segment_catalog FROM PUBLIC;
+
+-- Messages that could not be ingested, written in the same transaction as
+-- the batch they came in.  Readable by whoever may read the cube.
+CREATE TABLE streamcube.dead_letters (
+    cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube        regclass NOT NULL,
+    partition   integer NOT NULL,
+    "offset"    bigint NOT NULL,
+    payload     bytea,
+    error       text NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (cube_id, partition, "offset")
+);
+REVOKE ALL ON streamcube.dead_letters FROM PUBLIC;
+GRANT SELECT, DELETE ON streamcube.dead_letters TO PUBLIC;
+ALTER TABLE streamcube.dead_letters ENABLE ROW LEVEL SECURITY;
+CREATE POLICY cube_readers ON streamcube.dead_letters FOR SELECT
+    USING (has_table_privilege(cube, 'SELECT'));
+CREATE POLICY cube_owners ON streamcube.dead_letters FOR DELETE
+    USING (has_table_privilege(cube, 'DELETE'));
+COMMENT ON TABLE streamcube.dead_letters IS
+    'Messages that could not be ingested: payload as received, and why';
+
+-- ---------------------------------------------------------------------
+-- Cube functions
+-- ---------------------------------------------------------------------
+
+CREATE FUNCTION streamcube_create_cube(
+        name text, cluster text, topic text, columns text, time_column text,
+        segment_interval interval DEFAULT '1 hour',
+        format text DEFAULT 'json',
+        options jsonb DEFAULT '{}')
+    RETURNS regclass LANGUAGE C AS 'MODULE_PATHNAME', 'sc_create_cube';
+COMMENT ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) IS
+    'Materialise a Kafka topic as a time-partitioned table, consumed exactly once';
+
+CREATE FUNCTION streamcube_drop_cube(name text, keep_data boolean DEFAULT false)
+    RETURNS void LANGUAGE C AS 'MODULE_PATHNAME', 'sc_drop_cube';
+COMMENT ON FUNCTION streamcube_drop_cube(text, boolean) IS
+    'Stop consuming a cube, forget it, and drop its table unless keep_data';
+
+CREATE FUNCTION streamcube_pause(cube text)
+    RETURNS void LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'sc_pause_cube';
+COMMENT ON FUNCTION streamcube_pause(text) IS
+    'Stop consuming a cube after its current batch; positions are kept';
+
+CREATE FUNCTION streamcube_resume(cube text, skip_bad_message boolean DEFAULT false)
+    RETURNS void LANGUAGE C AS 'MODULE_PATHNAME', 'sc_resume_cube';
+COMMENT ON FUNCTION streamcube_resume(text, boolean) IS
+    'Resume a paused cube; with skip_bad_message the message that paused it goes to streamcube.dead_letters';
+
+CREATE FUNCTION streamcube_wait(cube text, timeout interval DEFAULT '30 s')
+    RETURNS boolean LANGUAGE C AS 'MODULE_PATHNAME', 'sc_wait_cube';
+COMMENT ON FUNCTION streamcube_wait(text, interval) IS
+    'Wait until the cube has consumed every message that was in Kafka when called; false on timeout';
+
+REVOKE EXECUTE ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) TO streamcube_admin;
+
+-- ---------------------------------------------------------------------
+-- Monitoring
+-- ---------------------------------------------------------------------
+
+CREATE FUNCTION streamcube._receivers(
+        OUT pid integer, OUT cube_id integer, OUT replica_set text, OUT state text,
+        OUT partitions integer[], OUT positions bigint[], OUT high_watermarks bigint[],
+        OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
+        OUT started_at timestamptz, OUT last_batch_at timestamptz,
+        OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'sc_receivers';
+
+CREATE VIEW streamcube.consumers AS
+SELECT r.pid,
+       c.relid::regclass AS cube,
+       r.replica_set,
+       r.state,
+       r.partitions,
+       r.positions,
+       r.high_watermarks,
+       r.lag,
+       round(r.rows_per_second::numeric, 1) AS rows_per_second,
+       r.rows_total,
+       r.started_at,
+       r.last_batch_at,
+       CASE WHEN c.paused AND c.bad_error IS NOT NULL
+            THEN format('paused by bad message at partition %s offset %s: %s',
+                        c.bad_partition, c.bad_offset, c.bad_error)
+            ELSE r.last_error END AS last_error,
+       r.last_error_at
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id);
+GRANT SELECT ON streamcube.consumers TO PUBLIC;
+COMMENT ON VIEW streamcube.consumers IS
+    'One row per receiver: state, partitions, positions, Kafka high watermarks, lag, throughput, last error';
+
+CREATE FUNCTION streamcube._relation_rows(rel regclass) RETURNS bigint
+    LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF NOT has_table_privilege(rel, 'SELECT') THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT count(*) FROM %s', rel) INTO n;
+    RETURN n;
+END
+$$;
+
+CREATE VIEW streamcube.segments AS
+SELECT c.relid::regclass AS cube,
+       s.window_start,
+       s.window_end,
+       s.state,
+       streamcube._relation_rows(s.relid::regclass) AS rows,
+       pg_total_relation_size(s.relid) AS bytes,
+       s.relid::regclass AS relation
+FROM streamcube.segment_catalog s
+JOIN streamcube.cubes c USING (cube_id)
+WHERE EXISTS (SELECT 1 FROM pg_class WHERE oid = s.relid);
+GRANT SELECT ON streamcube.segments TO PUBLIC;
+COMMENT ON VIEW streamcube.segments IS
+    'One row per time window of each cube: state, exact row count, size and partition';

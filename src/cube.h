@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * cube.h
+ *		What streamcube knows about one cube, shared by the SQL functions,
+ *		the segment code, the ingest path and the receiver.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_CUBE_H
+#define SC_CUBE_H
+
+#include "streamcube.h"
+
+#include "utils/jsonb.h"
+
+typedef enum ScFormat
+{
+	SC_FORMAT_JSON,
+	SC_FORMAT_CSV
+} ScFormat;
+
+typedef enum ScBadPolicy
+{
+	SC_BAD_DEAD_LETTER,
+	SC_BAD_PAUSE
+} ScBadPolicy;
+
+/* A declared column of the cube, in table order. */
+typedef struct ScColumn
+{
+	char	   *name;
+	Oid			type;
+	char	  **path;			/* JSON keys leading to the value */
+	int			pathlen;
+} ScColumn;
+
+typedef struct ScCube
+{
+	MemoryContext mcxt;			/* where everything below is allocated */
+	int32		cube_id;
+	Oid			relid;
+	Oid			owner;
+	char	   *schema;
+	char	   *relname;
+	char	   *qualified;		/* quoted schema.table */
+	char	   *cluster;
+	char	   *topic;
+
+	int			ncolumns;		/* declared columns, without _partition/_offset */
+	ScColumn   *columns;
+	int			time_index;		/* index of the time column in columns[] */
+	Oid			time_type;		/* TIMESTAMPTZOID or TIMESTAMPOID */
+	int64		width;			/* segment interval in microseconds */
+
+	ScFormat	format;
+	ScBadPolicy bad_policy;
+	bool		start_latest;
+	int64		grace;			/* microseconds */
+	char		csv_delimiter;
+	char		csv_quote;
+	char	   *csv_null;
+
+	/* state that changes while the cube runs */
+	bool		paused;
+	int32		skip_partition; /* -1 if none */
+	int64		skip_offset;
+	int64		config_version;
+} ScCube;
+
+/* cube.c */
+extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
+extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
+
+/* segments.c */
+extern int64 sc_window_start(const ScCube *cube, int64 ts);
+extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
+						  char **error);
+extern void sc_segment_ensure(const ScCube *cube, int64 window_start);
+
+#endif							/* SC_CUBE_H */

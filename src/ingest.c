@@ -1,0 +1,860 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest.c
+ *		The hot path: turn a batch of Kafka messages into rows of the cube,
+ *		and the messages that cannot be rows into dead letters.
+ *
+ * A batch is written with PostgreSQL's own COPY machinery fed from memory
+ * (BeginCopyFrom with a data-source callback, then CopyFrom), which routes
+ * rows into partitions and writes them with multi-inserts and a bulk-insert
+ * state.  Each message becomes one COPY line:
+ *
+ *	- csv: the message itself, checked for one well-formed record with the
+ *	  declared number of fields, then ",partition,offset";
+ *	- json: the message parsed with PostgreSQL's JSON lexer, its values
+ *	  (by column name, or by the "fields" key paths) written as a line of
+ *	  COPY's text format.
+ *
+ * The time value of every message is parsed here without raising errors,
+ * so its window can be created before COPY needs it.
+ *
+ * A message that fails these checks never reaches COPY.  A message that
+ * passes them can still fail in COPY (a value its column type rejects, a
+ * constraint).  COPY aborts on the first bad row, so the batch is first
+ * tried whole in a subtransaction, which costs nothing when all is well;
+ * on a data error the range is split in halves and each half tried again,
+ * down to the single bad messages.  A handful of bad messages in a batch of
+ * n costs about 2 log2(n) extra subtransactions each.  Errors that are not
+ * about the data (out of disk, permissions, shutdown) are rethrown: the
+ * whole batch aborts and nothing is lost.
+ *
+ * Bad messages go to streamcube.dead_letters in the batch's transaction,
+ * or, under policy "pause", end the batch just before the first of them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/copy.h"
+#include "common/jsonapi.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "ingest.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_relation.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+
+struct ScIngest
+{
+	ScCube	   *cube;
+	MemoryContext batch_cxt;	/* reset after every batch */
+
+	/* COPY setup, built once */
+	List	   *attnames;		/* String nodes: columns + _partition, _offset */
+	AttrNumber *attnums;
+	int			nattrs;
+	List	   *copy_options;
+	bool	   *json_column;	/* column type is json or jsonb */
+	int			max_pathlen;
+	bool	  **match;			/* [level][column] key-path prefix matches */
+
+	/* windows known to have their partition (committed) */
+	HTAB	   *windows;
+	int64	   *pending_windows;	/* created in the current transaction */
+	int			npending;
+	int			maxpending;
+
+	/* the current batch */
+	StringInfoData lines;
+	int		   *line_start;		/* nlines + 1 entries */
+	int		   *line_msg;		/* message index of each line */
+	int			nlines;
+	ScKafkaMessage *messages;
+	char	  **bad_error;		/* per message; NULL when fine */
+
+	SPIPlanPtr	dead_letter_plan;
+};
+
+/* The COPY data source; COPY's callback takes no user pointer. */
+static struct
+{
+	const char *data;
+	int			len;
+	int			pos;
+}			copy_source;
+
+static int
+sc_copy_read(void *outbuf, int minread, int maxread)
+{
+	int			n = Min(maxread, copy_source.len - copy_source.pos);
+
+	memcpy(outbuf, copy_source.data + copy_source.pos, n);
+	copy_source.pos += n;
+	return n;
+}
+
+/* ----------------------------------------------------------------
+ * Setup
+ * ----------------------------------------------------------------
+ */
+static DefElem *
+sc_option(const char *name, const char *value)
+{
+	return makeDefElem(pstrdup(name), (Node *) makeString(pstrdup(value)), -1);
+}
+
+void
+sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	ing->cube = cube;
+	ing->attnames = NIL;
+	ing->nattrs = cube->ncolumns + 2;
+	ing->attnums = palloc(sizeof(AttrNumber) * ing->nattrs);
+	ing->json_column = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+	ing->max_pathlen = 1;
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ing->attnames = lappend(ing->attnames, makeString(pstrdup(cube->columns[c].name)));
+		ing->attnums[c] = get_attnum(cube->relid, cube->columns[c].name);
+		ing->json_column[c] = cube->columns[c].type == JSONOID || cube->columns[c].type == JSONBOID;
+		ing->max_pathlen = Max(ing->max_pathlen, cube->columns[c].pathlen);
+	}
+	ing->attnames = lappend(ing->attnames, makeString(pstrdup("_partition")));
+	ing->attnames = lappend(ing->attnames, makeString(pstrdup("_offset")));
+	ing->attnums[cube->ncolumns] = get_attnum(cube->relid, "_partition");
+	ing->attnums[cube->ncolumns + 1] = get_attnum(cube->relid, "_offset");
+
+	ing->match = palloc(sizeof(bool *) * (ing->max_pathlen + 1));
+	for (int l = 0; l <= ing->max_pathlen; l++)
+		ing->match[l] = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+
+	ing->copy_options = NIL;
+	if (cube->format == SC_FORMAT_CSV)
+	{
+		char		delim[2] = {cube->csv_delimiter, '\0'};
+		char		quote[2] = {cube->csv_quote, '\0'};
+
+		ing->copy_options = list_make4(sc_option("format", "csv"),
+									   sc_option("delimiter", delim),
+									   sc_option("quote", quote),
+									   sc_option("null", cube->csv_null));
+	}
+	MemoryContextSwitchTo(old);
+}
+
+ScIngest *
+sc_ingest_create(ScCube *cube)
+{
+	ScIngest   *ing = MemoryContextAllocZero(TopMemoryContext, sizeof(ScIngest));
+	HASHCTL		ctl;
+
+	ing->batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube batch",
+										   ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64);
+	ing->windows = hash_create("streamcube windows", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	ing->maxpending = 16;
+	ing->pending_windows = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * ing->maxpending);
+	sc_ingest_set_cube(ing, cube);
+
+	if (check_enable_rls(cube->relid, InvalidOid, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s has row-level security enabled for its owner", cube->qualified),
+				 errdetail("Receivers write with COPY, which row-level security does not allow."),
+				 errhint("Disable FORCE ROW LEVEL SECURITY on the cube's table, or let the owner bypass it.")));
+	return ing;
+}
+
+/* ----------------------------------------------------------------
+ * Windows
+ * ----------------------------------------------------------------
+ */
+static void
+sc_need_window(ScIngest *ing, int64 window)
+{
+	bool		found;
+
+	hash_search(ing->windows, &window, HASH_FIND, &found);
+	if (found)
+		return;
+	for (int i = 0; i < ing->npending; i++)
+		if (ing->pending_windows[i] == window)
+			return;
+
+	sc_segment_ensure(ing->cube, window);
+	if (ing->npending == ing->maxpending)
+	{
+		ing->maxpending *= 2;
+		ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
+	}
+	ing->pending_windows[ing->npending++] = window;
+}
+
+/* Create the window of `now` and the next one; call inside a transaction. */
+void
+sc_ingest_prepare_windows(ScIngest *ing, int64 now)
+{
+	int64		w = sc_window_start(ing->cube, now);
+
+	sc_need_window(ing, w);
+	sc_need_window(ing, w + ing->cube->width);
+}
+
+/* After COMMIT the windows created by the batch are known; after abort not. */
+void
+sc_ingest_end_batch(ScIngest *ing, bool committed)
+{
+	if (committed)
+		for (int i = 0; i < ing->npending; i++)
+			hash_search(ing->windows, &ing->pending_windows[i], HASH_ENTER, NULL);
+	ing->npending = 0;
+	MemoryContextReset(ing->batch_cxt);
+}
+
+/* ----------------------------------------------------------------
+ * Message to COPY line: text format escaping
+ * ----------------------------------------------------------------
+ */
+static void
+sc_append_text_value(StringInfo out, const char *value)
+{
+	const char *start = value;
+	const char *p;
+
+	for (p = value; *p; p++)
+	{
+		const char *esc = NULL;
+
+		switch (*p)
+		{
+			case '\\':
+				esc = "\\\\";
+				break;
+			case '\t':
+				esc = "\\t";
+				break;
+			case '\n':
+				esc = "\\n";
+				break;
+			case '\r':
+				esc = "\\r";
+				break;
+			default:
+				continue;
+		}
+		appendBinaryStringInfo(out, start, p - start);
+		appendStringInfoString(out, esc);
+		start = p + 1;
+	}
+	appendBinaryStringInfo(out, start, p - start);
+}
+
+/* ----------------------------------------------------------------
+ * JSON
+ * ----------------------------------------------------------------
+ */
+typedef struct ScJsonState
+{
+	ScIngest   *ing;
+	JsonLexContext *lex;
+	int			depth;			/* nesting of the current position */
+	bool		not_object;
+	int			field_level;	/* depth of the field whose value comes next */
+	/* raw capture of a nested value */
+	int			capture_depth;
+	const char *capture_start;
+	bool	   *capture_for;	/* columns that receive the captured value */
+	char	  **values;			/* per column, NULL = JSON null or absent */
+	bool	   *present;
+} ScJsonState;
+
+static void
+sc_json_value_for(ScJsonState *st, int level, bool **targets)
+{
+	*targets = NULL;
+	if (level < 1 || level > st->ing->max_pathlen)
+		return;
+	for (int c = 0; c < st->ing->cube->ncolumns; c++)
+		if (st->ing->match[level][c] && st->ing->cube->columns[c].pathlen == level)
+		{
+			*targets = st->ing->match[level];
+			return;
+		}
+}
+
+static void
+sc_json_begin_nested(ScJsonState *st)
+{
+	if (st->depth == 0)
+		return;
+	if (st->field_level == st->depth && st->capture_start == NULL)
+	{
+		bool	   *targets;
+
+		sc_json_value_for(st, st->depth, &targets);
+		if (targets)
+		{
+			st->capture_start = st->lex->token_start;
+			st->capture_depth = st->depth + 1;
+			memcpy(st->capture_for, targets, sizeof(bool) * st->ing->cube->ncolumns);
+		}
+	}
+	st->field_level = -1;
+}
+
+static void
+sc_json_end_nested(ScJsonState *st)
+{
+	if (st->capture_start != NULL && st->depth == st->capture_depth)
+	{
+		const char *end = st->lex->prev_token_terminator;
+		char	   *raw = pnstrdup(st->capture_start, end - st->capture_start);
+
+		for (int c = 0; c < st->ing->cube->ncolumns; c++)
+			if (st->capture_for[c] && st->ing->cube->columns[c].pathlen == st->capture_depth - 1)
+			{
+				st->values[c] = raw;
+				st->present[c] = true;
+			}
+		st->capture_start = NULL;
+	}
+}
+
+static void
+sc_json_object_start(void *state)
+{
+	ScJsonState *st = state;
+
+	sc_json_begin_nested(st);
+	st->depth++;
+}
+
+static void
+sc_json_object_end(void *state)
+{
+	ScJsonState *st = state;
+
+	sc_json_end_nested(st);
+	st->depth--;
+}
+
+static void
+sc_json_array_start(void *state)
+{
+	ScJsonState *st = state;
+
+	if (st->depth == 0)
+		st->not_object = true;
+	sc_json_begin_nested(st);
+	st->depth++;
+}
+
+static void
+sc_json_field_start(void *state, char *fname, bool isnull)
+{
+	ScJsonState *st = state;
+	ScIngest   *ing = st->ing;
+	int			level = st->depth;
+
+	st->field_level = level;
+	if (level > ing->max_pathlen || st->capture_start != NULL)
+		return;
+	for (int c = 0; c < ing->cube->ncolumns; c++)
+	{
+		ScColumn   *col = &ing->cube->columns[c];
+
+		ing->match[level][c] = (level == 1 || ing->match[level - 1][c]) &&
+			col->pathlen >= level && strcmp(col->path[level - 1], fname) == 0;
+	}
+}
+
+static void
+sc_json_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	ScJsonState *st = state;
+	bool	   *targets;
+
+	if (st->depth == 0)
+	{
+		st->not_object = true;
+		return;
+	}
+	if (st->field_level != st->depth || st->capture_start != NULL)
+		return;
+	st->field_level = -1;
+	sc_json_value_for(st, st->depth, &targets);
+	if (targets == NULL)
+		return;
+
+	for (int c = 0; c < st->ing->cube->ncolumns; c++)
+	{
+		if (!targets[c] || st->ing->cube->columns[c].pathlen != st->depth)
+			continue;
+		st->present[c] = true;
+		if (tokentype == JSON_TOKEN_NULL)
+			st->values[c] = NULL;
+		else if (tokentype == JSON_TOKEN_STRING && st->ing->json_column[c])
+		{
+			StringInfoData quoted;
+
+			initStringInfo(&quoted);
+			escape_json(&quoted, token);
+			st->values[c] = quoted.data;
+		}
+		else
+			st->values[c] = token;
+	}
+}
+
+/*
+ * Parse one JSON message into a COPY text line.  Returns false with *error
+ * set for a bad message; *ts receives the time value.
+ */
+static bool
+sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScJsonState st;
+	JsonSemAction sem;
+	JsonParseErrorType res;
+	const char *time_value;
+
+	memset(&st, 0, sizeof(st));
+	st.ing = ing;
+	st.field_level = -1;
+	st.values = palloc0(sizeof(char *) * cube->ncolumns);
+	st.present = palloc0(sizeof(bool) * cube->ncolumns);
+	st.capture_for = palloc0(sizeof(bool) * cube->ncolumns);
+	st.lex = makeJsonLexContextCstringLen((char *) m->payload, (int) m->len,
+										  GetDatabaseEncoding(), true);
+
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &st;
+	sem.object_start = sc_json_object_start;
+	sem.object_end = sc_json_object_end;
+	sem.array_start = sc_json_array_start;
+	sem.array_end = sc_json_object_end;
+	sem.object_field_start = sc_json_field_start;
+	sem.scalar = sc_json_scalar;
+
+	if (m->len == 0 || m->payload == NULL)
+	{
+		*error = "message is empty";
+		return false;
+	}
+	res = pg_parse_json(st.lex, &sem);
+	if (res != JSON_SUCCESS)
+	{
+		*error = psprintf("invalid JSON: %s", json_errdetail(res, st.lex));
+		return false;
+	}
+	if (st.not_object)
+	{
+		*error = "message is not a JSON object";
+		return false;
+	}
+
+	time_value = st.values[cube->time_index];
+	if (time_value == NULL)
+	{
+		*error = psprintf("time column \"%s\" is %s", cube->columns[cube->time_index].name,
+						  st.present[cube->time_index] ? "null" : "missing");
+		return false;
+	}
+	if (!sc_parse_time(cube, time_value, ts, error))
+	{
+		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
+		return false;
+	}
+
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		if (st.values[c] == NULL)
+			appendBinaryStringInfo(out, "\\N\t", 3);
+		else
+		{
+			sc_append_text_value(out, st.values[c]);
+			appendStringInfoChar(out, '\t');
+		}
+	}
+	appendStringInfo(out, "%d\t" INT64_FORMAT "\n", m->partition, m->offset);
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * CSV
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Check that a message is exactly one CSV record of the declared width,
+ * and pull out its time field.  COPY then parses the record for real; the
+ * check guarantees that it sees one line per message.
+ */
+static bool
+sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	const char *p = m->payload;
+	size_t		len = m->len;
+	char		delim = cube->csv_delimiter;
+	char		quote = cube->csv_quote;
+	int			field = 0;
+	bool		in_quote = false;
+	bool		quoted = false;
+	StringInfoData time_value;
+
+	if (p == NULL || len == 0)
+	{
+		*error = "message is empty";
+		return false;
+	}
+	/* One trailing line end is part of a record, not of its last field. */
+	if (len > 0 && p[len - 1] == '\n')
+		len--;
+	if (len > 0 && p[len - 1] == '\r')
+		len--;
+
+	initStringInfo(&time_value);
+	for (size_t i = 0; i < len; i++)
+	{
+		char		ch = p[i];
+
+		if (in_quote)
+		{
+			if (ch == quote)
+			{
+				if (i + 1 < len && p[i + 1] == quote)
+				{
+					if (field == cube->time_index)
+						appendStringInfoChar(&time_value, quote);
+					i++;
+				}
+				else
+					in_quote = false;
+			}
+			else if (field == cube->time_index)
+				appendStringInfoChar(&time_value, ch);
+			continue;
+		}
+		if (ch == delim)
+			field++;
+		else if (ch == quote)
+		{
+			in_quote = true;
+			if (field == cube->time_index)
+				quoted = true;
+		}
+		else if (ch == '\n' || ch == '\r')
+		{
+			*error = "message holds more than one CSV record (line break outside quotes)";
+			return false;
+		}
+		else if (field == cube->time_index)
+			appendStringInfoChar(&time_value, ch);
+	}
+	if (in_quote)
+	{
+		*error = "unterminated quoted field in CSV message";
+		return false;
+	}
+	if (field + 1 != cube->ncolumns)
+	{
+		*error = psprintf("CSV message has %d fields, cube %s expects %d",
+						  field + 1, cube->qualified, cube->ncolumns);
+		return false;
+	}
+	if (!quoted && strcmp(time_value.data, cube->csv_null) == 0)
+	{
+		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
+		return false;
+	}
+	if (!sc_parse_time(cube, time_value.data, ts, error))
+	{
+		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
+		return false;
+	}
+
+	appendBinaryStringInfo(out, p, len);
+	appendStringInfo(out, "%c%d%c" INT64_FORMAT "\n", delim, m->partition, delim, m->offset);
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * COPY with bisection
+ * ----------------------------------------------------------------
+ */
+
+/* Errors that a message's content can cause; anything else aborts the batch. */
+static bool
+sc_is_data_error(ErrorData *edata)
+{
+	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->message &&
+		strncmp(edata->message, "no partition of relation", 24) == 0)
+		return false;			/* a missing window is our problem, not the message's */
+	return class == ERRCODE_DATA_EXCEPTION ||
+		class == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		class == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+}
+
+static void
+sc_copy_lines_run(ScIngest *ing, int lo, int hi)
+{
+	ScCube	   *cube = ing->cube;
+	Relation	rel;
+	ParseState *pstate;
+	ParseNamespaceItem *nsitem;
+	RangeTblEntry *rte;
+	CopyFromState cstate;
+
+	copy_source.data = ing->lines.data + ing->line_start[lo];
+	copy_source.len = ing->line_start[hi] - ing->line_start[lo];
+	copy_source.pos = 0;
+
+	rel = table_open(cube->relid, RowExclusiveLock);
+	pstate = make_parsestate(NULL);
+	nsitem = addRangeTableEntryForRelation(pstate, rel, RowExclusiveLock, NULL, false, false);
+	rte = nsitem->p_rte;
+	rte->requiredPerms = ACL_INSERT;
+	for (int a = 0; a < ing->nattrs; a++)
+		rte->insertedCols = bms_add_member(rte->insertedCols,
+										   ing->attnums[a] - FirstLowInvalidHeapAttributeNumber);
+	ExecCheckRTPerms(pstate->p_rtable, true);
+
+	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, sc_copy_read,
+						   ing->attnames, ing->copy_options);
+	CopyFrom(cstate);
+	EndCopyFrom(cstate);
+	free_parsestate(pstate);
+	table_close(rel, NoLock);
+}
+
+/* Try lines [lo, hi) in a subtransaction; on a data error return it. */
+static ErrorData *
+sc_copy_lines_try(ScIngest *ing, int lo, int hi)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		sc_copy_lines_run(ing, lo, hi);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (!sc_is_data_error(edata))
+			ReThrowError(edata);
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+/*
+ * Insert lines [lo, hi), isolating bad ones by bisection.  With stop_first
+ * (policy "pause") the first bad line ends the work and its index is
+ * returned; lines before it are inserted.  Returns -1 when no line stopped.
+ */
+static int
+sc_copy_lines(ScIngest *ing, int lo, int hi, bool stop_first)
+{
+	ErrorData  *edata;
+	int			mid;
+	int			r;
+
+	if (lo >= hi)
+		return -1;
+	edata = sc_copy_lines_try(ing, lo, hi);
+	if (edata == NULL)
+		return -1;
+	if (hi - lo == 1)
+	{
+		int			msg = ing->line_msg[lo];
+
+		ing->bad_error[msg] = edata->context
+			? psprintf("%s (%s)", edata->message, edata->context)
+			: pstrdup(edata->message);
+		return stop_first ? lo : -1;
+	}
+	FreeErrorData(edata);
+	mid = lo + (hi - lo) / 2;
+	r = sc_copy_lines(ing, lo, mid, stop_first);
+	if (r >= 0)
+		return r;
+	return sc_copy_lines(ing, mid, hi, stop_first);
+}
+
+/* ----------------------------------------------------------------
+ * Dead letters
+ * ----------------------------------------------------------------
+ */
+static void
+sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
+{
+	Datum		values[6];
+	ScPrivilegeSave save;
+	bytea	   *payload = palloc(VARHDRSZ + m->len);
+	int			ret;
+
+	if (ing->dead_letter_plan == NULL)
+	{
+		Oid			types[6] = {INT4OID, OIDOID, INT4OID, INT8OID, BYTEAOID, TEXTOID};
+
+		sc_catalog_enter(&save);
+		ing->dead_letter_plan =
+			SPI_prepare("INSERT INTO streamcube.dead_letters "
+						"(cube_id, cube, partition, \"offset\", payload, error) "
+						"VALUES ($1, $2, $3, $4, $5, $6) "
+						"ON CONFLICT (cube_id, partition, \"offset\") DO UPDATE "
+						"SET payload = EXCLUDED.payload, error = EXCLUDED.error, "
+						"    recorded_at = now()",
+						6, types);
+		sc_catalog_leave(&save);
+		if (ing->dead_letter_plan == NULL)
+			elog(ERROR, "could not prepare the dead-letter insert: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(ing->dead_letter_plan);
+	}
+
+	SET_VARSIZE(payload, VARHDRSZ + m->len);
+	if (m->len > 0)
+		memcpy(VARDATA(payload), m->payload, m->len);
+	values[0] = Int32GetDatum(ing->cube->cube_id);
+	values[1] = ObjectIdGetDatum(ing->cube->relid);
+	values[2] = Int32GetDatum(m->partition);
+	values[3] = Int64GetDatum(m->offset);
+	values[4] = PointerGetDatum(payload);
+	/* the error text must be valid in the database encoding */
+	values[5] = CStringGetTextDatum(pg_verifymbstr(error, strlen(error), true)
+									? error : "error message with invalid encoding");
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_plan(ing->dead_letter_plan, values, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not record a dead letter: %s", SPI_result_code_string(ret));
+}
+
+/* ----------------------------------------------------------------
+ * The batch
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Ingest messages [0, n) inside the caller's transaction (with an active
+ * snapshot).  The caller advances positions for messages [0, outcome->cut).
+ */
+void
+sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *outcome)
+{
+	ScCube	   *cube = ing->cube;
+	MemoryContext old = MemoryContextSwitchTo(ing->batch_cxt);
+	bool		pause = cube->bad_policy == SC_BAD_PAUSE;
+	int			first_bad = n;
+	int			stop_line;
+
+	memset(outcome, 0, sizeof(*outcome));
+	ing->messages = messages;
+	ing->bad_error = palloc0(sizeof(char *) * n);
+	ing->line_start = palloc(sizeof(int) * (n + 1));
+	ing->line_msg = palloc(sizeof(int) * n);
+	ing->nlines = 0;
+	initStringInfo(&ing->lines);
+
+	SPI_connect();
+
+	/* Parse every message into a line, or into a reason why not. */
+	for (int i = 0; i < n; i++)
+	{
+		ScKafkaMessage *m = &messages[i];
+		int64		ts;
+		char	   *error = NULL;
+		int			mark = ing->lines.len;
+		bool		ok;
+
+		if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
+		{
+			ing->bad_error[i] = "skipped by streamcube_resume(skip_bad_message => true)";
+			outcome->skip_used = true;
+			continue;
+		}
+
+		ok = cube->format == SC_FORMAT_CSV
+			? sc_csv_line(ing, m, &ing->lines, &ts, &error)
+			: sc_json_line(ing, m, &ing->lines, &ts, &error);
+		if (!ok)
+		{
+			ing->lines.len = mark;
+			ing->lines.data[mark] = '\0';
+			ing->bad_error[i] = error;
+			if (pause)
+			{
+				first_bad = i;
+				break;
+			}
+			continue;
+		}
+		sc_need_window(ing, sc_window_start(cube, ts));
+		ing->line_start[ing->nlines] = mark;
+		ing->line_msg[ing->nlines] = i;
+		ing->nlines++;
+	}
+	ing->line_start[ing->nlines] = ing->lines.len;
+
+	/* Write the lines; isolate what COPY rejects. */
+	stop_line = sc_copy_lines(ing, 0, ing->nlines, pause);
+	if (stop_line >= 0)
+		first_bad = Min(first_bad, ing->line_msg[stop_line]);
+	outcome->cut = pause ? first_bad : n;
+	for (int l = 0; l < (stop_line >= 0 ? stop_line : ing->nlines); l++)
+		if (ing->bad_error[ing->line_msg[l]] == NULL)
+			outcome->rows++;
+
+	/* Dead letters for what is bad before the cut. */
+	for (int i = 0; i < outcome->cut; i++)
+		if (ing->bad_error[i] != NULL)
+		{
+			sc_dead_letter(ing, &messages[i], ing->bad_error[i]);
+			outcome->dead_letters++;
+		}
+	if (pause && first_bad < n)
+	{
+		outcome->paused = true;
+		outcome->bad_partition = messages[first_bad].partition;
+		outcome->bad_offset = messages[first_bad].offset;
+		MemoryContextSwitchTo(old);
+		outcome->bad_error = pstrdup(ing->bad_error[first_bad]);
+		MemoryContextSwitchTo(ing->batch_cxt);
+	}
+
+	SPI_finish();
+	MemoryContextSwitchTo(old);
+}

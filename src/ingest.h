@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest.h
+ *		The hot path: Kafka messages in, rows and dead letters out.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_INGEST_H
+#define SC_INGEST_H
+
+#include "cube.h"
+#include "kafka.h"
+
+typedef struct ScIngest ScIngest;
+
+/* What one batch did. */
+typedef struct ScBatchOutcome
+{
+	int			cut;			/* messages [0, cut) are done; n unless paused */
+	int64		rows;			/* rows inserted */
+	int			dead_letters;	/* messages sent to streamcube.dead_letters */
+	bool		skip_used;		/* the skip_bad_message message was met */
+	bool		paused;			/* a bad message under policy "pause" */
+	int32		bad_partition;
+	int64		bad_offset;
+	char	   *bad_error;
+} ScBatchOutcome;
+
+extern ScIngest *sc_ingest_create(ScCube *cube);
+extern void sc_ingest_set_cube(ScIngest *ing, ScCube *cube);
+extern void sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n,
+							ScBatchOutcome *outcome);
+extern void sc_ingest_prepare_windows(ScIngest *ing, int64 now);
+extern void sc_ingest_end_batch(ScIngest *ing, bool committed);
+
+#endif							/* SC_INGEST_H */

@@ -1,0 +1,194 @@
+/*-------------------------------------------------------------------------
+ *
+ * segments.c
+ *		Window arithmetic and the active (UNLOGGED) partitions of a cube.
+ *
+ * A cube's windows are [origin + k * width, origin + (k+1) * width) for a
+ * fixed origin (Monday 2001-01-01 00:00 UTC, as date_bin() users expect)
+ * and the cube's segment interval as width.  Timestamps without time zone
+ * use the same arithmetic on their face value.
+ *
+ * A window's partition is created as a plain UNLOGGED table and then
+ * attached, which takes only SHARE UPDATE EXCLUSIVE on the parent: queries
+ * on the cube go on while a window is added.  Receivers create the current
+ * and the next window ahead of time, so the ingest path normally finds its
+ * partitions in place; a timestamp outside them creates its window on
+ * demand, in the batch's own transaction.  Creation is serialised per cube
+ * by a transaction-scoped advisory lock, and recorded in
+ * streamcube.segment_catalog.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "cube.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
+
+/* 2001-01-01 00:00:00 UTC in PostgreSQL's microseconds since 2000-01-01. */
+#define SC_WINDOW_ORIGIN (INT64CONST(366) * USECS_PER_DAY)
+
+/* Lock class for the advisory lock that serialises DDL on one cube. */
+#define SC_ADVISORY_CLASS 0x5C0BE
+
+int64
+sc_window_start(const ScCube *cube, int64 ts)
+{
+	int64		delta = ts - SC_WINDOW_ORIGIN;
+	int64		k = delta / cube->width;
+
+	if (delta % cube->width < 0)
+		k--;					/* floor, not truncation */
+	return SC_WINDOW_ORIGIN + k * cube->width;
+}
+
+/*
+ * Parse a time value the way the column's input function would, but
+ * without raising an error: the caller turns a failure into a bad message.
+ */
+bool
+sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
+{
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_tm tt,
+			   *tm = &tt;
+	fsec_t		fsec;
+	int			tz;
+	int			dterr;
+	Timestamp	ts;
+
+	dterr = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
+	if (dterr == 0)
+		dterr = DecodeDateTime(field, ftype, nf, &dtype, tm, &fsec, &tz);
+	if (dterr != 0 || dtype != DTK_DATE)
+	{
+		*error = psprintf("invalid input syntax for type %s: \"%s\"",
+						  cube->time_type == TIMESTAMPTZOID ? "timestamp with time zone" : "timestamp without time zone",
+						  str);
+		if (dterr == 0)
+			*error = psprintf("time value \"%s\" is not a finite timestamp", str);
+		return false;
+	}
+	if (tm2timestamp(tm, fsec, cube->time_type == TIMESTAMPTZOID ? &tz : NULL, &ts) != 0 ||
+		!IS_VALID_TIMESTAMP(ts))
+	{
+		*error = psprintf("timestamp out of range: \"%s\"", str);
+		return false;
+	}
+	*result = ts;
+	return true;
+}
+
+/* An ISO 8601 literal of a window bound, independent of DateStyle. */
+static char *
+sc_bound_literal(const ScCube *cube, int64 ts)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("window bound of cube %s is out of range", cube->qualified)));
+	return psprintf("%04d-%02d-%02d %02d:%02d:%02d%s",
+					tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+					cube->time_type == TIMESTAMPTZOID ? "+00" : "");
+}
+
+/* Partition name: the cube's name, clipped, and the window start. */
+static char *
+sc_partition_name(const ScCube *cube, int64 start)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	char		suffix[32];
+	int			room;
+
+	timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL);
+	snprintf(suffix, sizeof(suffix), "_%04d%02d%02d_%02d%02d",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min);
+	room = pg_mbcliplen(cube->relname, strlen(cube->relname),
+						NAMEDATALEN - 1 - (int) strlen(suffix));
+	return psprintf("%.*s%s", room, cube->relname, suffix);
+}
+
+static bool
+sc_segment_known(const ScCube *cube, int64 start)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+	ScPrivilegeSave save;
+
+	sc_catalog_enter(&save);
+	SPI_execute_with_args("SELECT 1 FROM streamcube.segment_catalog "
+						  "WHERE cube_id = $1 AND window_start = $2",
+						  2, types, values, NULL, false, 1);
+	sc_catalog_leave(&save);
+	return SPI_processed > 0;
+}
+
+/*
+ * Make sure the window starting at `start` has its partition.  Runs inside
+ * the caller's transaction; DDL runs as the current user (the cube owner).
+ */
+void
+sc_segment_ensure(const ScCube *cube, int64 start)
+{
+	char	   *relname;
+	char	   *qualified;
+	StringInfoData sql;
+	ScPrivilegeSave save;
+
+	SPI_connect();
+	if (sc_segment_known(cube, start))
+	{
+		SPI_finish();
+		return;
+	}
+
+	/* Serialise with other receivers of this cube, then look again. */
+	SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
+						  (Oid[]) {INT4OID, INT4OID},
+						  (Datum[]) {Int32GetDatum(SC_ADVISORY_CLASS), Int32GetDatum(cube->cube_id)},
+						  NULL, false, 1);
+	if (sc_segment_known(cube, start))
+	{
+		SPI_finish();
+		return;
+	}
+
+	relname = sc_partition_name(cube, start);
+	qualified = quote_qualified_identifier(cube->schema, relname);
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE UNLOGGED TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+					 "INCLUDING STORAGE INCLUDING COMPRESSION)",
+					 qualified, cube->qualified);
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create partition %s", qualified);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+					 cube->qualified, qualified,
+					 sc_bound_literal(cube, start), sc_bound_literal(cube, start + cube->width));
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not attach partition %s", qualified);
+
+	sc_catalog_enter(&save);
+	SPI_execute_with_args("INSERT INTO streamcube.segment_catalog (cube_id, window_start, window_end, relid) "
+						  "VALUES ($1, $2, $3, $4::regclass)",
+						  4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID},
+						  (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							  TimestampTzGetDatum(start + cube->width), CStringGetTextDatum(qualified)},
+						  NULL, false, 0);
+	sc_catalog_leave(&save);
+	SPI_finish();
+}
