@@ -31,7 +31,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control
 REGRESS_OPTS = --use-existing --dbname=streamcube_regress
 
 PG_CONFIG ?= pg_config
