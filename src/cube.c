@@ -567,6 +567,21 @@ sc_create_cube(PG_FUNCTION_ARGS)
 				 errhint("For example 'ts timestamptz, country text, amount numeric'.")));
 
 	/* Check the time column before CREATE TABLE turns it into a worse error. */
+	{
+		CreateStmt *create = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
+		ListCell   *elt;
+		bool		found = false;
+
+		foreach(elt, create->tableElts)
+			if (IsA(lfirst(elt), ColumnDef) &&
+				strcmp(((ColumnDef *) lfirst(elt))->colname, time_column) == 0)
+				found = true;
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("time column \"%s\" is not among the columns of cube \"%s\"", time_column, name),
+					 errhint("Name one of the declared columns, of type timestamptz.")));
+	}
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create the table of cube \"%s\"", name);
 	cube->relid = RangeVarGetRelid(rv, NoLock, false);

@@ -275,44 +275,32 @@ typedef struct ScJsonState
 	int			depth;			/* nesting of the current position */
 	bool		not_object;
 	int			field_level;	/* depth of the field whose value comes next */
-	/* raw capture of a nested value */
-	int			capture_depth;
-	const char *capture_start;
-	bool	   *capture_for;	/* columns that receive the captured value */
+	/* raw capture of nested values (objects, arrays), per column */
+	const char **capture_start;
+	int		   *capture_depth;
 	char	  **values;			/* per column, NULL = JSON null or absent */
 	bool	   *present;
 } ScJsonState;
 
-static void
-sc_json_value_for(ScJsonState *st, int level, bool **targets)
+/* Does the field just named at this level hold the value of column c? */
+static inline bool
+sc_json_targets(ScJsonState *st, int level, int c)
 {
-	*targets = NULL;
-	if (level < 1 || level > st->ing->max_pathlen)
-		return;
-	for (int c = 0; c < st->ing->cube->ncolumns; c++)
-		if (st->ing->match[level][c] && st->ing->cube->columns[c].pathlen == level)
-		{
-			*targets = st->ing->match[level];
-			return;
-		}
+	return level >= 1 && level <= st->ing->max_pathlen &&
+		st->ing->match[level][c] && st->ing->cube->columns[c].pathlen == level;
 }
 
 static void
 sc_json_begin_nested(ScJsonState *st)
 {
-	if (st->depth == 0)
-		return;
-	if (st->field_level == st->depth && st->capture_start == NULL)
+	if (st->depth > 0 && st->field_level == st->depth)
 	{
-		bool	   *targets;
-
-		sc_json_value_for(st, st->depth, &targets);
-		if (targets)
-		{
-			st->capture_start = st->lex->token_start;
-			st->capture_depth = st->depth + 1;
-			memcpy(st->capture_for, targets, sizeof(bool) * st->ing->cube->ncolumns);
-		}
+		for (int c = 0; c < st->ing->cube->ncolumns; c++)
+			if (sc_json_targets(st, st->depth, c))
+			{
+				st->capture_start[c] = st->lex->token_start;
+				st->capture_depth[c] = st->depth + 1;
+			}
 	}
 	st->field_level = -1;
 }
@@ -320,19 +308,15 @@ sc_json_begin_nested(ScJsonState *st)
 static void
 sc_json_end_nested(ScJsonState *st)
 {
-	if (st->capture_start != NULL && st->depth == st->capture_depth)
-	{
-		const char *end = st->lex->prev_token_terminator;
-		char	   *raw = pnstrdup(st->capture_start, end - st->capture_start);
+	for (int c = 0; c < st->ing->cube->ncolumns; c++)
+		if (st->capture_start[c] != NULL && st->capture_depth[c] == st->depth)
+		{
+			const char *end = st->lex->prev_token_terminator;
 
-		for (int c = 0; c < st->ing->cube->ncolumns; c++)
-			if (st->capture_for[c] && st->ing->cube->columns[c].pathlen == st->capture_depth - 1)
-			{
-				st->values[c] = raw;
-				st->present[c] = true;
-			}
-		st->capture_start = NULL;
-	}
+			st->values[c] = pnstrdup(st->capture_start[c], end - st->capture_start[c]);
+			st->present[c] = true;
+			st->capture_start[c] = NULL;
+		}
 }
 
 static void
@@ -372,7 +356,7 @@ sc_json_field_start(void *state, char *fname, bool isnull)
 	int			level = st->depth;
 
 	st->field_level = level;
-	if (level > ing->max_pathlen || st->capture_start != NULL)
+	if (level > ing->max_pathlen)
 		return;
 	for (int c = 0; c < ing->cube->ncolumns; c++)
 	{
@@ -387,23 +371,19 @@ static void
 sc_json_scalar(void *state, char *token, JsonTokenType tokentype)
 {
 	ScJsonState *st = state;
-	bool	   *targets;
 
 	if (st->depth == 0)
 	{
 		st->not_object = true;
 		return;
 	}
-	if (st->field_level != st->depth || st->capture_start != NULL)
-		return;
+	if (st->field_level != st->depth)
+		return;					/* an array element */
 	st->field_level = -1;
-	sc_json_value_for(st, st->depth, &targets);
-	if (targets == NULL)
-		return;
 
 	for (int c = 0; c < st->ing->cube->ncolumns; c++)
 	{
-		if (!targets[c] || st->ing->cube->columns[c].pathlen != st->depth)
+		if (!sc_json_targets(st, st->depth, c))
 			continue;
 		st->present[c] = true;
 		if (tokentype == JSON_TOKEN_NULL)
@@ -439,7 +419,8 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	st.field_level = -1;
 	st.values = palloc0(sizeof(char *) * cube->ncolumns);
 	st.present = palloc0(sizeof(bool) * cube->ncolumns);
-	st.capture_for = palloc0(sizeof(bool) * cube->ncolumns);
+	st.capture_start = palloc0(sizeof(char *) * cube->ncolumns);
+	st.capture_depth = palloc0(sizeof(int) * cube->ncolumns);
 	st.lex = makeJsonLexContextCstringLen((char *) m->payload, (int) m->len,
 										  GetDatabaseEncoding(), true);
 
@@ -699,8 +680,11 @@ sc_copy_lines(ScIngest *ing, int lo, int hi, bool stop_first)
 	{
 		int			msg = ing->line_msg[lo];
 
-		ing->bad_error[msg] = edata->context
-			? psprintf("%s (%s)", edata->message, edata->context)
+		const char *where = edata->context ? strstr(edata->context, ", column ") : NULL;
+
+		/* COPY's context names our batch's line; keep only the column part. */
+		ing->bad_error[msg] = where
+			? psprintf("%s (%s)", edata->message, where + 2)
 			: pstrdup(edata->message);
 		return stop_first ? lo : -1;
 	}

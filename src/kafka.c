@@ -265,6 +265,24 @@ sc_remaining_ms(instr_time deadline)
 	return Max((int) INSTR_TIME_GET_MILLISEC(deadline), 0);
 }
 
+/* Errors a broker gives while leadership settles; worth a retry. */
+static bool
+sc_kafka_retriable(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+		case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+		case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+		case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+		case RD_KAFKA_RESP_ERR__TRANSPORT:
+			return true;
+		default:
+			return false;
+	}
+}
+
 /* ----------------------------------------------------------------
  * Metadata: the partitions of a cluster or a topic
  * ----------------------------------------------------------------
@@ -346,10 +364,18 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 					int64_t		lo,
 								hi;
 
-					CHECK_FOR_INTERRUPTS();
-					err = rd_kafka_query_watermark_offsets(rk, mt->topic, info->partition,
-														   &lo, &hi,
-														   sc_remaining_ms(deadline));
+					/* A new topic's leader may not serve offsets yet: retry. */
+					for (;;)
+					{
+						CHECK_FOR_INTERRUPTS();
+						err = rd_kafka_query_watermark_offsets(rk, mt->topic, info->partition,
+															   &lo, &hi,
+															   sc_remaining_ms(deadline));
+						if (err == RD_KAFKA_RESP_ERR_NO_ERROR || !sc_kafka_retriable(err) ||
+							sc_remaining_ms(deadline) < 100)
+							break;
+						pg_usleep(50 * 1000L);
+					}
 					if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 					{
 						snprintf(failure, sizeof(failure),

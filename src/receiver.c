@@ -254,6 +254,40 @@ sc_receiver_reload(uint32 config_version)
 	sc_receiver_commit();
 }
 
+/*
+ * Lock the cube's catalog row for the rest of the transaction, so that
+ * streamcube_drop_cube() waits for the batch in flight; returns false when
+ * the cube is gone.
+ */
+static bool
+sc_receiver_lock_cube(void)
+{
+	ScPrivilegeSave save;
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(receiver.cube_id);
+	bool		exists;
+
+	SPI_connect();
+	sc_catalog_enter(&save);
+	SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+						  1, &type, &value, NULL, false, 1);
+	sc_catalog_leave(&save);
+	exists = SPI_processed > 0;
+	SPI_finish();
+	return exists;
+}
+
+/* The cube was dropped under us: nothing to keep, stop quietly. */
+static void
+sc_receiver_cube_gone(void)
+{
+	AbortCurrentTransaction();
+	ereport(LOG,
+			(errmsg("streamcube receiver stops: cube %s was dropped", receiver.cube->qualified)));
+	sc_receiver_set_state(SC_RECEIVER_STOPPED);
+	proc_exit(0);
+}
+
 static int
 sc_receiver_part_index(int32 partition)
 {
@@ -490,6 +524,8 @@ sc_receiver_process(int n)
 	qsort(receiver.messages, n, sizeof(ScKafkaMessage), sc_message_cmp);
 
 	sc_receiver_begin("ingesting a batch");
+	if (!sc_receiver_lock_cube())
+		sc_receiver_cube_gone();
 	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
 
 	memcpy(newpos, receiver.positions, sizeof(int64) * receiver.nparts);
@@ -579,6 +615,8 @@ sc_receiver_windows_ahead(void)
 	if (window == receiver.current_window)
 		return;
 	sc_receiver_begin("creating windows ahead");
+	if (!sc_receiver_lock_cube())
+		sc_receiver_cube_gone();
 	SPI_connect();
 	sc_ingest_prepare_windows(receiver.ing, now);
 	SPI_finish();

@@ -1,0 +1,61 @@
+--
+-- control: pause and resume keep every message exactly once; drop stops
+-- the receiver.
+--
+\getenv kafka SC_KAFKA
+\set VERBOSITY default
+
+CREATE FUNCTION pg_temp.wait_for(q text, timeout interval DEFAULT '60 s')
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    ok boolean;
+BEGIN
+    LOOP
+        EXECUTE q INTO ok;
+        IF ok THEN RETURN true; END IF;
+        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;
+
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" control_events 2 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic control_events --count 1000 --format json --start-ts 1767225600 2>/dev/null
+SELECT streamcube_create_cube('control_events', 'kafka', 'control_events',
+       'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 day');
+SELECT streamcube_wait('control_events', '60 s');
+SELECT count(*) FROM control_events;
+
+-- Paused: the receiver stays, holds no Kafka consumer, ingests nothing.
+SELECT streamcube_pause('control_events');
+SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'control_events'::regclass AND state = 'paused')$$);
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic control_events --count 500 --format json --start-ts 1767225600 2>/dev/null
+SELECT streamcube_wait('control_events', '2 s') AS caught_up;
+SELECT count(*) FROM control_events;
+SELECT state, positions FROM streamcube.consumers WHERE cube = 'control_events'::regclass;
+
+-- Resumed: exactly the messages produced meanwhile are added.
+SELECT streamcube_resume('control_events');
+SELECT streamcube_wait('control_events', '60 s');
+SELECT count(*), count(DISTINCT (_partition, _offset)) FROM control_events;
+SELECT state, positions, lag FROM streamcube.consumers WHERE cube = 'control_events'::regclass;
+
+-- Pause and resume while messages flow, several times.
+\! ( "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic control_events --count 3000 --rate 3000 --format json --start-ts 1767225600 2>/dev/null & )
+SELECT streamcube_pause('control_events');
+SELECT pg_sleep(0.3);
+SELECT streamcube_resume('control_events');
+SELECT pg_sleep(0.3);
+SELECT streamcube_pause('control_events');
+SELECT pg_sleep(0.3);
+SELECT streamcube_resume('control_events');
+SELECT pg_sleep(1.5);
+SELECT streamcube_wait('control_events', '60 s');
+SELECT count(*), count(DISTINCT (_partition, _offset)) FROM control_events;
+SELECT _partition, max(_offset) + 1 AS next_offset FROM control_events GROUP BY 1 ORDER BY 1;
+
+-- Drop: the receiver goes away and so does the table.
+SELECT streamcube_drop_cube('control_events');
+SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
+SELECT to_regclass('control_events');
