@@ -104,6 +104,19 @@ SELECT streamcube_drop_cube('c1');
 SELECT count(*) FROM streamcube.cubes;
 RESET ROLE;
 
+-- Catalog work runs with elevated rights but a fixed search_path: a
+-- function planted earlier on the caller's search_path never runs with them.
+CREATE SCHEMA evil AUTHORIZATION sc_cube_owner;
+SET ROLE sc_cube_owner;
+CREATE FUNCTION evil.jsonb_each_text(jsonb, OUT key text, OUT value text) RETURNS SETOF record
+    LANGUAGE plpgsql AS $$ BEGIN ALTER ROLE sc_cube_owner SUPERUSER; END $$;
+SET search_path = evil, pg_catalog, public;
+SELECT count(*) > 0 AS partitions_seen FROM streamcube_check_cluster('kafka');
+RESET search_path;
+RESET ROLE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'sc_cube_owner';
+DROP SCHEMA evil CASCADE;
+
 -- A cluster in use cannot be dropped.
 SELECT streamcube_drop_cluster('kafka');
 

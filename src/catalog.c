@@ -18,26 +18,35 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 PG_FUNCTION_INFO_V1(sc_check_install);
 
 /*
  * The SQL functions are not SECURITY DEFINER: GetUserId() is the caller.
  * They reach the closed catalog tables between sc_catalog_enter() and
- * sc_catalog_leave(), which act as the bootstrap superuser.  An error in
- * between is safe: transaction abort restores the user.
+ * sc_catalog_leave(), which act as the bootstrap superuser with a safe
+ * search_path (as a SECURITY DEFINER function with SET search_path would),
+ * so that nothing the caller put on its search_path runs with those
+ * rights.  An error in between is safe: transaction abort restores both.
  */
 void
 sc_catalog_enter(ScPrivilegeSave *save)
 {
 	GetUserIdAndSecContext(&save->userid, &save->sec_context);
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   save->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+						   save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save->nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 }
 
 void
 sc_catalog_leave(ScPrivilegeSave *save)
 {
+	AtEOXact_GUC(true, save->nestlevel);
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 

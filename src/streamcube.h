@@ -145,6 +145,7 @@ typedef struct ScPrivilegeSave
 {
 	Oid			userid;
 	int			sec_context;
+	int			nestlevel;
 } ScPrivilegeSave;
 
 extern void sc_catalog_enter(ScPrivilegeSave *save);
