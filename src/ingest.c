@@ -75,6 +75,15 @@ struct ScIngest
 	int			npending;
 	int			maxpending;
 
+	/* buffers kept from batch to batch, so the hot path allocates little */
+	StringInfoData scratch;		/* a CSV time field */
+	StringInfoData strval;		/* the JSON lexer's de-escaped strings */
+	char	  **json_values;
+	bool	   *json_present;
+	const char **json_capture_start;
+	int		   *json_capture_depth;
+	int			maxbatch;		/* capacity of the per-message arrays */
+
 	/* the current batch */
 	StringInfoData lines;
 	int		   *line_start;		/* nlines + 1 entries */
@@ -137,6 +146,11 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	ing->attnums[cube->ncolumns] = get_attnum(cube->relid, "_partition");
 	ing->attnums[cube->ncolumns + 1] = get_attnum(cube->relid, "_offset");
 
+	ing->json_values = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
+	ing->json_present = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+	ing->json_capture_start = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
+	ing->json_capture_depth = palloc0(sizeof(int) * Max(cube->ncolumns, 1));
+
 	ing->match = palloc(sizeof(bool *) * (ing->max_pathlen + 1));
 	for (int l = 0; l <= ing->max_pathlen; l++)
 		ing->match[l] = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
@@ -161,8 +175,18 @@ sc_ingest_create(ScCube *cube)
 	ScIngest   *ing = MemoryContextAllocZero(TopMemoryContext, sizeof(ScIngest));
 	HASHCTL		ctl;
 
+	/* A large first block survives resets: batches reuse it, no page faults. */
 	ing->batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube batch",
-										   ALLOCSET_DEFAULT_SIZES);
+										   8 * 1024 * 1024, 8 * 1024 * 1024,
+										   8 * 1024 * 1024);
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		initStringInfo(&ing->lines);
+		initStringInfo(&ing->scratch);
+		initStringInfo(&ing->strval);
+		MemoryContextSwitchTo(old);
+	}
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(int64);
 	ctl.entrysize = sizeof(int64);
@@ -262,6 +286,21 @@ sc_append_text_value(StringInfo out, const char *value)
 		start = p + 1;
 	}
 	appendBinaryStringInfo(out, start, p - start);
+}
+
+/* Append "<sep>partition<sep>offset\n", the two columns every line ends with. */
+static inline void
+sc_append_position(StringInfo out, char sep, const ScKafkaMessage *m)
+{
+	char		buf[48];
+	int			len = 0;
+
+	buf[len++] = sep;
+	len += pg_ltoa(m->partition, buf + len);
+	buf[len++] = sep;
+	len += pg_lltoa(m->offset, buf + len);
+	buf[len++] = '\n';
+	appendBinaryStringInfo(out, buf, len);
 }
 
 /* ----------------------------------------------------------------
@@ -410,6 +449,7 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 {
 	ScCube	   *cube = ing->cube;
 	ScJsonState st;
+	JsonLexContext lex;
 	JsonSemAction sem;
 	JsonParseErrorType res;
 	const char *time_value;
@@ -417,12 +457,22 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	memset(&st, 0, sizeof(st));
 	st.ing = ing;
 	st.field_level = -1;
-	st.values = palloc0(sizeof(char *) * cube->ncolumns);
-	st.present = palloc0(sizeof(bool) * cube->ncolumns);
-	st.capture_start = palloc0(sizeof(char *) * cube->ncolumns);
-	st.capture_depth = palloc0(sizeof(int) * cube->ncolumns);
-	st.lex = makeJsonLexContextCstringLen((char *) m->payload, (int) m->len,
-										  GetDatabaseEncoding(), true);
+	st.values = ing->json_values;
+	st.present = ing->json_present;
+	st.capture_start = ing->json_capture_start;
+	st.capture_depth = ing->json_capture_depth;
+	memset(st.values, 0, sizeof(char *) * cube->ncolumns);
+	memset(st.present, 0, sizeof(bool) * cube->ncolumns);
+	memset(st.capture_start, 0, sizeof(char *) * cube->ncolumns);
+
+	/* What makeJsonLexContextCstringLen() does, without allocating. */
+	memset(&lex, 0, sizeof(lex));
+	lex.input = lex.token_terminator = lex.line_start = (char *) m->payload;
+	lex.line_number = 1;
+	lex.input_length = (int) m->len;
+	lex.input_encoding = GetDatabaseEncoding();
+	lex.strval = &ing->strval;
+	st.lex = &lex;
 
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &st;
@@ -438,10 +488,10 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 		*error = "message is empty";
 		return false;
 	}
-	res = pg_parse_json(st.lex, &sem);
+	res = pg_parse_json(&lex, &sem);
 	if (res != JSON_SUCCESS)
 	{
-		*error = psprintf("invalid JSON: %s", json_errdetail(res, st.lex));
+		*error = psprintf("invalid JSON: %s", json_errdetail(res, &lex));
 		return false;
 	}
 	if (st.not_object)
@@ -465,15 +515,14 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
-		if (st.values[c] == NULL)
-			appendBinaryStringInfo(out, "\\N\t", 3);
-		else
-		{
-			sc_append_text_value(out, st.values[c]);
+		if (c > 0)
 			appendStringInfoChar(out, '\t');
-		}
+		if (st.values[c] == NULL)
+			appendBinaryStringInfo(out, "\\N", 2);
+		else
+			sc_append_text_value(out, st.values[c]);
 	}
-	appendStringInfo(out, "%d\t" INT64_FORMAT "\n", m->partition, m->offset);
+	sc_append_position(out, '\t', m);
 	return true;
 }
 
@@ -498,7 +547,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	int			field = 0;
 	bool		in_quote = false;
 	bool		quoted = false;
-	StringInfoData time_value;
+	StringInfo	time_value = &ing->scratch;
 
 	if (p == NULL || len == 0)
 	{
@@ -511,7 +560,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	if (len > 0 && p[len - 1] == '\r')
 		len--;
 
-	initStringInfo(&time_value);
+	resetStringInfo(time_value);
 	for (size_t i = 0; i < len; i++)
 	{
 		char		ch = p[i];
@@ -523,14 +572,14 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 				if (i + 1 < len && p[i + 1] == quote)
 				{
 					if (field == cube->time_index)
-						appendStringInfoChar(&time_value, quote);
+						appendStringInfoChar(time_value, quote);
 					i++;
 				}
 				else
 					in_quote = false;
 			}
 			else if (field == cube->time_index)
-				appendStringInfoChar(&time_value, ch);
+				appendStringInfoChar(time_value, ch);
 			continue;
 		}
 		if (ch == delim)
@@ -547,7 +596,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 			return false;
 		}
 		else if (field == cube->time_index)
-			appendStringInfoChar(&time_value, ch);
+			appendStringInfoChar(time_value, ch);
 	}
 	if (in_quote)
 	{
@@ -560,19 +609,19 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 						  field + 1, cube->qualified, cube->ncolumns);
 		return false;
 	}
-	if (!quoted && strcmp(time_value.data, cube->csv_null) == 0)
+	if (!quoted && strcmp(time_value->data, cube->csv_null) == 0)
 	{
 		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
 		return false;
 	}
-	if (!sc_parse_time(cube, time_value.data, ts, error))
+	if (!sc_parse_time(cube, time_value->data, ts, error))
 	{
 		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 		return false;
 	}
 
 	appendBinaryStringInfo(out, p, len);
-	appendStringInfo(out, "%c%d%c" INT64_FORMAT "\n", delim, m->partition, delim, m->offset);
+	sc_append_position(out, delim, m);
 	return true;
 }
 
@@ -767,11 +816,22 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 
 	memset(outcome, 0, sizeof(*outcome));
 	ing->messages = messages;
-	ing->bad_error = palloc0(sizeof(char *) * n);
-	ing->line_start = palloc(sizeof(int) * (n + 1));
-	ing->line_msg = palloc(sizeof(int) * n);
+	if (n > ing->maxbatch)
+	{
+		if (ing->maxbatch > 0)
+		{
+			pfree(ing->bad_error);
+			pfree(ing->line_start);
+			pfree(ing->line_msg);
+		}
+		ing->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
+		ing->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
+		ing->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
+		ing->maxbatch = n;
+	}
+	memset(ing->bad_error, 0, sizeof(char *) * n);
 	ing->nlines = 0;
-	initStringInfo(&ing->lines);
+	resetStringInfo(&ing->lines);
 
 	SPI_connect();
 

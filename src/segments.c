@@ -46,6 +46,95 @@ sc_window_start(const ScCube *cube, int64 ts)
 	return SC_WINDOW_ORIGIN + k * cube->width;
 }
 
+/* Read exactly n digits; -1 if any is not a digit. */
+static inline int
+sc_digits(const char *p, int n)
+{
+	int			v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * The common case, fast: ISO 8601 "YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}]" with
+ * "Z" or a numeric offset ("+HH", "+HH:MM", "+HHMM"); a timestamp without
+ * time zone takes no suffix.  Anything else returns false and is left to
+ * PostgreSQL's own parser, which gives the same value for these forms.
+ */
+static bool
+sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
+{
+	int			y = sc_digits(p, 4),
+				mo,
+				d,
+				h,
+				mi,
+				sec,
+				tz = 0;
+	int64		usec = 0;
+	int			scale = 100000;
+
+	if (y < 1 || p[4] != '-' || (mo = sc_digits(p + 5, 2)) < 1 || mo > 12 ||
+		p[7] != '-' || (d = sc_digits(p + 8, 2)) < 1 || d > day_tab[isleap(y)][mo - 1] ||
+		(p[10] != 'T' && p[10] != ' ') ||
+		(h = sc_digits(p + 11, 2)) < 0 || h > 23 || p[13] != ':' ||
+		(mi = sc_digits(p + 14, 2)) < 0 || mi > 59 || p[16] != ':' ||
+		(sec = sc_digits(p + 17, 2)) < 0 || sec > 59)
+		return false;
+	p += 19;
+	if (*p == '.')
+	{
+		p++;
+		if (*p < '0' || *p > '9')
+			return false;
+		for (; *p >= '0' && *p <= '9'; p++)
+		{
+			if (scale == 0)
+				return false;	/* more than microseconds: let PostgreSQL round */
+			usec += (*p - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (cube->time_type == TIMESTAMPTZOID)
+	{
+		if (*p == 'Z')
+			p++;
+		else if (*p == '+' || *p == '-')
+		{
+			int			sign = *p == '-' ? -1 : 1;
+			int			th = sc_digits(p + 1, 2),
+						tm = 0;
+
+			if (th < 0 || th > 15)
+				return false;
+			p += 3;
+			if (*p == ':')
+				p++;
+			if (*p >= '0' && *p <= '9')
+			{
+				if ((tm = sc_digits(p, 2)) < 0 || tm > 59)
+					return false;
+				p += 2;
+			}
+			tz = sign * (th * 3600 + tm * 60);
+		}
+		else
+			return false;		/* local time: depends on the TimeZone setting */
+	}
+	if (*p != '\0')
+		return false;
+
+	*result = ((int64) (date2j(y, mo, d) - POSTGRES_EPOCH_JDATE) * SECS_PER_DAY +
+			   h * 3600 + mi * 60 + sec - tz) * USECS_PER_SEC + usec;
+	return IS_VALID_TIMESTAMP(*result);
+}
+
 /*
  * Parse a time value the way the column's input function would, but
  * without raising an error: the caller turns a failure into a bad message.
@@ -64,6 +153,9 @@ sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
 	int			tz;
 	int			dterr;
 	Timestamp	ts;
+
+	if (sc_parse_iso(cube, str, result))
+		return true;
 
 	dterr = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
 	if (dterr == 0)
