@@ -131,5 +131,11 @@ SELECT to_regclass('c1') AS c1, (SELECT count(*) FROM streamcube.cubes) AS cubes
        (SELECT count(*) FROM streamcube.assignments) AS assignments,
        (SELECT count(*) FROM streamcube.segment_catalog) AS segments;
 SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
+-- DROP TABLE on a cube is a drop of the cube.
+SELECT streamcube_create_cube('dropped_by_sql', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'ts');
+SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'dropped_by_sql'::regclass AND state = 'running')$$);
+DROP TABLE dropped_by_sql;
+SELECT (SELECT count(*) FROM streamcube.cubes) AS cubes, (SELECT count(*) FROM streamcube.segment_catalog) AS segments;
+SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
 DROP SCHEMA "Cube Schema" CASCADE;
 DROP TABLE plain_table;

@@ -81,14 +81,14 @@ GRANT EXECUTE ON FUNCTION streamcube_check_cluster(text) TO streamcube_admin;
 
 CREATE TABLE streamcube.cubes (
     cube_id          serial PRIMARY KEY,
-    relid            oid NOT NULL UNIQUE,            -- the cube's parent table
+    relid            regclass NOT NULL UNIQUE,       -- the cube's parent table
     cluster_name     text NOT NULL REFERENCES streamcube.clusters (name),
     topic            text NOT NULL,
     time_column      name NOT NULL,
     segment_interval interval NOT NULL,
     format           text NOT NULL CHECK (format IN ('json', 'csv')),
     options          jsonb NOT NULL DEFAULT '{}',
-    owner            oid NOT NULL,
+    owner            regrole NOT NULL,
     paused           boolean NOT NULL DEFAULT false,
     config_version   bigint NOT NULL DEFAULT 1,      -- bumped on every change receivers must see
     bad_partition    integer,                        -- set when a bad message paused the cube
@@ -144,7 +144,7 @@ CREATE TABLE streamcube.segment_catalog (
     window_start timestamptz NOT NULL,
     window_end   timestamptz NOT NULL CHECK (window_end > window_start),
     state        text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'sealing', 'sealed')),
-    relid        oid NOT NULL,
+    relid        regclass NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (cube_id, window_start)
 );
@@ -271,3 +271,50 @@ WHERE EXISTS (SELECT 1 FROM pg_class WHERE oid = s.relid);
 GRANT SELECT ON streamcube.segments TO PUBLIC;
 COMMENT ON VIEW streamcube.segments IS
     'One row per time window of each cube: state, exact row count, size and partition';
+
+-- ---------------------------------------------------------------------
+-- DROP TABLE of a cube (or of one of its windows) forgets it in the
+-- catalog, as streamcube_drop_cube() would; the launcher then stops its
+-- receivers.
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube._wake_launcher() RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'sc_wake_launcher';
+REVOKE EXECUTE ON FUNCTION streamcube._wake_launcher() FROM PUBLIC;
+
+CREATE FUNCTION streamcube._on_sql_drop() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    forgotten integer;
+BEGIN
+    DELETE FROM streamcube.segment_catalog s
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objid = s.relid::oid;
+
+    DELETE FROM streamcube.cubes c
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objid = c.relid::oid;
+    GET DIAGNOSTICS forgotten = ROW_COUNT;
+    IF forgotten > 0 THEN
+        PERFORM streamcube._wake_launcher();
+    END IF;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION streamcube._on_sql_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER streamcube_sql_drop ON sql_drop
+    EXECUTE FUNCTION streamcube._on_sql_drop();
+
+-- ---------------------------------------------------------------------
+-- pg_dump: catalogs are extension configuration, dumped with their rows.
+-- Tables are referenced as regclass and roles as regrole, so a restore
+-- maps them by name.  Rows, consume positions and dead letters come from
+-- one pg_dump snapshot, so a restored cube resumes exactly once.
+-- ---------------------------------------------------------------------
+SELECT pg_catalog.pg_extension_config_dump('streamcube.clusters', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.cubes', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.cubes_cube_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.replica_sets', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.assignments', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.checkpoints', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.consume_positions', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.dead_letters', '');

@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -91,6 +92,16 @@ sc_launcher_register(void)
 	strlcpy(worker.bgw_name, "streamcube launcher", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "streamcube launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+}
+
+PG_FUNCTION_INFO_V1(sc_wake_launcher);
+
+/* streamcube._wake_launcher(): for SQL code that changed the catalog. */
+Datum
+sc_wake_launcher(PG_FUNCTION_ARGS)
+{
+	sc_launcher_wakeup_at_commit();
+	PG_RETURN_VOID();
 }
 
 /* Ask for the launcher to be woken once the current transaction commits. */
