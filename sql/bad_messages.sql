@@ -23,11 +23,12 @@ $$;
 
 -- All in one partition and one produce call, so they share a batch.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" bad_json 1 >/dev/null
-\! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","name":"first","qty":1}' 'not json' '[1,2,3]' '"just a string"' '{"ts":null,"qty":1}' '{"name":"no time"}' '{"ts":"2026-01-01T00:00:00Z","qty":"abc"}' '{"ts":"not a time"}' '{"ts":"2026-01-01T00:00:00Z","qty":99999999999}' '{"ts":"2026-01-01T00:00:00Z","name":"trailing"} x' '{"ts":"2026-01-01T00:00:00Z","name":"tab\there","qty":2,"extra":[1,{"a":2}]}' '{"ts":"2026-01-01T00:00:00Z","price":-1}' '{"ts":"2026-01-01T00:00:00Z","name":"last","qty":3}' | kcat -P -b "$SC_KAFKA" -t bad_json -p 0
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","name":"first","qty":1}' 'not json' '[1,2,3]' '"just a string"' '{"ts":null,"qty":1}' '{"name":"no time"}' '{"ts":"2026-01-01T00:00:00Z","qty":"abc"}' '{"ts":"not a time"}' '{"ts":"2026-01-01T00:00:00Z","qty":99999999999}' '{"ts":"2026-01-01T00:00:00Z","name":"trailing"} x' '{"ts":"2026-01-01T00:00:00Z","name":"tab\there","qty":2,"extra":[1,{"a":2}]}' '{"ts":"2026-01-01T00:00:00Z","price":-1}' '{"ts":"infinity"}' '{"ts":"0044-03-15 12:00:00+00 BC","name":"caesar"}' '{"ts":"2026-01-01T00:00:00Z","name":"last","qty":3}' | kcat -P -b "$SC_KAFKA" -t bad_json -p 0
 \! printf '\n' | kcat -P -b "$SC_KAFKA" -t bad_json -p 0 -Z
 SELECT streamcube_create_cube('bad_json', 'kafka', 'bad_json', 'ts timestamptz, name text, qty int, price numeric CHECK (price >= 0)', 'ts');
 SELECT streamcube_wait('bad_json', '60 s');
 SELECT _offset, ts, name, qty FROM bad_json ORDER BY _offset;
+SELECT count(*) AS windows_before_christ FROM streamcube.segments WHERE cube = 'bad_json'::regclass AND window_start < '0001-01-01';
 SELECT "offset", convert_from(payload, 'UTF8') AS payload, error
 FROM streamcube.dead_letters WHERE cube = 'bad_json'::regclass ORDER BY "offset";
 SELECT state, positions, last_error FROM streamcube.consumers WHERE cube = 'bad_json'::regclass;

@@ -28,6 +28,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sc_other') THEN
         CREATE ROLE sc_other LOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sc_other_admin') THEN
+        CREATE ROLE sc_other_admin LOGIN IN ROLE streamcube_admin;
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sc_nologin_admin') THEN
         CREATE ROLE sc_nologin_admin NOLOGIN IN ROLE streamcube_admin;
     END IF;
@@ -55,6 +58,8 @@ SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v in
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'ts', '1 hour', 'csv', '{"delimiter": ";;"}');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '[1]');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz); DROP TABLE pg_temp.x; --', 'ts');
+SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz) PARTITION BY RANGE (ts) --', 'ts');
+SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz) WITH (fillfactor = 50', 'ts');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v nosuchtype', 'ts');
 SELECT count(*) AS cubes, to_regclass('c1') AS c1 FROM streamcube.cubes;
 
@@ -124,7 +129,8 @@ SELECT streamcube_drop_cluster('kafka');
 SELECT streamcube_drop_cube('"Cube Schema"."Odd Name"', keep_data => true);
 SELECT to_regclass('"Cube Schema"."Odd Name"') IS NOT NULL AS table_kept,
        (SELECT count(*) FROM streamcube.cubes c WHERE c.relid = '"Cube Schema"."Odd Name"'::regclass) AS catalog_rows;
-SET ROLE sc_cube_owner;
+-- An administrator may drop a cube it does not own, table included.
+SET ROLE sc_other_admin;
 SELECT streamcube_drop_cube('c1');
 RESET ROLE;
 SELECT to_regclass('c1') AS c1, (SELECT count(*) FROM streamcube.cubes) AS cubes,

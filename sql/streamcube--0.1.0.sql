@@ -96,6 +96,7 @@ CREATE TABLE streamcube.cubes (
     bad_error        text,
     skip_partition   integer,                        -- dead-letter this message once, then go on
     skip_offset      bigint,
+    skip_error       text,
     created_at       timestamptz NOT NULL DEFAULT now()
 );
 REVOKE ALL ON streamcube.cubes FROM PUBLIC;

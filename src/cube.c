@@ -400,7 +400,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	sc_catalog_enter(&save);
 	SPI_execute_with_args("SELECT c.relid, c.owner, n.nspname, r.relname, c.cluster_name, c.topic, "
 						  "       c.time_column, c.segment_interval, c.format, c.options, c.paused, "
-						  "       c.skip_partition, c.skip_offset, c.config_version "
+						  "       c.skip_partition, c.skip_offset, c.config_version, c.skip_error "
 						  "FROM streamcube.cubes c "
 						  "JOIN pg_class r ON r.oid = c.relid "
 						  "JOIN pg_namespace n ON n.oid = r.relnamespace "
@@ -439,11 +439,55 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	d = SPI_getbinval(tup, desc, 13, &isnull);
 	cube->skip_offset = isnull ? -1 : DatumGetInt64(d);
 	cube->config_version = DatumGetInt64(SPI_getbinval(tup, desc, 14, &isnull));
+	cube->skip_error = SPI_getvalue(tup, desc, 15);
 
 	sc_cube_read_columns(cube, time_column);
 	sc_cube_parse_options(cube, options, false);
 	SPI_finish();
 	return cube;
+}
+
+/*
+ * Is this the statement we meant to build, with the caller's text only in
+ * the column list?  Its last two elements must be our columns, and nothing
+ * but our partitioning may follow the list.
+ */
+static bool
+sc_create_stmt_is_ours(CreateStmt *stmt)
+{
+	int			n = list_length(stmt->tableElts);
+	Node	   *last,
+			   *before;
+
+	if (n < 3 || stmt->partspec == NULL || list_length(stmt->partspec->partParams) != 1 ||
+		stmt->inhRelations != NIL || stmt->partbound != NULL || stmt->options != NIL ||
+		stmt->ofTypename != NULL || stmt->tablespacename != NULL || stmt->accessMethod != NULL)
+		return false;
+	before = list_nth(stmt->tableElts, n - 2);
+	last = list_nth(stmt->tableElts, n - 1);
+	return IsA(before, ColumnDef) && strcmp(((ColumnDef *) before)->colname, "_partition") == 0 &&
+		IsA(last, ColumnDef) && strcmp(((ColumnDef *) last)->colname, "_offset") == 0;
+}
+
+/* The raw parse tree of our CREATE TABLE; NIL if it is not even SQL. */
+static List *
+sc_parse_create(const char *sql)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile raw = NIL;
+
+	PG_TRY();
+	{
+		raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		raw = NIL;
+	}
+	PG_END_TRY();
+	return raw;
 }
 
 /* ----------------------------------------------------------------
@@ -555,12 +599,14 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The table: exactly one CREATE TABLE statement, run as the caller. */
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TABLE %s (%s, _partition integer NOT NULL, _offset bigint NOT NULL) "
+	/* The line break ends any "--" comment hidden in the columns. */
+	appendStringInfo(&sql, "CREATE TABLE %s (%s\n, _partition integer NOT NULL, _offset bigint NOT NULL) "
 					 "PARTITION BY RANGE (%s)",
 					 quote_qualified_identifier(rv->schemaname, rv->relname),
 					 columns, quote_identifier(time_column));
-	raw = raw_parser(sql.data, RAW_PARSE_DEFAULT);
-	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt))
+	raw = sc_parse_create(sql.data);
+	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt) ||
+		!sc_create_stmt_is_ours((CreateStmt *) linitial_node(RawStmt, raw)->stmt))
 		ereport(ERROR,
 				(errcode(ERRCODE_SYNTAX_ERROR),
 				 errmsg("columns of cube \"%s\" must be a list of column definitions", name),
@@ -695,12 +741,20 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	if (!keep_data)
 	{
 		StringInfoData sql;
+		Oid			save_userid;
+		int			save_sec_context;
 
 		initStringInfo(&sql);
 		appendStringInfo(&sql, "DROP TABLE %s",
 						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 													get_rel_name(relid)));
+
+		/* An administrator who does not own the table drops it as its owner. */
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		if (!has_privs_of_role(save_userid, owner))
+			SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		SPI_execute(sql.data, false, 0);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
@@ -727,7 +781,7 @@ sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 						1, t, v, 1);
 	else if (skip_bad)
 		sc_catalog_exec("UPDATE streamcube.cubes SET paused = false, "
-						"skip_partition = bad_partition, skip_offset = bad_offset, "
+						"skip_partition = bad_partition, skip_offset = bad_offset, skip_error = bad_error, "
 						"bad_partition = NULL, bad_offset = NULL, bad_error = NULL, "
 						"config_version = config_version + 1 WHERE cube_id = $1",
 						1, t, v, 1);

@@ -64,6 +64,7 @@ typedef struct ScCube
 	bool		paused;
 	int32		skip_partition; /* -1 if none */
 	int64		skip_offset;
+	char	   *skip_error;		/* why that message was bad */
 	int64		config_version;
 } ScCube;
 

@@ -208,25 +208,66 @@ sc_ingest_create(ScCube *cube)
  * Windows
  * ----------------------------------------------------------------
  */
-static void
+static bool sc_is_data_error(ErrorData *edata);
+
+/*
+ * Make sure a window's partition exists.  A new window is created in a
+ * subtransaction: a time value whose window cannot be created (beyond the
+ * range of timestamps, say) makes its message bad, not the batch.  The
+ * error is returned; NULL means the window is there.
+ */
+static char *
 sc_need_window(ScIngest *ing, int64 window)
 {
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char	   *volatile error = NULL;
 	bool		found;
 
 	hash_search(ing->windows, &window, HASH_FIND, &found);
 	if (found)
-		return;
+		return NULL;
 	for (int i = 0; i < ing->npending; i++)
 		if (ing->pending_windows[i] == window)
-			return;
+			return NULL;
 
-	sc_segment_ensure(ing->cube, window);
+	if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
+		return "time value is outside the range of timestamps streamcube can partition";
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		sc_segment_ensure(ing->cube, window);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (!sc_is_data_error(edata))
+			ReThrowError(edata);
+		error = psprintf("could not create the window of this time value: %s", edata->message);
+	}
+	PG_END_TRY();
+	if (error != NULL)
+		return error;
+
 	if (ing->npending == ing->maxpending)
 	{
 		ing->maxpending *= 2;
 		ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
 	}
 	ing->pending_windows[ing->npending++] = window;
+	return NULL;
 }
 
 /* Create the window of `now` and the next one; call inside a transaction. */
@@ -234,9 +275,14 @@ void
 sc_ingest_prepare_windows(ScIngest *ing, int64 now)
 {
 	int64		w = sc_window_start(ing->cube, now);
+	char	   *error;
 
-	sc_need_window(ing, w);
-	sc_need_window(ing, w + ing->cube->width);
+	if ((error = sc_need_window(ing, w)) != NULL ||
+		(error = sc_need_window(ing, w + ing->cube->width)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("could not create the current windows of cube %s: %s",
+						ing->cube->qualified, error)));
 }
 
 /* After COMMIT the windows created by the batch are known; after abort not. */
@@ -846,7 +892,8 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 
 		if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
 		{
-			ing->bad_error[i] = "skipped by streamcube_resume(skip_bad_message => true)";
+			ing->bad_error[i] = psprintf("skipped by streamcube_resume(skip_bad_message => true): %s",
+										 cube->skip_error ? cube->skip_error : "bad message");
 			outcome->skip_used = true;
 			continue;
 		}
@@ -854,6 +901,8 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		ok = cube->format == SC_FORMAT_CSV
 			? sc_csv_line(ing, m, &ing->lines, &ts, &error)
 			: sc_json_line(ing, m, &ing->lines, &ts, &error);
+		if (ok)
+			ok = (error = sc_need_window(ing, sc_window_start(cube, ts))) == NULL;
 		if (!ok)
 		{
 			ing->lines.len = mark;
@@ -866,7 +915,6 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 			}
 			continue;
 		}
-		sc_need_window(ing, sc_window_start(cube, ts));
 		ing->line_start[ing->nlines] = mark;
 		ing->line_msg[ing->nlines] = i;
 		ing->nlines++;

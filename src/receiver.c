@@ -105,6 +105,8 @@ sc_receiver_detach(int code, Datum arg)
 	if (slot->pid == MyProcPid)
 	{
 		slot->pid = 0;
+		if (code != 0 && slot->state != SC_RECEIVER_FAILED)
+			sc_slot_set_error(slot, "receiver was terminated (pg_terminate_backend, shutdown or a FATAL error; see the server log)");
 		if (slot->state != SC_RECEIVER_FAILED)
 			slot->state = code == 0 ? SC_RECEIVER_STOPPED : SC_RECEIVER_FAILED;
 	}
@@ -249,6 +251,7 @@ sc_receiver_reload(uint32 config_version)
 		receiver.cube->paused = fresh->paused;
 		receiver.cube->skip_partition = fresh->skip_partition;
 		receiver.cube->skip_offset = fresh->skip_offset;
+		receiver.cube->skip_error = fresh->skip_error ? MemoryContextStrdup(TopMemoryContext, fresh->skip_error) : NULL;
 		receiver.cube->config_version = fresh->config_version;
 	}
 	sc_receiver_commit();
@@ -553,7 +556,7 @@ sc_receiver_process(int n)
 		values[3] = CStringGetTextDatum(outcome.bad_error ? outcome.bad_error : "");
 		sc_catalog_enter(&save);
 		if (outcome.skip_used)
-			SPI_execute_with_args("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL "
+			SPI_execute_with_args("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL, skip_error = NULL "
 								  "WHERE cube_id = $1", 1, types, values, NULL, false, 0);
 		if (outcome.paused)
 			SPI_execute_with_args("UPDATE streamcube.cubes SET paused = true, "
@@ -677,7 +680,12 @@ sc_receiver_run(void)
 		{
 			if (receiver.consumer != NULL)
 			{
+				/* Without a consumer, Kafka's watermarks are unknown. */
 				sc_receiver_close_consumer();
+				for (int i = 0; i < receiver.nparts; i++)
+					receiver.high[i] = -1;
+				receiver.rows_per_sec = 0;
+				sc_receiver_publish();
 				ereport(LOG, (errmsg("streamcube receiver of cube %s paused",
 									 receiver.cube->qualified)));
 			}

@@ -190,9 +190,12 @@ sc_bound_literal(const ScCube *cube, int64 ts)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("window bound of cube %s is out of range", cube->qualified)));
-	return psprintf("%04d-%02d-%02d %02d:%02d:%02d%s",
-					tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-					cube->time_type == TIMESTAMPTZOID ? "+00" : "");
+	/* PostgreSQL counts 1 BC as year 0 internally. */
+	return psprintf("%04d-%02d-%02d %02d:%02d:%02d%s%s",
+					tm.tm_year > 0 ? tm.tm_year : -(tm.tm_year - 1),
+					tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+					cube->time_type == TIMESTAMPTZOID ? "+00" : "",
+					tm.tm_year > 0 ? "" : " BC");
 }
 
 /* Partition name: the cube's name, clipped, and the window start. */
@@ -205,8 +208,9 @@ sc_partition_name(const ScCube *cube, int64 start)
 	int			room;
 
 	timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL);
-	snprintf(suffix, sizeof(suffix), "_%04d%02d%02d_%02d%02d",
-			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min);
+	snprintf(suffix, sizeof(suffix), "_%04d%02d%02d_%02d%02d%s",
+			 tm.tm_year > 0 ? tm.tm_year : -(tm.tm_year - 1),
+			 tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_year > 0 ? "" : "bc");
 	room = pg_mbcliplen(cube->relname, strlen(cube->relname),
 						NAMEDATALEN - 1 - (int) strlen(suffix));
 	return psprintf("%.*s%s", room, cube->relname, suffix);
