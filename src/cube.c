@@ -854,6 +854,28 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	args[1] = PointerGetDatum(construct_array(parts, n, INT4OID, 4, true, TYPALIGN_INT));
 	args[2] = PointerGetDatum(construct_array(targets, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 
+	{
+		ScPrivilegeSave save;
+		bool		isnull;
+		Datum		unknown;
+
+		sc_catalog_enter(&save);
+		SPI_execute_with_args("SELECT string_agg(t.part::text, ', ' ORDER BY t.part) "
+							  "FROM unnest($2) AS t(part) "
+							  "WHERE NOT EXISTS (SELECT 1 FROM streamcube.checkpoints k "
+							  "                  WHERE k.cube_id = $1 AND k.partition = t.part)",
+							  2, types, args, NULL, false, 1);
+		sc_catalog_leave(&save);
+		unknown = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
+							TextDatumGetCString(unknown), cube->topic, name),
+					 errdetail("They were added to the topic after the cube was created."),
+					 errhint("streamcube_wait() cannot return true for this cube; recreate the cube to consume them.")));
+	}
+
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   timeout ? sc_interval_usecs(timeout) / 1000 : 30000);
 	for (;;)
@@ -861,11 +883,14 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		ScPrivilegeSave save;
 		bool		isnull;
 
-		/* A partition counts once its position reached the target. */
+		/*
+		 * A partition counts once its position reached the target; one the
+		 * cube does not know (added to the topic later) never does.
+		 */
 		sc_catalog_enter(&save);
 		SPI_execute_with_args("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
 							  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
-							  "          WHERE k.cube_id = $1 AND k.partition = t.part))) "
+							  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
 							  "FROM unnest($2, $3) AS t(part, target) "
 							  "LEFT JOIN streamcube.consume_positions p "
 							  "  ON p.cube_id = $1 AND p.partition = t.part",

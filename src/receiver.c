@@ -326,7 +326,7 @@ sc_receiver_check_retention(void)
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d of topic \"%s\" are no longer in Kafka",
 							receiver.positions[i], p->low_watermark - 1, p->partition, receiver.cube->topic),
-					 errdetail("Cube %s needs offset " INT64_FORMAT "; the earliest offset Kafka still holds is " INT64_FORMAT ". Retention deleted those messages before they were consumed.",
+					 errdetail("Cube %s needs offset " INT64_FORMAT "; the earliest offset Kafka still holds is " INT64_FORMAT ". Kafka deleted the messages in between (retention) before streamcube could read them, or read them again after a crash.",
 							   receiver.cube->qualified, receiver.positions[i], p->low_watermark),
 					 errhint("streamcube never skips messages silently. Recreate the cube to start over, and raise the topic's retention.ms.")));
 		if (receiver.positions[i] > p->high_watermark)
@@ -748,7 +748,7 @@ sc_receiver_main(Datum main_arg)
 	slot->pid = MyProcPid;
 	slot->state = SC_RECEIVER_STARTING;
 	slot->started_at = GetCurrentTimestamp();
-	sc_slot_set_error(slot, NULL);
+	/* last_error stays: it tells why the previous attempt failed. */
 	dboid = slot->dboid;
 	owner = slot->owner;
 	receiver.slotno = slotno;

@@ -1,0 +1,98 @@
+# Loading rules: streamcube works only when the postmaster preloads it, and
+# installs only in the database named by streamcube.database.
+#
+# One node, three lives: without streamcube in shared_preload_libraries (the
+# extension refuses to load, with a hint), with it (CREATE EXTENSION refuses
+# any database but streamcube.database, with a hint, and succeeds there),
+# and with streamcube.database pointing elsewhere (the launcher follows).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('loading');
+$node->init;
+$node->start;
+
+# ---------------------------------------------------------------- not preloaded
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE EXTENSION streamcube');
+isnt($ret, 0, 'CREATE EXTENSION fails when streamcube is not preloaded');
+like($stderr, qr/ERROR:  streamcube must be loaded via shared_preload_libraries/,
+	'the error says streamcube must be preloaded');
+like($stderr,
+	qr/HINT:  Add streamcube to shared_preload_libraries in postgresql\.conf .*shared_preload_libraries = 'streamcube'.* and restart the server\./,
+	'the hint says what to add and that a restart is needed');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_extension WHERE extname = 'streamcube'"),
+	'0', 'no extension recorded');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'streamcube'"),
+	'0', 'no schema streamcube left behind');
+
+($ret, $stdout, $stderr) = $node->psql('postgres', "LOAD 'streamcube'");
+isnt($ret, 0, 'LOAD fails too');
+like($stderr, qr/ERROR:  streamcube must be loaded via shared_preload_libraries/,
+	'LOAD gives the same error');
+
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'streamcube%'"),
+	'0', 'no streamcube worker runs');
+is($node->safe_psql('postgres', 'SELECT 42'), '42',
+	'the session and the server are unharmed');
+
+# ---------------------------------------------------------------- preloaded
+$node->stop;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'streamcube'
+streamcube.database = 'postgres'
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+
+($ret, $stdout, $stderr) = $node->psql('other', 'CREATE EXTENSION streamcube');
+isnt($ret, 0, 'CREATE EXTENSION fails outside streamcube.database');
+like($stderr, qr/ERROR:  streamcube can only be installed in database "postgres"/,
+	'the error names the database of streamcube.database');
+like($stderr, qr/DETAIL:  The current database is "other"/,
+	'the detail names the current database');
+like($stderr,
+	qr/HINT:  Connect to database "postgres", or set streamcube\.database = 'other' in postgresql\.conf and restart the server\./,
+	'the hint says both ways out');
+is($node->safe_psql('other',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'streamcube'"),
+	'0', 'nothing left behind in the other database');
+is($node->safe_psql('other',
+		"SELECT count(*) FROM pg_roles WHERE rolname = 'streamcube_admin'"),
+	'0', 'the refused install created no role');
+
+($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE EXTENSION streamcube');
+is($ret, 0, 'CREATE EXTENSION works in streamcube.database') or diag($stderr);
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
+	'0.1.0', 'extension 0.1.0 installed');
+ok($node->poll_query_until('postgres',
+		"SELECT datname FROM pg_stat_activity WHERE backend_type = 'streamcube launcher'",
+		'postgres'),
+	'the launcher runs in database postgres');
+
+# ---------------------------------------------------------------- streamcube.database elsewhere
+$node->append_conf('postgresql.conf', "streamcube.database = 'other'\n");
+$node->restart;
+ok($node->poll_query_until('postgres',
+		"SELECT datname FROM pg_stat_activity WHERE backend_type = 'streamcube launcher'",
+		'other'),
+	'after a restart the launcher runs in the new streamcube.database');
+($ret, $stdout, $stderr) = $node->psql('other', 'CREATE EXTENSION streamcube');
+is($ret, 0, 'CREATE EXTENSION now works in database other') or diag($stderr);
+($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE EXTENSION streamcube CASCADE');
+# (already installed there earlier: the error is PostgreSQL's own)
+like($stderr, qr/already exists/, 'postgres still has its earlier install');
+$node->safe_psql('postgres', 'CREATE DATABASE third');
+($ret, $stdout, $stderr) = $node->psql('third', 'CREATE EXTENSION streamcube');
+like($stderr, qr/ERROR:  streamcube can only be installed in database "other"/,
+	'a third database is refused with the new name');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,452 @@
+
+# StreamcubeTest.pm - helpers shared by streamcube's TAP tests (test/t/*.pl).
+#
+# The tests run against the real Kafka broker of the test bench, named by
+# these environment variables (set by test/run-tests):
+#
+#   SC_KAFKA       bootstrap of the broker, 127.0.0.1:PORT
+#   SC_KAFKA_SH    absolute path of test/kafka/kafka.sh
+#   SC_KAFKA_DIR   the broker's directory (kafka.sh stop/start --dir)
+#   SC_SCKAFKA     absolute path of test/tools/sckafka
+#
+# A test that misses one of them is skipped, not failed.  Tests that stop
+# and start the broker (sc_broker_stop/sc_broker_start) need to run as the
+# user that owns the broker process and its directory.
+#
+# Expected values are never taken from streamcube itself: they come from
+# Kafka (kcat reads the whole topic back) or from what the test produced.
+
+package StreamcubeTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Basename qw(dirname);
+use IPC::Run ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+our @EXPORT = qw(
+  sc_require_env sc_node sc_topic sc_create_topic sc_produce
+  sc_produce_start sc_produce_finish sc_kcat_produce sc_kafka_contents
+  sc_create_cube sc_check_exact sc_check_positions_match_rows
+  sc_wait_positions_at_high sc_broker_stop sc_broker_start sc_broker_running
+  sc_delete_records sc_elapsed
+);
+
+my $t0 = time;
+
+# PostgreSQL::Test::Cluster->init runs pg_regress --config-auth; outside the
+# PostgreSQL source tree PG_REGRESS must name the installed pg_regress.
+if (!$ENV{PG_REGRESS})
+{
+	my $pgxs = `pg_config --pgxs`;
+	chomp $pgxs;
+	$ENV{PG_REGRESS} = dirname($pgxs) . '/../test/regress/pg_regress';
+}
+
+# Seconds since the test started, for diagnostics.
+sub sc_elapsed { return sprintf('%.1f s', time - $t0); }
+
+# Skip the whole test unless the bench's environment is there.
+sub sc_require_env
+{
+	for my $var (qw(SC_KAFKA SC_KAFKA_SH SC_KAFKA_DIR SC_SCKAFKA))
+	{
+		plan skip_all => "$var is not set (run through test/run-tests)"
+		  unless defined $ENV{$var} && $ENV{$var} ne '';
+	}
+	plan skip_all => 'kcat is not installed'
+	  unless system('sh', '-c', 'command -v kcat >/dev/null') == 0;
+	return;
+}
+
+# A started node with streamcube loaded, the extension created and Kafka
+# cluster 'k' registered.  Extra postgresql.conf lines may be given.
+sub sc_node
+{
+	my ($name, @conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+
+	$node->init;
+	$node->append_conf('postgresql.conf', join("\n",
+		"shared_preload_libraries = 'streamcube'",
+		"streamcube.database = 'postgres'",
+		"max_worker_processes = 16",
+		"log_min_messages = info",
+		@conf) . "\n");
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION streamcube');
+	$node->safe_psql('postgres',
+		"SELECT streamcube_add_cluster('k', '$ENV{SC_KAFKA}')");
+	return $node;
+}
+
+# A topic name that no other test (or earlier run) uses.
+sub sc_topic
+{
+	my ($tag) = @_;
+	return sprintf('sc_%s_%d_%d_%04d', $tag, $$, time, int(rand(10000)));
+}
+
+sub _run
+{
+	my ($what, @cmd) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err);
+	die "$what failed: @cmd\n$out$err" unless $ok;
+	return ($out, $err);
+}
+
+sub sc_create_topic
+{
+	my ($topic, $partitions) = @_;
+	_run('create-topic', $ENV{SC_SCKAFKA}, 'create-topic',
+		'--bootstrap', $ENV{SC_KAFKA}, $topic, $partitions);
+	return;
+}
+
+sub _produce_cmd
+{
+	my ($topic, %o) = @_;
+	my @cmd = ($ENV{SC_SCKAFKA}, 'produce', '--bootstrap', $ENV{SC_KAFKA},
+		'--topic', $topic, '--count', $o{count},
+		'--format', $o{format} // 'json');
+	for my $k (qw(partitions rate start-ts step-ms seed))
+	{
+		push @cmd, "--$k", $o{$k} if defined $o{$k};
+	}
+	return @cmd;
+}
+
+# Produce synchronously; dies unless every message was delivered.
+sub sc_produce
+{
+	my ($topic, %o) = @_;
+	my (undef, $err) = _run('produce', _produce_cmd($topic, %o));
+	note "sckafka: " . ($err =~ /(produced .*)/ ? $1 : $err);
+	return;
+}
+
+# Produce in the background; sc_produce_finish waits for it.
+sub sc_produce_start
+{
+	my ($topic, %o) = @_;
+	my %h = (out => '', err => '');
+	my @cmd = _produce_cmd($topic, %o);
+	$h{cmd} = \@cmd;
+	$h{harness} = IPC::Run::start(\@cmd, '<', \undef, '>', \$h{out},
+		'2>', \$h{err});
+	return \%h;
+}
+
+# Wait for a background producer; true when it delivered everything.
+sub sc_produce_finish
+{
+	my ($h) = @_;
+	$h->{harness}->finish;
+	my $rc = $h->{harness}->result(0);
+	note "sckafka (background): " . ($h->{err} =~ /(produced .*)/ ? $1 : '')
+	  . " exit $rc";
+	diag "background producer failed: $h->{err}" if $rc != 0;
+	return $rc == 0;
+}
+
+sub sc_producer_running
+{
+	my ($h) = @_;
+	$h->{harness}->pump_nb;
+	return $h->{harness}->pumpable;
+}
+push @EXPORT, 'sc_producer_running';
+
+# Produce raw messages, one per element, to one partition, with kcat.
+sub sc_kcat_produce
+{
+	my ($topic, $partition, @payloads) = @_;
+	my $in = join('', map { "$_\n" } @payloads);
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'kcat', '-P', '-b', $ENV{SC_KAFKA}, '-t', $topic,
+			'-p', $partition ], '<', \$in, '>', \$out, '2>', \$err)
+	  or die "kcat -P failed: $err";
+	return;
+}
+
+# Read the whole topic back with kcat and summarise it per partition:
+# { partitions => { p => { count, low, high, good, qty, amount_cents } },
+#   count, good, qty, amount_cents }.  A message is "good" when it is one
+# of sckafka's JSON events (it has a ts string, an amount and a qty).
+sub sc_kafka_contents
+{
+	my ($topic, $expect_total) = @_;
+	my ($out, $err) = ('', '');
+
+	IPC::Run::run([ 'kcat', '-C', '-b', $ENV{SC_KAFKA}, '-t', $topic,
+			'-o', 'beginning', '-e', '-q', '-f', '%p\t%o\t%s\n' ],
+		'<', \undef, '>', \$out, '2>', \$err)
+	  or die "kcat -C failed: $err";
+
+	my %r = (partitions => {}, count => 0, good => 0, qty => 0,
+		amount_cents => 0);
+	for my $line (split /\n/, $out)
+	{
+		my ($p, $o, $payload) = split /\t/, $line, 3;
+		my $s = $r{partitions}{$p} //= { count => 0, good => 0, qty => 0,
+			amount_cents => 0, low => $o, high => $o + 1 };
+		$s->{count}++;
+		$r{count}++;
+		$s->{low} = $o if $o < $s->{low};
+		$s->{high} = $o + 1 if $o + 1 > $s->{high};
+		if (defined $payload
+			&& $payload =~ /^\{"ts":"[^"]+","country":"\w+","device":"\w+","amount":(\d+)\.(\d\d),"qty":(\d+)\}$/)
+		{
+			$s->{good}++;
+			$r{good}++;
+			$s->{qty} += $3;
+			$r{qty} += $3;
+			$s->{amount_cents} += $1 * 100 + $2;
+			$r{amount_cents} += $1 * 100 + $2;
+		}
+	}
+	return \%r;
+}
+
+# streamcube_create_cube with the demo columns, JSON, 1 hour windows.
+sub sc_create_cube
+{
+	my ($node, $name, $topic, $options) = @_;
+	$options //= '{}';
+	$node->safe_psql('postgres',
+		"SELECT streamcube_create_cube('$name', 'k', '$topic', "
+		  . "'ts timestamptz, country text, device text, amount numeric, qty int', "
+		  . "'ts', '1 hour', 'json', '$options')");
+	return;
+}
+
+sub _cents
+{
+	my ($c) = @_;
+	return sprintf('%d.%02d', int($c / 100), $c % 100);
+}
+
+# The assertions a user would make once everything is consumed, against
+# what Kafka holds ($k from sc_kafka_contents): exact row count, unique
+# (_partition, _offset), per partition the row count and max(_offset) + 1
+# equal to the partition's message count, and the sums of qty and amount.
+sub sc_check_exact
+{
+	my ($node, $cube, $k, $label) = @_;
+	my $count = $node->safe_psql('postgres', "SELECT count(*) FROM $cube");
+	is($count, $k->{good},
+		"$label: row count equals the $k->{good} good messages in Kafka");
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) = count(DISTINCT (_partition, _offset)) FROM $cube"),
+		't',
+		"$label: (_partition, _offset) is unique");
+
+	my $want = join("\n",
+		map {
+			my $s = $k->{partitions}{$_};
+			"$_|$s->{good}|$s->{high}"
+		} sort { $a <=> $b } keys %{ $k->{partitions} });
+	is( $node->safe_psql('postgres',
+			"SELECT _partition, count(*), max(_offset) + 1 FROM $cube "
+			  . "GROUP BY 1 ORDER BY 1"),
+		$want,
+		"$label: per partition, rows and max(_offset) + 1 match Kafka");
+	is( $node->safe_psql('postgres',
+			"SELECT sum(qty), sum(amount) FROM $cube"),
+		"$k->{qty}|" . _cents($k->{amount_cents}),
+		"$label: sum(qty) and sum(amount) match Kafka");
+	return;
+}
+
+# In one snapshot, for each partition of the cube, with pos its committed
+# consume position (its checkpoint while it has none): no row lies at or
+# beyond pos, and the rows plus the dead letters in [checkpoint, pos) are
+# exactly pos - checkpoint messages.  Rows and positions move together.
+# (Dead letters are logged: after a crash they may lie beyond pos.)
+# Returns the offending partitions, '' when all agree.
+sub sc_positions_vs_rows_sql
+{
+	my ($cube) = @_;
+	return qq{
+		WITH c AS (SELECT cube_id FROM streamcube.cubes WHERE relid = '$cube'::regclass),
+		k AS (SELECT k.partition, k."offset" AS start,
+		             coalesce(p.position, k."offset") AS pos
+		      FROM streamcube.checkpoints k
+		      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition)
+		      WHERE k.cube_id = (SELECT cube_id FROM c)),
+		r AS (SELECT _partition AS partition, count(*) AS n,
+		             count(*) FILTER (WHERE _offset >= k.start AND _offset < k.pos) AS inside
+		      FROM $cube JOIN k ON k.partition = _partition GROUP BY 1),
+		d AS (SELECT d.partition, count(*) AS n
+		      FROM streamcube.dead_letters d JOIN k USING (partition)
+		      WHERE d.cube_id = (SELECT cube_id FROM c)
+		        AND d."offset" >= k.start AND d."offset" < k.pos
+		      GROUP BY 1)
+		SELECT k.partition, k.start, k.pos, coalesce(r.n, 0) AS rows,
+		       coalesce(r.inside, 0) AS rows_inside, coalesce(d.n, 0) AS dead_letters
+		FROM k LEFT JOIN r USING (partition) LEFT JOIN d USING (partition)
+		WHERE coalesce(r.n, 0) <> coalesce(r.inside, 0)
+		   OR k.pos - k.start <> coalesce(r.n, 0) + coalesce(d.n, 0)
+		ORDER BY 1};
+}
+
+sub sc_check_positions_match_rows
+{
+	my ($node, $cube, $label) = @_;
+	is($node->safe_psql('postgres', sc_positions_vs_rows_sql($cube)),
+		'', "$label: each consume position = checkpoint + its rows and dead letters, no row beyond it");
+	return;
+}
+
+# Wait until streamcube.consumers shows positions equal to the high
+# watermarks, and check those are Kafka's high watermarks.
+sub sc_wait_positions_at_high
+{
+	my ($node, $cube, $k, $label) = @_;
+	my $want = '{'
+	  . join(',',
+		map { $k->{partitions}{$_}{high} }
+		sort { $a <=> $b } keys %{ $k->{partitions} })
+	  . '}';
+	ok( $node->poll_query_until('postgres',
+			"SELECT positions::text = '$want' AND high_watermarks::text = '$want' "
+			  . "FROM streamcube.consumers WHERE cube = '$cube'::regclass"),
+		"$label: streamcube.consumers shows positions = high watermarks = $want")
+	  or diag $node->safe_psql('postgres',
+		"SELECT * FROM streamcube.consumers");
+	return;
+}
+
+# The first offset Kafka still holds for a partition (its low watermark),
+# read with kcat; undef when the partition is empty.
+sub sc_first_offset
+{
+	my ($topic, $partition) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'kcat', '-C', '-b', $ENV{SC_KAFKA}, '-t', $topic,
+			'-p', $partition, '-o', 'beginning', '-c', '1', '-e', '-q',
+			'-f', '%o\n' ], '<', \undef, '>', \$out, '2>', \$err)
+	  or die "kcat -C failed: $err";
+	return $out =~ /^(\d+)/ ? $1 : undef;
+}
+push @EXPORT, 'sc_first_offset';
+
+# ---------------------------------------------------------------- broker
+
+sub _broker_props
+{
+	my $file = "$ENV{SC_KAFKA_DIR}/server.properties";
+	open my $fh, '<', $file or die "cannot read $file: $!";
+	my %p;
+	while (<$fh>)
+	{
+		$p{version} = $1 if /^# written by .* for Kafka (\S+)/;
+		$p{cport} = $1 if /^controller\.quorum\.voters=\d+@[^:]+:(\d+)/;
+		$p{port} = $1 if /^listeners=PLAINTEXT:\/\/[^:]+:(\d+)/;
+	}
+	close $fh;
+	return \%p;
+}
+
+sub sc_broker_running
+{
+	return system($ENV{SC_KAFKA_SH}, 'status', '--dir', $ENV{SC_KAFKA_DIR})
+	  == 0;
+}
+
+sub _check_broker_access
+{
+	my $dir = $ENV{SC_KAFKA_DIR};
+	die "the broker directory $dir is not writable by uid $> "
+	  . "(run-tests must start the broker as the user running the tests)\n"
+	  unless -w $dir && -w "$dir/kafka.log";
+	if (open my $fh, '<', "$dir/kafka.pid")
+	{
+		my $pid = <$fh>;
+		chomp $pid;
+		my $uid = (stat "/proc/$pid")[4];
+		die "the broker (pid $pid) runs as uid $uid, not as uid $> "
+		  . "(run-tests must start it as the user running the tests)\n"
+		  if defined $uid && $uid != $> && $> != 0;
+	}
+	return;
+}
+
+sub sc_broker_stop
+{
+	_check_broker_access();
+	my $t = time;
+	_run('kafka.sh stop', $ENV{SC_KAFKA_SH}, 'stop', '--dir',
+		$ENV{SC_KAFKA_DIR});
+	note sprintf('broker stopped in %.1f s', time - $t);
+	return;
+}
+
+sub sc_broker_start
+{
+	_check_broker_access();
+	my $p = _broker_props();
+	my ($port) = $ENV{SC_KAFKA} =~ /:(\d+)$/;
+	my @cmd = ($ENV{SC_KAFKA_SH}, 'start', '--dir', $ENV{SC_KAFKA_DIR},
+		'--port', $port);
+	push @cmd, '--controller-port', $p->{cport} if $p->{cport};
+	push @cmd, '--version', $p->{version} if $p->{version};
+	my $t = time;
+	my ($out) = _run('kafka.sh start', @cmd);
+	note sprintf('broker started in %.1f s: %s', time - $t, $out);
+	return;
+}
+
+# Delete the records of a partition below an offset, with Kafka's own
+# DeleteRecordsCommand from the jars kafka.sh fetched.
+sub sc_delete_records
+{
+	my ($topic, $partition, $offset) = @_;
+	my $p = _broker_props();
+	my $version = $p->{version} // '3.9.1';
+	my $jars = dirname($ENV{SC_KAFKA_SH}) . "/.jars/$version";
+	my $json = PostgreSQL::Test::Utils::tempdir() . "/delete-records.json";
+	PostgreSQL::Test::Utils::append_to_file($json,
+		qq({"version":1,"partitions":[{"topic":"$topic","partition":$partition,"offset":$offset}]}\n));
+	# warnings only, to stderr (log4j 1 for Kafka 3, log4j 2 for Kafka 4)
+	my $log = PostgreSQL::Test::Utils::tempdir() . "/tools-log.properties";
+	my $log_opt;
+	if ($version =~ /^(\d+)/ && $1 >= 4)
+	{
+		PostgreSQL::Test::Utils::append_to_file($log,
+			"appender.err.type = Console\n"
+			  . "appender.err.name = ERR\n"
+			  . "appender.err.target = SYSTEM_ERR\n"
+			  . "appender.err.layout.type = PatternLayout\n"
+			  . "appender.err.layout.pattern = [%d] %p %m (%c)%n\n"
+			  . "rootLogger.level = warn\n"
+			  . "rootLogger.appenderRef.err.ref = ERR\n");
+		$log_opt = "-Dlog4j2.configurationFile=$log";
+	}
+	else
+	{
+		PostgreSQL::Test::Utils::append_to_file($log,
+			"log4j.rootLogger=WARN, err\n"
+			  . "log4j.appender.err=org.apache.log4j.ConsoleAppender\n"
+			  . "log4j.appender.err.Target=System.err\n"
+			  . "log4j.appender.err.layout=org.apache.log4j.PatternLayout\n"
+			  . "log4j.appender.err.layout.ConversionPattern=[%d] %p %m (%c)%n\n");
+		$log_opt = "-Dlog4j.configuration=file:$log";
+	}
+	my ($out) = _run('DeleteRecordsCommand', 'java',
+		'-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-Xmx256m', $log_opt,
+		'-cp', "$jars/*", 'org.apache.kafka.tools.DeleteRecordsCommand',
+		'--bootstrap-server', $ENV{SC_KAFKA},
+		'--offset-json-file', $json);
+	$out =~ s/\s+$//;
+	note "delete-records: $out";
+	return;
+}
+
+1;
