@@ -23,6 +23,30 @@
 PG_FUNCTION_INFO_V1(sc_check_install);
 
 /*
+ * While true, errors leave the statement out of the server log: it holds
+ * secrets (streamcube_add_cluster).  Reset at the end of the transaction.
+ */
+bool		sc_hide_statement = false;
+
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+static void
+sc_emit_log(ErrorData *edata)
+{
+	if (sc_hide_statement)
+		edata->hide_stmt = true;
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+void
+sc_log_hook_install(void)
+{
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = sc_emit_log;
+}
+
+/*
  * The SQL functions are not SECURITY DEFINER: GetUserId() is the caller.
  * They reach the closed catalog tables between sc_catalog_enter() and
  * sc_catalog_leave(), which act as the bootstrap superuser with a safe

@@ -95,6 +95,8 @@ sc_check_properties(const char *cluster, Datum properties)
 	Oid			argtype = JSONBOID;
 	Datum	   *secrets;
 	int			nsecrets = 0;
+	List	   *all;
+	char		errbuf[512];
 	int			ret;
 
 	ret = SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &properties,
@@ -114,6 +116,7 @@ sc_check_properties(const char *cluster, Datum properties)
 		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
 
 	secrets = palloc(sizeof(Datum) * (SPI_processed + 1));
+	all = NIL;
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -121,7 +124,6 @@ sc_check_properties(const char *cluster, Datum properties)
 		char	   *key = SPI_getvalue(tup, desc, 1);
 		char	   *value = SPI_getvalue(tup, desc, 2);
 		char	   *type = SPI_getvalue(tup, desc, 3);
-		char		errbuf[512];
 
 		if (strcmp(type, "string") != 0 && strcmp(type, "number") != 0 &&
 			strcmp(type, "boolean") != 0)
@@ -142,7 +144,22 @@ sc_check_properties(const char *cluster, Datum properties)
 							 sc_kafka_version())));
 		if (sc_property_is_secret(key))
 			secrets[nsecrets++] = CStringGetTextDatum(key);
+		{
+			ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
+
+			prop->name = key;
+			prop->value = value;
+			all = lappend(all, prop);
+		}
 	}
+
+	/* Properties that are fine alone can still clash together. */
+	if (!sc_kafka_check_config(all, errbuf, sizeof(errbuf)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid properties for Kafka cluster \"%s\": %s", cluster, errbuf),
+				 errhint("See librdkafka's CONFIGURATION.md (librdkafka %s) for valid properties and values.",
+						 sc_kafka_version())));
 	return PointerGetDatum(construct_array(secrets, nsecrets, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
@@ -165,12 +182,15 @@ sc_add_cluster(PG_FUNCTION_ARGS)
 	char	   *name = sc_text_arg(fcinfo, 0, "cluster name");
 	char	   *bootstrap = sc_text_arg(fcinfo, 1, "bootstrap_servers");
 	Datum		properties;
-	Datum		args[4];
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID};
+	Datum		args[5];
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID};
 	ScPrivilegeSave save;
 	int			ret;
 
 	sc_require_admin("add Kafka clusters");
+
+	/* The statement holds the properties: keep it out of the server log. */
+	sc_hide_statement = true;
 
 	if (name[0] == '\0')
 		ereport(ERROR,
@@ -188,6 +208,7 @@ sc_add_cluster(PG_FUNCTION_ARGS)
 	args[0] = CStringGetTextDatum(name);
 	args[1] = CStringGetTextDatum(bootstrap);
 	args[2] = properties;
+	args[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 	args[3] = sc_check_properties(name, properties);
 
 	sc_catalog_enter(&save);
@@ -200,15 +221,16 @@ sc_add_cluster(PG_FUNCTION_ARGS)
 				 errhint("Choose another name, or drop it first with streamcube_drop_cluster('%s').", name)));
 
 	ret = SPI_execute_with_args("INSERT INTO streamcube.clusters "
-								"(name, bootstrap_servers, properties, secrets) "
+								"(name, bootstrap_servers, properties, secrets, created_by) "
 								"SELECT $1, $2, $3 - $4, "
 								"coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
-								"          WHERE key = ANY ($4)), '{}')",
-								4, argtypes, args, NULL, false, 0);
+								"          WHERE key = ANY ($4)), '{}'), $5",
+								5, argtypes, args, NULL, false, 0);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "could not insert into streamcube.clusters: %s", SPI_result_code_string(ret));
 	SPI_finish();
+	sc_hide_statement = false;
 	PG_RETURN_VOID();
 }
 

@@ -172,6 +172,28 @@ sc_kafka_property_is_managed(const char *name)
  * librdkafka's message, unless the property is a secret: then the value is
  * never echoed.
  */
+/* librdkafka's messages sometimes end with a line break. */
+static void
+sc_kafka_trim(char *errbuf)
+{
+	size_t		len = strlen(errbuf);
+
+	while (len > 0 && (errbuf[len - 1] == '\n' || errbuf[len - 1] == ' ' || errbuf[len - 1] == '.'))
+		errbuf[--len] = '\0';
+}
+
+/* Never repeat a secret's value: mask the message if it quotes it. */
+static void
+sc_kafka_redact(const char *name, const char *value, char *errbuf, size_t errlen)
+{
+	if (sc_property_is_secret(name) && value[0] != '\0' && strstr(errbuf, value) != NULL)
+		snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", name);
+}
+
+/*
+ * Check one property with librdkafka's own parser.  On failure errbuf holds
+ * librdkafka's message, with a secret value masked.
+ */
 bool
 sc_kafka_check_property(const char *name, const char *value,
 						char *errbuf, size_t errlen)
@@ -184,8 +206,8 @@ sc_kafka_check_property(const char *name, const char *value,
 
 	if (res == RD_KAFKA_CONF_OK)
 		return true;
-	if (res == RD_KAFKA_CONF_INVALID && sc_property_is_secret(name))
-		snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", name);
+	sc_kafka_trim(errbuf);
+	sc_kafka_redact(name, value, errbuf, errlen);
 	return false;
 }
 
@@ -205,7 +227,8 @@ sc_kafka_conf_build(const ScKafkaConnInfo *conn, ScKafkaEvents *events,
 			goto fail; \
 	} while (0)
 
-	SC_SET("bootstrap.servers", conn->bootstrap_servers);
+	if (conn->bootstrap_servers[0] != '\0')
+		SC_SET("bootstrap.servers", conn->bootstrap_servers);
 	SC_SET("client.id", "streamcube");
 	SC_SET("log.queue", "true");
 	foreach(lc, conn->properties)
@@ -214,8 +237,8 @@ sc_kafka_conf_build(const ScKafkaConnInfo *conn, ScKafkaEvents *events,
 
 		if (rd_kafka_conf_set(conf, prop->name, prop->value, errbuf, errlen) != RD_KAFKA_CONF_OK)
 		{
-			if (sc_property_is_secret(prop->name))
-				snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", prop->name);
+			sc_kafka_trim(errbuf);
+			sc_kafka_redact(prop->name, prop->value, errbuf, errlen);
 			goto fail;
 		}
 	}
@@ -229,6 +252,42 @@ sc_kafka_conf_build(const ScKafkaConnInfo *conn, ScKafkaEvents *events,
 fail:
 	rd_kafka_conf_destroy(conf);
 	return NULL;
+}
+
+static rd_kafka_t *sc_kafka_new_handle(rd_kafka_type_t type, rd_kafka_conf_t *conf,
+									   char *errbuf, size_t errlen);
+
+/*
+ * Check the properties together, as rd_kafka_new() does (a SASL mechanism
+ * this build lacks, a key that does not parse, ...).  No bootstrap server
+ * is set, so nothing connects.
+ */
+bool
+sc_kafka_check_config(List *properties, char *errbuf, size_t errlen)
+{
+	ScKafkaEvents events = {0};
+	ScKafkaConnInfo conn = {.cluster_name = "", .bootstrap_servers = "", .properties = properties};
+	rd_kafka_conf_t *conf = sc_kafka_conf_build(&conn, &events, errbuf, errlen);
+	rd_kafka_t *rk;
+
+	if (conf == NULL)
+		return false;
+	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, errlen);
+	if (rk == NULL)
+	{
+		ListCell   *lc;
+
+		sc_kafka_trim(errbuf);
+		foreach(lc, properties)
+		{
+			ScKafkaProperty *prop = lfirst(lc);
+
+			sc_kafka_redact(prop->name, prop->value, errbuf, errlen);
+		}
+		return false;
+	}
+	rd_kafka_destroy(rk);
+	return true;
 }
 
 /*

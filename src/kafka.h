@@ -72,6 +72,7 @@ extern const char *sc_kafka_version(void);
 extern bool sc_kafka_check_property(const char *name, const char *value,
 									char *errbuf, size_t errlen);
 extern bool sc_kafka_property_is_managed(const char *name);
+extern bool sc_kafka_check_config(List *properties, char *errbuf, size_t errlen);
 
 extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 							   bool with_watermarks, int timeout_ms);

@@ -129,10 +129,12 @@ sc_launcher_xact_callback(XactEvent event, void *arg)
 					kill(pid, SIGUSR1); /* procsignal handler sets its latch */
 			}
 			wakeup_at_commit = false;
+			sc_hide_statement = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			wakeup_at_commit = false;
+			sc_hide_statement = false;
 			break;
 		default:
 			break;

@@ -34,4 +34,5 @@ _PG_init(void)
 	sc_shmem_install_hooks();
 	sc_launcher_register();
 	sc_launcher_xact_callback_register();
+	sc_log_hook_install();
 }

@@ -154,6 +154,8 @@ extern bool sc_is_admin(Oid roleid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern bool sc_property_is_secret(const char *key);
+extern bool sc_hide_statement;
+extern void sc_log_hook_install(void);
 
 /* ----------------------------------------------------------------
  * cluster.c

@@ -1,0 +1,52 @@
+--
+-- setup: install streamcube and create the roles the later suites use.
+--
+-- Runs first, in database postgres of the private server started by
+-- test/run-tests (streamcube.database = 'postgres').  Roles:
+--   sc_admin  LOGIN, member of streamcube_admin, may CREATE in schema public
+--   sc_user   LOGIN, no streamcube privilege at all
+--
+CREATE EXTENSION streamcube;
+SELECT extname, extversion, extrelocatable, extnamespace::regnamespace AS schema
+FROM pg_extension WHERE extname = 'streamcube';
+
+-- the install script created the admin role, closed to logins
+SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'streamcube_admin';
+
+-- the launcher was started by the postmaster and runs in streamcube.database
+SHOW streamcube.database;
+SELECT backend_type, datname, application_name
+FROM pg_stat_activity WHERE backend_type = 'streamcube launcher';
+
+-- settings live under the prefix streamcube., which is reserved: a typo fails
+SELECT name, setting, unit, context
+FROM pg_settings
+WHERE name IN ('streamcube.database', 'streamcube.kafka_timeout',
+               'streamcube.launcher_naptime', 'streamcube.max_receivers')
+ORDER BY name;
+SET streamcube.no_such_setting = 1;
+
+-- the roles of the test suites
+CREATE ROLE sc_admin LOGIN;
+GRANT streamcube_admin TO sc_admin;
+CREATE ROLE sc_user LOGIN;
+GRANT CREATE ON SCHEMA public TO sc_admin;
+SELECT r.rolname,
+       pg_has_role(r.rolname, 'streamcube_admin', 'MEMBER') AS streamcube_admin,
+       has_schema_privilege(r.rolname, 'public', 'CREATE') AS create_in_public
+FROM pg_roles r WHERE r.rolname IN ('sc_admin', 'sc_user') ORDER BY 1;
+
+-- the clusters catalog is closed to PUBLIC; admins read it through the
+-- view, which masks secrets (see clusters)
+SELECT c.relname, c.relkind,
+       has_table_privilege('sc_user', c.oid, 'SELECT') AS sc_user_select,
+       has_table_privilege('sc_admin', c.oid, 'SELECT') AS sc_admin_select
+FROM pg_class c
+WHERE c.oid IN ('streamcube.clusters'::regclass, 'streamcube.kafka_clusters'::regclass)
+ORDER BY c.relname;
+SELECT p.oid::regprocedure AS function,
+       has_function_privilege('sc_user', p.oid, 'EXECUTE') AS sc_user_execute,
+       has_function_privilege('sc_admin', p.oid, 'EXECUTE') AS sc_admin_execute
+FROM pg_proc p
+WHERE p.proname IN ('streamcube_add_cluster', 'streamcube_drop_cluster', 'streamcube_check_cluster')
+ORDER BY p.proname;
