@@ -215,3 +215,10 @@ SELECT streamcube_drop_cluster('tuned');
 SELECT streamcube_drop_cluster('secured');
 SELECT streamcube_drop_cluster('local');
 SELECT count(*) AS clusters_left FROM streamcube.clusters;
+
+-- A failing streamcube_add_cluster() leaves its statement, and the secret
+-- in it, out of the server log.
+\getenv pgdir SC_PGDIR
+SELECT streamcube_add_cluster('', '127.0.0.1:1', '{"sasl.password": "hunter3-never-logged"}');
+SELECT strpos(pg_read_file(:'pgdir' || '/server.log'), 'hunter3-never-logged') = 0 AS secret_not_logged,
+       strpos(pg_read_file(:'pgdir' || '/server.log'), 'Kafka cluster name must not be empty') > 0 AS error_logged;

@@ -179,18 +179,19 @@ sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what)
 Datum
 sc_add_cluster(PG_FUNCTION_ARGS)
 {
-	char	   *name = sc_text_arg(fcinfo, 0, "cluster name");
-	char	   *bootstrap = sc_text_arg(fcinfo, 1, "bootstrap_servers");
+	char	   *name;
+	char	   *bootstrap;
 	Datum		properties;
 	Datum		args[5];
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID};
 	ScPrivilegeSave save;
 	int			ret;
 
-	sc_require_admin("add Kafka clusters");
-
 	/* The statement holds the properties: keep it out of the server log. */
 	sc_hide_statement = true;
+	name = sc_text_arg(fcinfo, 0, "cluster name");
+	bootstrap = sc_text_arg(fcinfo, 1, "bootstrap_servers");
+	sc_require_admin("add Kafka clusters");
 
 	if (name[0] == '\0')
 		ereport(ERROR,
