@@ -6,21 +6,6 @@
 \getenv kafka SC_KAFKA
 \set VERBOSITY default
 
-CREATE FUNCTION pg_temp.wait_for(q text, timeout interval DEFAULT '60 s')
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    started timestamptz := clock_timestamp();
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE q INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-END
-$$;
-
 -- All in one partition and one produce call, so they share a batch.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" bad_json 1 >/dev/null
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","name":"first","qty":1}' 'not json' '[1,2,3]' '"just a string"' '{"ts":null,"qty":1}' '{"name":"no time"}' '{"ts":"2026-01-01T00:00:00Z","qty":"abc"}' '{"ts":"not a time"}' '{"ts":"2026-01-01T00:00:00Z","qty":99999999999}' '{"ts":"2026-01-01T00:00:00Z","name":"trailing"} x' '{"ts":"2026-01-01T00:00:00Z","name":"tab\there","qty":2,"extra":[1,{"a":2}]}' '{"ts":"2026-01-01T00:00:00Z","price":-1}' '{"ts":"infinity"}' '{"ts":"0044-03-15 12:00:00+00 BC","name":"caesar"}' '{"ts":"2026-01-01T00:00:00Z","name":"last","qty":3}' | kcat -P -b "$SC_KAFKA" -t bad_json -p 0
@@ -44,14 +29,14 @@ RESET ROLE;
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","n":1}' '{"ts":"2026-01-01T00:00:01Z","n":2}' '{"ts":"2026-01-01T00:00:02Z","n":"three"}' '{"ts":"2026-01-01T00:00:03Z","n":4}' | kcat -P -b "$SC_KAFKA" -t bad_pause -p 0
 SELECT streamcube_create_cube('bad_pause', 'kafka', 'bad_pause', 'ts timestamptz, n int', 'ts', '1 hour', 'json',
        '{"bad_message": "pause"}');
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused')$$);
 SELECT n, _offset FROM bad_pause ORDER BY _offset;
 SELECT state, positions, last_error FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass;
 SELECT count(*) AS dead_letters FROM streamcube.dead_letters WHERE cube = 'bad_pause'::regclass;
 
 -- Resuming retries the message: still bad, paused again.
 SELECT streamcube_resume('bad_pause');
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused' AND last_error IS NOT NULL)$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused' AND last_error IS NOT NULL)$$);
 SELECT count(*) AS rows FROM bad_pause;
 
 -- After the cause is fixed (here: the column accepts text), resuming ingests it.
@@ -63,7 +48,7 @@ SELECT state, last_error FROM streamcube.consumers WHERE cube = 'bad_pause'::reg
 
 -- Or skip it into the dead letters.
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:04Z","n":5}' 'broken' '{"ts":"2026-01-01T00:00:06Z","n":7}' | kcat -P -b "$SC_KAFKA" -t bad_pause -p 0
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused')$$);
 SELECT last_error FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass;
 SELECT streamcube_resume('bad_pause', skip_bad_message => true);
 SELECT streamcube_wait('bad_pause', '60 s');

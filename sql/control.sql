@@ -5,21 +5,6 @@
 \getenv kafka SC_KAFKA
 \set VERBOSITY default
 
-CREATE FUNCTION pg_temp.wait_for(q text, timeout interval DEFAULT '60 s')
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    started timestamptz := clock_timestamp();
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE q INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-END
-$$;
-
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" control_events 2 >/dev/null
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic control_events --count 1000 --format json --start-ts 1767225600 2>/dev/null
 SELECT streamcube_create_cube('control_events', 'kafka', 'control_events',
@@ -29,7 +14,7 @@ SELECT count(*) FROM control_events;
 
 -- Paused: the receiver stays, holds no Kafka consumer, ingests nothing.
 SELECT streamcube_pause('control_events');
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'control_events'::regclass AND state = 'paused')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'control_events'::regclass AND state = 'paused')$$);
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic control_events --count 500 --format json --start-ts 1767225600 2>/dev/null
 SELECT streamcube_wait('control_events', '2 s') AS caught_up;
 SELECT count(*) FROM control_events;
@@ -57,5 +42,5 @@ SELECT _partition, max(_offset) + 1 AS next_offset FROM control_events GROUP BY 
 
 -- Drop: the receiver goes away and so does the table.
 SELECT streamcube_drop_cube('control_events');
-SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
+SELECT sc_test.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
 SELECT to_regclass('control_events');

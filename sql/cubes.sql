@@ -5,21 +5,6 @@
 \getenv sckafka SC_SCKAFKA
 \set VERBOSITY default
 
-CREATE FUNCTION pg_temp.wait_for(q text, timeout interval DEFAULT '60 s')
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    started timestamptz := clock_timestamp();
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE q INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-END
-$$;
-
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sc_cube_owner') THEN
@@ -83,7 +68,7 @@ SELECT count(*) AS windows, bool_and(p.relpersistence = 'u') AS unlogged, bool_a
 FROM streamcube.segments s JOIN pg_class p ON p.oid = s.relation
 WHERE s.cube = 'c1'::regclass;
 -- a receiver runs within seconds of COMMIT, as the owner
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'c1'::regclass AND state = 'running')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'c1'::regclass AND state = 'running')$$);
 SELECT c.replica_set, c.state, c.partitions, c.positions, a.usename, a.backend_type
 FROM streamcube.consumers c JOIN pg_stat_activity a USING (pid) WHERE c.cube = 'c1'::regclass;
 
@@ -136,12 +121,12 @@ RESET ROLE;
 SELECT to_regclass('c1') AS c1, (SELECT count(*) FROM streamcube.cubes) AS cubes,
        (SELECT count(*) FROM streamcube.assignments) AS assignments,
        (SELECT count(*) FROM streamcube.segment_catalog) AS segments;
-SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
+SELECT sc_test.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
 -- DROP TABLE on a cube is a drop of the cube.
 SELECT streamcube_create_cube('dropped_by_sql', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'ts');
-SELECT pg_temp.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'dropped_by_sql'::regclass AND state = 'running')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'dropped_by_sql'::regclass AND state = 'running')$$);
 DROP TABLE dropped_by_sql;
 SELECT (SELECT count(*) FROM streamcube.cubes) AS cubes, (SELECT count(*) FROM streamcube.segment_catalog) AS segments;
-SELECT pg_temp.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
+SELECT sc_test.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
 DROP SCHEMA "Cube Schema" CASCADE;
 DROP TABLE plain_table;

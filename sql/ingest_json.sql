@@ -5,21 +5,6 @@
 \getenv kafka SC_KAFKA
 \set VERBOSITY default
 
-CREATE FUNCTION pg_temp.wait_for(q text, timeout interval DEFAULT '60 s')
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    started timestamptz := clock_timestamp();
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE q INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.05);
-    END LOOP;
-END
-$$;
-
 -- 3000 events, 3.6 s apart from 2026-01-01 00:00 UTC: three hourly windows;
 -- event i goes to partition i % 3.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" json_events 3 >/dev/null

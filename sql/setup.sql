@@ -50,3 +50,22 @@ SELECT p.oid::regprocedure AS function,
 FROM pg_proc p
 WHERE p.proname IN ('streamcube_add_cluster', 'streamcube_drop_cluster', 'streamcube_check_cluster')
 ORDER BY p.proname;
+
+-- A helper for the later suites: wait until a query returns true, or give
+-- up after a timeout and return false (the expected output then differs).
+CREATE SCHEMA sc_test;
+GRANT USAGE ON SCHEMA sc_test TO PUBLIC;
+CREATE FUNCTION sc_test.wait_for(q text, timeout interval DEFAULT '60 s')
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    ok boolean;
+BEGIN
+    LOOP
+        EXECUTE q INTO ok;
+        IF ok THEN RETURN true; END IF;
+        IF clock_timestamp() - started > timeout THEN RETURN false; END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;

@@ -130,6 +130,17 @@ sc_check_database(void)
 						 sc_database ? sc_database : "", current)));
 }
 
+/* A text argument that must not be NULL, as a C string. */
+char *
+sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
 /* Called by the install script before it creates anything else. */
 Datum
 sc_check_install(PG_FUNCTION_ARGS)

@@ -163,16 +163,6 @@ sc_check_properties(const char *cluster, Datum properties)
 	return PointerGetDatum(construct_array(secrets, nsecrets, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
-static char *
-sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(n));
-}
-
 /*
  * streamcube_add_cluster(name text, bootstrap_servers text, properties jsonb)
  */

@@ -50,16 +50,6 @@ static const char *const valid_options =
  * Small helpers
  * ----------------------------------------------------------------
  */
-static char *
-sc_arg_text(FunctionCallInfo fcinfo, int n, const char *what)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(n));
-}
-
 /* Run a catalog statement with arguments as the catalog owner. */
 static void
 sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expected)
@@ -497,11 +487,11 @@ sc_parse_create(const char *sql)
 Datum
 sc_create_cube(PG_FUNCTION_ARGS)
 {
-	char	   *name = sc_arg_text(fcinfo, 0, "cube name");
-	char	   *cluster = sc_arg_text(fcinfo, 1, "cluster");
-	char	   *topic = sc_arg_text(fcinfo, 2, "topic");
-	char	   *columns = sc_arg_text(fcinfo, 3, "columns");
-	char	   *time_column = sc_arg_text(fcinfo, 4, "time_column");
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	char	   *cluster = sc_text_arg(fcinfo, 1, "cluster");
+	char	   *topic = sc_text_arg(fcinfo, 2, "topic");
+	char	   *columns = sc_text_arg(fcinfo, 3, "columns");
+	char	   *time_column = sc_text_arg(fcinfo, 4, "time_column");
 	Interval   *interval;
 	char	   *format;
 	Jsonb	   *options;
@@ -724,7 +714,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 Datum
 sc_drop_cube(PG_FUNCTION_ARGS)
 {
-	char	   *name = sc_arg_text(fcinfo, 0, "cube name");
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	bool		keep_data = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			relid,
 				owner;
@@ -764,7 +754,7 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 static void
 sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 {
-	char	   *name = sc_arg_text(fcinfo, 0, "cube name");
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	Oid			relid,
 				owner;
 	int32		cube_id;
@@ -816,7 +806,7 @@ sc_resume_cube(PG_FUNCTION_ARGS)
 Datum
 sc_wait_cube(PG_FUNCTION_ARGS)
 {
-	char	   *name = sc_arg_text(fcinfo, 0, "cube name");
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
 	TimestampTz deadline;
 	Oid			relid,

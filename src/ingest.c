@@ -208,7 +208,69 @@ sc_ingest_create(ScCube *cube)
  * Windows
  * ----------------------------------------------------------------
  */
-static bool sc_is_data_error(ErrorData *edata);
+/* Errors that a message's content can cause; anything else aborts the batch. */
+static bool
+sc_is_data_error(ErrorData *edata)
+{
+	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->message &&
+		strncmp(edata->message, "no partition of relation", 24) == 0)
+		return false;			/* a missing window is our problem, not the message's */
+	return class == ERRCODE_DATA_EXCEPTION ||
+		class == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		class == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+}
+
+/*
+ * Run work(arg) in a subtransaction.  Returns NULL when it succeeded, the
+ * error when it failed because of the data; any other error is rethrown
+ * and aborts the whole batch, so that nothing is lost.
+ */
+static ErrorData *
+sc_try_subtransaction(void (*work) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		work(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (!sc_is_data_error(edata))
+			ReThrowError(edata);
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+typedef struct ScWindowWork
+{
+	ScIngest   *ing;
+	int64		window;
+} ScWindowWork;
+
+static void
+sc_window_work(void *arg)
+{
+	ScWindowWork *w = arg;
+
+	sc_segment_ensure(w->ing->cube, w->window);
+}
 
 /*
  * Make sure a window's partition exists.  A new window is created in a
@@ -219,9 +281,8 @@ static bool sc_is_data_error(ErrorData *edata);
 static char *
 sc_need_window(ScIngest *ing, int64 window)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	char	   *volatile error = NULL;
+	ScWindowWork work = {ing, window};
+	ErrorData  *edata;
 	bool		found;
 
 	hash_search(ing->windows, &window, HASH_FIND, &found);
@@ -234,32 +295,9 @@ sc_need_window(ScIngest *ing, int64 window)
 	if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
 		return "time value is outside the range of timestamps streamcube can partition";
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		sc_segment_ensure(ing->cube, window);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (!sc_is_data_error(edata))
-			ReThrowError(edata);
-		error = psprintf("could not create the window of this time value: %s", edata->message);
-	}
-	PG_END_TRY();
-	if (error != NULL)
-		return error;
+	edata = sc_try_subtransaction(sc_window_work, &work);
+	if (edata != NULL)
+		return psprintf("could not create the window of this time value: %s", edata->message);
 
 	if (ing->npending == ing->maxpending)
 	{
@@ -676,20 +714,6 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
  * ----------------------------------------------------------------
  */
 
-/* Errors that a message's content can cause; anything else aborts the batch. */
-static bool
-sc_is_data_error(ErrorData *edata)
-{
-	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
-
-	if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->message &&
-		strncmp(edata->message, "no partition of relation", 24) == 0)
-		return false;			/* a missing window is our problem, not the message's */
-	return class == ERRCODE_DATA_EXCEPTION ||
-		class == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
-		class == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-}
-
 static void
 sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 {
@@ -722,36 +746,28 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 	table_close(rel, NoLock);
 }
 
+typedef struct ScCopyWork
+{
+	ScIngest   *ing;
+	int			lo;
+	int			hi;
+} ScCopyWork;
+
+static void
+sc_copy_work(void *arg)
+{
+	ScCopyWork *w = arg;
+
+	sc_copy_lines_run(w->ing, w->lo, w->hi);
+}
+
 /* Try lines [lo, hi) in a subtransaction; on a data error return it. */
 static ErrorData *
 sc_copy_lines_try(ScIngest *ing, int lo, int hi)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
+	ScCopyWork	work = {ing, lo, hi};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		sc_copy_lines_run(ing, lo, hi);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (!sc_is_data_error(edata))
-			ReThrowError(edata);
-	}
-	PG_END_TRY();
-	return edata;
+	return sc_try_subtransaction(sc_copy_work, &work);
 }
 
 /*

@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "fmgr.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
@@ -154,6 +155,7 @@ extern bool sc_is_admin(Oid roleid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern bool sc_property_is_secret(const char *key);
+extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);
 
