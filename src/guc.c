@@ -18,7 +18,7 @@ int			sc_max_receivers = 16;
 int			sc_launcher_naptime_ms = 5000;
 int			sc_kafka_timeout_ms = 5000;
 int			sc_batch_max_rows = 20000;
-int			sc_batch_max_ms = 100;
+int			sc_batch_max_ms = 50;
 int			sc_batch_max_kbytes = 16384;
 int			sc_fetch_queue_kbytes = 16384;
 int			sc_restart_max_delay_ms = 60000;
@@ -75,7 +75,7 @@ sc_guc_define(void)
 							"Longest time a receiver waits to fill a batch before committing it.",
 							NULL,
 							&sc_batch_max_ms,
-							100, 1, 60000,
+							50, 1, 60000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

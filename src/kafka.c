@@ -483,6 +483,17 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
  * ----------------------------------------------------------------
  */
 
+static bool
+sc_kafka_has_property(const ScKafkaConnInfo *conn, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, conn->properties)
+		if (strcmp(((ScKafkaProperty *) lfirst(lc))->name, name) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Create a consumer with manual assignment.  No consumer group protocol is
  * used: librdkafka only needs a group.id for its consumer API, offsets are
@@ -505,6 +516,22 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 						conn->cluster_name, errbuf)));
 
 	snprintf(kbytes, sizeof(kbytes), "%d", queue_kbytes);
+
+	/*
+	 * librdkafka stops prefetching a partition at queued.min.messages
+	 * (100,000 by default) and resumes only after a delay; a receiver drains
+	 * that faster and then waits for Kafka (docs/benchmarks.md).  Prefetch
+	 * more, unless the cluster's properties say otherwise; the volume stays
+	 * bounded by queued.max.messages.kbytes.
+	 */
+	if (!sc_kafka_has_property(conn, "queued.min.messages") &&
+		rd_kafka_conf_set(conf, "queued.min.messages", "1000000", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not configure the Kafka consumer: %s", errbuf)));
+	}
 	if (rd_kafka_conf_set(conf, "group.id", group_id, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.commit", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
