@@ -84,6 +84,13 @@ struct ScIngest
 	int		   *json_capture_depth;
 	int			maxbatch;		/* capacity of the per-message arrays */
 
+	/* the flat-JSON fast path (see sc_json_flat_line) */
+	bool		json_flat;		/* every column is a top-level, non-JSON key */
+	int		   *name_len;
+	const char **flat_value;	/* per column: value bytes, NULL = null/absent */
+	int		   *flat_len;
+	bool	   *flat_present;
+
 	/* the current batch */
 	StringInfoData lines;
 	int		   *line_start;		/* nlines + 1 entries */
@@ -150,6 +157,18 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	ing->json_present = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 	ing->json_capture_start = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
 	ing->json_capture_depth = palloc0(sizeof(int) * Max(cube->ncolumns, 1));
+
+	ing->name_len = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	ing->flat_value = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
+	ing->flat_len = palloc0(sizeof(int) * Max(cube->ncolumns, 1));
+	ing->flat_present = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+	ing->json_flat = true;
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ing->name_len[c] = strlen(cube->columns[c].path[0]);
+		if (cube->columns[c].pathlen != 1 || ing->json_column[c])
+			ing->json_flat = false;
+	}
 
 	ing->match = palloc(sizeof(bool *) * (ing->max_pathlen + 1));
 	for (int l = 0; l <= ing->max_pathlen; l++)
@@ -525,6 +544,196 @@ sc_json_scalar(void *state, char *token, JsonTokenType tokentype)
 }
 
 /*
+ * The fast path for the most common message: a flat JSON object whose
+ * strings have no escapes.  It reads the message in place, allocates
+ * nothing, and finds keys by length and bytes.  It accepts only what
+ * PostgreSQL's JSON parser accepts and gives the same values; anything it
+ * does not handle (escapes, nested values, control characters, odd
+ * numbers, invalid JSON) returns SC_FLAT_FALLBACK, and the message goes
+ * through pg_parse_json, which also words the errors.
+ */
+typedef enum ScFlatResult
+{
+	SC_FLAT_OK,
+	SC_FLAT_FALLBACK
+} ScFlatResult;
+
+static inline const char *
+sc_skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* A JSON number per RFC 8259; returns its end or NULL. */
+static inline const char *
+sc_scan_number(const char *p, const char *end)
+{
+	if (p < end && *p == '-')
+		p++;
+	if (p >= end)
+		return NULL;
+	if (*p == '0')
+		p++;
+	else if (*p >= '1' && *p <= '9')
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	else
+		return NULL;
+	if (p < end && *p == '.')
+	{
+		p++;
+		if (p >= end || *p < '0' || *p > '9')
+			return NULL;
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	if (p < end && (*p == 'e' || *p == 'E'))
+	{
+		p++;
+		if (p < end && (*p == '+' || *p == '-'))
+			p++;
+		if (p >= end || *p < '0' || *p > '9')
+			return NULL;
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	return p;
+}
+
+/* A string without escapes or control characters; returns its closing quote. */
+static inline const char *
+sc_scan_plain_string(const char *p, const char *end)
+{
+	for (; p < end; p++)
+	{
+		unsigned char ch = (unsigned char) *p;
+
+		if (ch == '"')
+			return p;
+		if (ch == '\\' || ch < 0x20)
+			return NULL;
+	}
+	return NULL;
+}
+
+static ScFlatResult
+sc_json_flat_scan(ScIngest *ing, const char *p, const char *end)
+{
+	ScCube	   *cube = ing->cube;
+
+	memset(ing->flat_present, 0, sizeof(bool) * cube->ncolumns);
+	memset(ing->flat_value, 0, sizeof(char *) * cube->ncolumns);
+	p = sc_skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return SC_FLAT_FALLBACK;
+	p = sc_skip_ws(p + 1, end);
+	if (p < end && *p == '}')
+		return sc_skip_ws(p + 1, end) == end ? SC_FLAT_OK : SC_FLAT_FALLBACK;
+
+	for (;;)
+	{
+		const char *key,
+				   *key_end,
+				   *value,
+				   *value_end;
+		bool		is_null = false;
+		int			c;
+
+		/* "key" : */
+		if (p >= end || *p != '"')
+			return SC_FLAT_FALLBACK;
+		key = p + 1;
+		if ((key_end = sc_scan_plain_string(key, end)) == NULL)
+			return SC_FLAT_FALLBACK;
+		p = sc_skip_ws(key_end + 1, end);
+		if (p >= end || *p != ':')
+			return SC_FLAT_FALLBACK;
+		p = sc_skip_ws(p + 1, end);
+		if (p >= end)
+			return SC_FLAT_FALLBACK;
+
+		/* value */
+		if (*p == '"')
+		{
+			value = p + 1;
+			if ((value_end = sc_scan_plain_string(value, end)) == NULL)
+				return SC_FLAT_FALLBACK;
+			p = value_end + 1;
+		}
+		else if (*p == '-' || (*p >= '0' && *p <= '9'))
+		{
+			value = p;
+			if ((value_end = sc_scan_number(p, end)) == NULL)
+				return SC_FLAT_FALLBACK;
+			p = value_end;
+		}
+		else if (end - p >= 4 && memcmp(p, "true", 4) == 0)
+			value = p, value_end = p += 4;
+		else if (end - p >= 5 && memcmp(p, "false", 5) == 0)
+			value = p, value_end = p += 5;
+		else if (end - p >= 4 && memcmp(p, "null", 4) == 0)
+			value = value_end = p += 4, is_null = true;
+		else
+			return SC_FLAT_FALLBACK;	/* nested, or not JSON */
+
+		/* after the value: a delimiter, so "truex" or "1x" is no value */
+		p = sc_skip_ws(p, end);
+		if (p >= end || (*p != ',' && *p != '}'))
+			return SC_FLAT_FALLBACK;
+
+		for (c = 0; c < cube->ncolumns; c++)
+			if (ing->name_len[c] == key_end - key &&
+				memcmp(cube->columns[c].path[0], key, key_end - key) == 0)
+			{
+				ing->flat_present[c] = true;
+				ing->flat_value[c] = is_null ? NULL : value;
+				ing->flat_len[c] = value_end - value;
+			}
+
+		if (*p == '}')
+			return sc_skip_ws(p + 1, end) == end ? SC_FLAT_OK : SC_FLAT_FALLBACK;
+		p = sc_skip_ws(p + 1, end);
+	}
+}
+
+/* The line from a successful flat scan; false for a bad message. */
+static bool
+sc_json_flat_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	int			t = cube->time_index;
+
+	if (ing->flat_value[t] == NULL)
+	{
+		*error = psprintf("time column \"%s\" is %s", cube->columns[t].name,
+						  ing->flat_present[t] ? "null" : "missing");
+		return false;
+	}
+	resetStringInfo(&ing->scratch);
+	appendBinaryStringInfo(&ing->scratch, ing->flat_value[t], ing->flat_len[t]);
+	if (!sc_parse_time(cube, ing->scratch.data, ts, error))
+	{
+		*error = psprintf("column \"%s\": %s", cube->columns[t].name, *error);
+		return false;
+	}
+
+	/* No escapes and no control characters: the bytes go to COPY as they are. */
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		if (c > 0)
+			appendStringInfoChar(out, '\t');
+		if (ing->flat_value[c] == NULL)
+			appendBinaryStringInfo(out, "\\N", 2);
+		else
+			appendBinaryStringInfo(out, ing->flat_value[c], ing->flat_len[c]);
+	}
+	sc_append_position(out, '\t', m);
+	return true;
+}
+
+/*
  * Parse one JSON message into a COPY text line.  Returns false with *error
  * set for a bad message; *ts receives the time value.
  */
@@ -537,6 +746,10 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	JsonSemAction sem;
 	JsonParseErrorType res;
 	const char *time_value;
+
+	if (m->payload != NULL && ing->json_flat &&
+		sc_json_flat_scan(ing, m->payload, m->payload + m->len) == SC_FLAT_OK)
+		return sc_json_flat_line(ing, m, out, ts, error);
 
 	memset(&st, 0, sizeof(st));
 	st.ing = ing;
