@@ -52,7 +52,7 @@ static const char *const valid_options =
  */
 /* Run a catalog statement with arguments as the catalog owner. */
 static void
-sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expected)
+sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values)
 {
 	ScPrivilegeSave save;
 	int			ret;
@@ -62,7 +62,6 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expec
 	sc_catalog_leave(&save);
 	if (ret < 0)
 		elog(ERROR, "catalog statement failed: %s", SPI_result_code_string(ret));
-	(void) expected;
 }
 
 static int64
@@ -135,7 +134,7 @@ sc_single_char(const char *key, const char *value)
 }
 
 static void
-sc_parse_fields(ScCube *cube, Datum fields, bool validate)
+sc_parse_fields(ScCube *cube, Datum fields)
 {
 	Oid			argtype = JSONBOID;
 	uint64		n;
@@ -189,7 +188,6 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 				cube->columns[c].path[e] = TextDatumGetCString(elems[e]);
 		}
 	}
-	(void) validate;
 }
 
 /*
@@ -326,7 +324,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"fields\" applies to format json only")));
-		sc_parse_fields(cube, fields, validate);
+		sc_parse_fields(cube, fields);
 	}
 }
 
@@ -686,9 +684,9 @@ sc_create_cube(PG_FUNCTION_ARGS)
 		v[1] = Int32GetDatum(p->partition);
 		v[2] = Int64GetDatum(Max(start, 0));
 		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
-						"VALUES ($1, $2, 'default')", 2, t, v, 1);
+						"VALUES ($1, $2, 'default')", 2, t, v);
 		sc_catalog_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
-						"VALUES ($1, $2, $3)", 3, t, v, 1);
+						"VALUES ($1, $2, $3)", 3, t, v);
 	}
 
 	/* The current and the next window, so the first rows take no DDL lock. */
@@ -727,7 +725,7 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	sc_require_cube_owner(name, owner, "drop");
 
 	v[0] = Int32GetDatum(cube_id);
-	sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1", 1, t, v, 1);
+	sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1", 1, t, v);
 	if (!keep_data)
 	{
 		StringInfoData sql;
@@ -768,18 +766,18 @@ sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 	if (paused)
 		sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, "
 						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v, 1);
+						1, t, v);
 	else if (skip_bad)
 		sc_catalog_exec("UPDATE streamcube.cubes SET paused = false, "
 						"skip_partition = bad_partition, skip_offset = bad_offset, skip_error = bad_error, "
 						"bad_partition = NULL, bad_offset = NULL, bad_error = NULL, "
 						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v, 1);
+						1, t, v);
 	else
 		sc_catalog_exec("UPDATE streamcube.cubes SET paused = false, "
 						"bad_partition = NULL, bad_offset = NULL, bad_error = NULL, "
 						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v, 1);
+						1, t, v);
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
 }
