@@ -44,3 +44,24 @@ SELECT _partition, max(_offset) + 1 AS next_offset FROM control_events GROUP BY 
 SELECT streamcube_drop_cube('control_events');
 SELECT sc_test.wait_for($$SELECT NOT EXISTS (SELECT 1 FROM streamcube._receivers() WHERE cube_id NOT IN (SELECT cube_id FROM streamcube.cubes))$$);
 SELECT to_regclass('control_events');
+
+-- Option replica_sets deals the partitions to several replica sets, one
+-- receiver each; together they still ingest every message exactly once.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" split_events 4 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic split_events --count 4000 --format csv --start-ts 1767225600 2>/dev/null
+SELECT streamcube_create_cube('split_events', 'kafka', 'split_events',
+       'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 day', 'csv',
+       '{"replica_sets": ["rs_a", "rs_b"]}');
+SELECT streamcube_wait('split_events', '60 s');
+SELECT count(*), count(DISTINCT (_partition, _offset)) FROM split_events;
+SELECT sc_test.wait_for($$SELECT bool_and(positions = '{1000,1000}') FROM streamcube.consumers WHERE cube = 'split_events'::regclass$$);
+SELECT replica_set, state, partitions, positions FROM streamcube.consumers
+WHERE cube = 'split_events'::regclass ORDER BY replica_set;
+SELECT count(DISTINCT pid) AS receivers FROM streamcube.consumers WHERE cube = 'split_events'::regclass;
+SELECT streamcube_create_cube('too_many_sets', 'kafka', 'split_events', 'ts timestamptz, v int', 'ts', '1 day', 'json',
+       '{"replica_sets": ["a", "b", "c", "d", "e"]}');
+SELECT streamcube_create_cube('dup_sets', 'kafka', 'split_events', 'ts timestamptz, v int', 'ts', '1 day', 'json',
+       '{"replica_sets": ["a", "a"]}');
+SELECT streamcube_create_cube('bad_sets', 'kafka', 'split_events', 'ts timestamptz, v int', 'ts', '1 day', 'json',
+       '{"replica_sets": "a"}');
+SELECT streamcube_drop_cube('split_events');

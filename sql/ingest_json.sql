@@ -19,6 +19,7 @@ SELECT _partition, count(*), min(_offset), max(_offset) FROM json_events GROUP B
 SELECT window_start, window_end, state, rows
 FROM streamcube.segments WHERE cube = 'json_events'::regclass AND window_start < '2026-01-02'
 ORDER BY window_start;
+SELECT sc_test.wait_for($$SELECT lag = 0 AND positions = '{1000,1000,1000}' FROM streamcube.consumers WHERE cube = 'json_events'::regclass$$);
 SELECT state, partitions, positions, high_watermarks, lag FROM streamcube.consumers WHERE cube = 'json_events'::regclass;
 
 -- The cube holds exactly the messages of the topic, value for value.

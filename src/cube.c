@@ -44,7 +44,7 @@ PG_FUNCTION_INFO_V1(sc_resume_cube);
 PG_FUNCTION_INFO_V1(sc_wait_cube);
 
 static const char *const valid_options =
-"start, grace, bad_message, fields, delimiter, quote, null";
+"start, grace, bad_message, fields, replica_sets, delimiter, quote, null";
 
 /* ----------------------------------------------------------------
  * Small helpers
@@ -191,6 +191,53 @@ sc_parse_fields(ScCube *cube, Datum fields)
 }
 
 /*
+ * Option "replica_sets": the names of the replica sets the topic's
+ * partitions are dealt to, round robin; each set runs one receiver for the
+ * cube.  The default is one set, "default".
+ */
+static void
+sc_parse_replica_sets(ScCube *cube, Datum value, const char *type)
+{
+	Oid			argtype = JSONBOID;
+	uint64		n;
+
+	if (strcmp(type, "array") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"replica_sets\" must be a JSON array of replica set names"),
+				 errhint("For example {\"replica_sets\": [\"a\", \"b\"]}.")));
+	SPI_execute_with_args("SELECT e #>> '{}', jsonb_typeof(e), "
+						  "       count(*) OVER (PARTITION BY e) "
+						  "FROM jsonb_array_elements($1) WITH ORDINALITY AS t(e, i) ORDER BY i",
+						  1, &argtype, &value, NULL, true, 0);
+	MemoryContextSwitchTo(cube->mcxt);
+	n = SPI_processed;
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"replica_sets\" must name at least one replica set")));
+	cube->replica_sets = NIL;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		char	   *name = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+
+		if (strcmp(SPI_getvalue(tup, SPI_tuptable->tupdesc, 2), "string") != 0 || name[0] == '\0' ||
+			strlen(name) >= NAMEDATALEN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("replica set names in option \"replica_sets\" must be non-empty strings of at most %d bytes",
+							NAMEDATALEN - 1)));
+		if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("replica set \"%s\" appears twice in option \"replica_sets\"", name)));
+		cube->replica_sets = lappend(cube->replica_sets, name);
+	}
+}
+
+/*
  * Parse the options of a cube.  With validate, unknown keys and values are
  * errors that name the option; the receiver loads stored (valid) options.
  */
@@ -208,6 +255,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->csv_delimiter = ',';
 	cube->csv_quote = '"';
 	cube->csv_null = "";
+	cube->replica_sets = list_make1("default");
 
 	SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1);
 	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
@@ -233,6 +281,11 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			char	   *type = SPI_getvalue(tup, desc, 3);
 			bool		isnull;
 
+			if (strcmp(key, "replica_sets") == 0)
+			{
+				sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
+				continue;
+			}
 			if (strcmp(key, "fields") == 0)
 			{
 				if (strcmp(type, "object") != 0)
@@ -457,6 +510,15 @@ sc_create_stmt_is_ours(CreateStmt *stmt)
 		IsA(last, ColumnDef) && strcmp(((ColumnDef *) last)->colname, "_offset") == 0;
 }
 
+static int
+sc_partition_cmp(const ListCell *a, const ListCell *b)
+{
+	int32		x = ((ScKafkaPartitionInfo *) lfirst(a))->partition;
+	int32		y = ((ScKafkaPartitionInfo *) lfirst(b))->partition;
+
+	return (x > y) - (x < y);
+}
+
 /* The raw parse tree of our CREATE TABLE; NIL if it is not even SQL. */
 static List *
 sc_parse_create(const char *sql)
@@ -584,6 +646,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	/* The cluster and the topic, with watermarks for the start positions. */
 	conn = sc_cluster_conninfo(cluster);
 	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms);
+	list_sort(partitions, sc_partition_cmp);
 
 	/* The table: exactly one CREATE TABLE statement, run as the caller. */
 	initStringInfo(&sql);
@@ -668,23 +731,34 @@ sc_create_cube(PG_FUNCTION_ARGS)
 							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING cube_id",
 							  8, types, values, NULL, false, 0);
 		cube->cube_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_execute("INSERT INTO streamcube.replica_sets (name) VALUES ('default') ON CONFLICT DO NOTHING",
-					false, 0);
+		foreach(lc, cube->replica_sets)
+			SPI_execute_with_args("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+								  "ON CONFLICT DO NOTHING",
+								  1, (Oid[]) {TEXTOID},
+								  (Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
 		sc_catalog_leave(&save);
 	}
+	if (list_length(cube->replica_sets) > list_length(partitions))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube \"%s\" names %d replica sets, but topic \"%s\" has only %d partitions",
+						name, list_length(cube->replica_sets), topic, list_length(partitions)),
+				 errhint("Each replica set needs at least one partition to consume.")));
 
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 		int64		start = cube->start_latest ? p->high_watermark : p->low_watermark;
-		Oid			t[3] = {INT4OID, INT4OID, INT8OID};
-		Datum		v[3];
+		Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
+		Datum		v[4];
 
 		v[0] = Int32GetDatum(cube->cube_id);
 		v[1] = Int32GetDatum(p->partition);
 		v[2] = Int64GetDatum(Max(start, 0));
+		v[3] = CStringGetTextDatum(list_nth(cube->replica_sets,
+											foreach_current_index(lc) % list_length(cube->replica_sets)));
 		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
-						"VALUES ($1, $2, 'default')", 2, t, v);
+						"VALUES ($1, $2, $4)", 4, t, v);
 		sc_catalog_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
 						"VALUES ($1, $2, $3)", 3, t, v);
 	}
@@ -801,6 +875,33 @@ sc_resume_cube(PG_FUNCTION_ARGS)
  * consumed?
  * ----------------------------------------------------------------
  */
+
+/*
+ * Receivers publish their positions to shared memory just after COMMIT.
+ * Once the catalog says done, wait for that too, so that
+ * streamcube.consumers agrees when streamcube_wait() returns.
+ */
+static bool
+sc_wait_published(int32 cube_id, int n, Datum *parts, Datum *targets)
+{
+	bool		done = true;
+
+	LWLockAcquire(sc_shared->lock, LW_SHARED);
+	for (int s = 0; s < sc_shared->nslots && done; s++)
+	{
+		ScReceiverSlot *slot = &sc_shared->slots[s];
+
+		if (!slot->in_use || slot->dboid != MyDatabaseId || slot->cube_id != cube_id)
+			continue;
+		for (int p = 0; p < slot->npartitions && done; p++)
+			for (int i = 0; i < n; i++)
+				if (DatumGetInt32(parts[i]) == slot->parts[p].partition &&
+					slot->parts[p].position < DatumGetInt64(targets[i]))
+					done = false;
+	}
+	LWLockRelease(sc_shared->lock);
+	return done;
+}
 Datum
 sc_wait_cube(PG_FUNCTION_ARGS)
 {
@@ -884,7 +985,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 							  "  ON p.cube_id = $1 AND p.partition = t.part",
 							  3, types, args, NULL, false, 1);
 		sc_catalog_leave(&save);
-		done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == 0;
+		done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == 0 &&
+			sc_wait_published(cube_id, n, parts, targets);
 		if (done || GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,

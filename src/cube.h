@@ -59,6 +59,7 @@ typedef struct ScCube
 	char		csv_delimiter;
 	char		csv_quote;
 	char	   *csv_null;
+	List	   *replica_sets;	/* at creation: sets the partitions are dealt to */
 
 	/* state that changes while the cube runs */
 	bool		paused;
