@@ -123,6 +123,21 @@ sc_require_cube_owner(const char *name, Oid owner, const char *action)
  * Options
  * ----------------------------------------------------------------
  */
+/* An option with two allowed values: false for the first, true for the second. */
+static bool
+sc_option_choice(const char *key, const char *value, const char *first, const char *second)
+{
+	if (strcmp(value, first) == 0)
+		return false;
+	if (strcmp(value, second) == 0)
+		return true;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value \"%s\" for option \"%s\"", value, key),
+			 errhint("Use \"%s\" or \"%s\".", first, second)));
+	return false;				/* keep the compiler quiet */
+}
+
 static char
 sc_single_char(const char *key, const char *value)
 {
@@ -302,17 +317,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 						 errmsg("option \"%s\" must be a string", key)));
 
 			if (strcmp(key, "start") == 0)
-			{
-				if (strcmp(value, "earliest") == 0)
-					cube->start_latest = false;
-				else if (strcmp(value, "latest") == 0)
-					cube->start_latest = true;
-				else
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value \"%s\" for option \"start\"", value),
-							 errhint("Use \"earliest\" or \"latest\".")));
-			}
+				cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
 			else if (strcmp(key, "grace") == 0)
 			{
 				Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
@@ -327,17 +332,8 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 				cube->grace = sc_interval_usecs(iv);
 			}
 			else if (strcmp(key, "bad_message") == 0)
-			{
-				if (strcmp(value, "dead_letter") == 0)
-					cube->bad_policy = SC_BAD_DEAD_LETTER;
-				else if (strcmp(value, "pause") == 0)
-					cube->bad_policy = SC_BAD_PAUSE;
-				else
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid value \"%s\" for option \"bad_message\"", value),
-							 errhint("Use \"dead_letter\" or \"pause\".")));
-			}
+				cube->bad_policy = sc_option_choice(key, value, "dead_letter", "pause")
+					? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
 			else if (strcmp(key, "delimiter") == 0)
 				cube->csv_delimiter = sc_single_char(key, value);
 			else if (strcmp(key, "quote") == 0)
