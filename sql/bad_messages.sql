@@ -18,9 +18,11 @@ SELECT "offset", convert_from(payload, 'UTF8') AS payload, error
 FROM streamcube.dead_letters WHERE cube = 'bad_json'::regclass ORDER BY "offset";
 SELECT state, positions, last_error FROM streamcube.consumers WHERE cube = 'bad_json'::regclass;
 
--- The owner can read and delete its dead letters; another role sees none.
+-- The owner can read and delete its dead letters; another role sees none,
+-- nor the receivers' errors, which quote message contents.
 SET ROLE sc_other;
-SELECT count(*) FROM streamcube.dead_letters;
+SELECT count(*) AS dead_letters FROM streamcube.dead_letters;
+SELECT count(*) AS receivers FROM streamcube.consumers;
 RESET ROLE;
 
 -- Policy "pause": rows before the bad message are kept, the cube pauses

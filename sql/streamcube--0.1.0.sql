@@ -240,7 +240,9 @@ SELECT r.pid,
             ELSE r.last_error END AS last_error,
        r.last_error_at
 FROM streamcube._receivers() r
-JOIN streamcube.cubes c USING (cube_id);
+JOIN streamcube.cubes c USING (cube_id)
+-- errors quote message contents: show a cube's receivers to those who may read it
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.consumers TO PUBLIC;
 COMMENT ON VIEW streamcube.consumers IS
     'One row per receiver: state, partitions, positions, Kafka high watermarks, lag, throughput, last error';

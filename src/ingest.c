@@ -1087,6 +1087,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	MemoryContext old = MemoryContextSwitchTo(ing->batch_cxt);
 	bool		pause = cube->bad_policy == SC_BAD_PAUSE;
 	int			first_bad = n;
+	int			skip_index = -1;
 	int			stop_line;
 
 	memset(outcome, 0, sizeof(*outcome));
@@ -1123,7 +1124,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		{
 			ing->bad_error[i] = psprintf("skipped by streamcube_resume(skip_bad_message => true): %s",
 										 cube->skip_error ? cube->skip_error : "bad message");
-			outcome->skip_used = true;
+			skip_index = i;
 			continue;
 		}
 
@@ -1155,6 +1156,8 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	if (stop_line >= 0)
 		first_bad = Min(first_bad, ing->line_msg[stop_line]);
 	outcome->cut = pause ? first_bad : n;
+	/* The skip is done only if the skipped message is inside the cut. */
+	outcome->skip_used = skip_index >= 0 && skip_index < outcome->cut;
 	for (int l = 0; l < (stop_line >= 0 ? stop_line : ing->nlines); l++)
 		if (ing->bad_error[ing->line_msg[l]] == NULL)
 			outcome->rows++;
@@ -1171,9 +1174,8 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		outcome->paused = true;
 		outcome->bad_partition = messages[first_bad].partition;
 		outcome->bad_offset = messages[first_bad].offset;
-		MemoryContextSwitchTo(old);
-		outcome->bad_error = pstrdup(ing->bad_error[first_bad]);
-		MemoryContextSwitchTo(ing->batch_cxt);
+		/* Outlives the transaction: the receiver reports it after COMMIT. */
+		outcome->bad_error = MemoryContextStrdup(TopMemoryContext, ing->bad_error[first_bad]);
 	}
 
 	SPI_finish();

@@ -746,4 +746,9 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 	}
 	close(c->pipefd[0]);
 	close(c->pipefd[1]);
+	if (c->batch)
+		pfree(c->batch);
+	if (c->topic)
+		pfree(c->topic);
+	pfree(c);
 }

@@ -242,6 +242,8 @@ sc_slot_alive(int slotno, TimestampTz now)
 	/* Registered by an earlier launcher: trust the slot, give it time. */
 	if (slot->pid != 0)
 		return true;
+	if (local->registered_at == 0)
+		local->registered_at = now;	/* first seen by this launcher */
 	return slot->state == SC_RECEIVER_STARTING &&
 		!TimestampDifferenceExceeds(local->registered_at, now, SC_ADOPT_GRACE_MS);
 }
@@ -266,6 +268,7 @@ sc_launcher_reconcile(void)
 	long		sleep_ms = sc_launcher_naptime_ms;
 	int		   *to_start = palloc(sizeof(int) * sc_shared->nslots);
 	int			nstart = 0;
+	int			unplaced = 0;
 
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 
@@ -362,12 +365,7 @@ sc_launcher_reconcile(void)
 			}
 		if (free_slot < 0)
 		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("no free receiver slot for cube %s, replica set \"%s\"",
-							wanted[i].cube_name, wanted[i].replica_set),
-					 errhint("Raise streamcube.max_receivers (now %d) and restart the server.",
-							 sc_max_receivers)));
+			unplaced++;			/* reported once the lock is released */
 			continue;
 		}
 		else
@@ -406,6 +404,13 @@ sc_launcher_reconcile(void)
 		local_slots[to_start[i]].restart_pending = false;
 	}
 	LWLockRelease(sc_shared->lock);
+
+	if (unplaced > 0)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%d receivers cannot start: all %d receiver slots are in use",
+						unplaced, sc_max_receivers),
+				 errhint("Raise streamcube.max_receivers and restart the server.")));
 
 	for (int i = 0; i < nstart; i++)
 	{

@@ -251,6 +251,8 @@ sc_receiver_reload(uint32 config_version)
 		receiver.cube->paused = fresh->paused;
 		receiver.cube->skip_partition = fresh->skip_partition;
 		receiver.cube->skip_offset = fresh->skip_offset;
+		if (receiver.cube->skip_error)
+			pfree(receiver.cube->skip_error);
 		receiver.cube->skip_error = fresh->skip_error ? MemoryContextStrdup(TopMemoryContext, fresh->skip_error) : NULL;
 		receiver.cube->config_version = fresh->config_version;
 	}
@@ -309,6 +311,9 @@ sc_receiver_part_index(int32 partition)
 static void
 sc_receiver_check_retention(void)
 {
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube retention check",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	List	   *partitions = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
 											   sc_kafka_timeout_ms);
 	ListCell   *lc;
@@ -337,6 +342,8 @@ sc_receiver_check_retention(void)
 							receiver.positions[i], receiver.cube->qualified),
 					 errhint("Was the topic deleted and created again? Recreate the cube.")));
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }
 
 static void
@@ -585,6 +592,7 @@ sc_receiver_process(int n)
 						outcome.bad_error),
 				 errhint("Fix the cause and call streamcube_resume('%s'), or skip the message with streamcube_resume('%s', skip_bad_message => true).",
 						 receiver.cube->qualified, receiver.cube->qualified)));
+		pfree(outcome.bad_error);
 	}
 
 	/* Throughput over windows of at least a second. */
