@@ -64,5 +64,16 @@ JOIN streamcube.cubes c USING (cube_id) WHERE c.relid = 'late_start'::regclass;
 SELECT streamcube_wait('late_start', '60 s');
 SELECT _partition, _offset FROM late_start ORDER BY 1, 2;
 
+-- A transactional producer leaves a commit marker after its messages: the
+-- partition ends one offset past the last message, and the cube still
+-- catches up to it.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" txn_events 1 >/dev/null
+\! for i in 1 2 3 4 5; do echo "{\"ts\":\"2026-01-01T00:00:0${i}Z\",\"qty\":$i}"; done | kcat -P -b "$SC_KAFKA" -t txn_events -p 0 -m 60 -X transactional.id=streamcube-regress 2>/dev/null && echo "5 messages committed in one transaction"
+SELECT streamcube_create_cube('txn_events', 'kafka', 'txn_events', 'ts timestamptz, qty int', 'ts');
+SELECT streamcube_wait('txn_events', '60 s');
+SELECT count(*) AS rows, sum(qty), max(_offset) AS last_offset FROM txn_events;
+SELECT positions, high_watermarks, lag FROM streamcube.consumers WHERE cube = 'txn_events'::regclass;
+SELECT streamcube_drop_cube('txn_events');
+
 SELECT streamcube_drop_cube('nested');
 SELECT streamcube_drop_cube('late_start');

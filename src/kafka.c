@@ -536,6 +536,7 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 		rd_kafka_conf_set(conf, "enable.auto.commit", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "auto.offset.reset", "error", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "enable.partition.eof", "true", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "queued.max.messages.kbytes", kbytes, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
 	{
 		rd_kafka_conf_destroy(conf);
@@ -635,8 +636,27 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].offset = m->offset;
 			messages[got].payload = m->payload;
 			messages[got].len = m->len;
+			messages[got].eof = false;
 			messages[got].handle = m;
 			got++;
+			continue;
+		}
+
+		/*
+		 * The end of a partition, at the offset the next message will have.
+		 * Offsets below it that never came are control records of
+		 * transactions (or aborted messages): the position may move there.
+		 */
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		{
+			messages[got].partition = m->partition;
+			messages[got].offset = m->offset;
+			messages[got].payload = NULL;
+			messages[got].len = 0;
+			messages[got].eof = true;
+			messages[got].handle = NULL;
+			got++;
+			rd_kafka_message_destroy(m);
 			continue;
 		}
 
@@ -654,8 +674,7 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			snprintf(result->message, sizeof(result->message), "%s",
 					 rd_kafka_message_errstr(m));
 		}
-		else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF &&
-				 result->status == SC_KAFKA_OK)
+		else if (result->status == SC_KAFKA_OK)
 			snprintf(result->message, sizeof(result->message), "%s",
 					 rd_kafka_message_errstr(m));
 		rd_kafka_message_destroy(m);

@@ -48,6 +48,7 @@ typedef struct ScKafkaMessage
 	int64		offset;
 	const char *payload;
 	size_t		len;
+	bool		eof;			/* no message: the partition ends at offset */
 	void	   *handle;			/* owned by kafka.c */
 } ScKafkaMessage;
 

@@ -66,6 +66,7 @@ typedef struct ScReceiver
 	int32	   *parts;
 	int64	   *positions;		/* committed: next offset to read */
 	int64	   *high;			/* last known high watermarks */
+	int64	   *eof;			/* end of partition seen at this offset, -1 */
 
 	ScKafkaMessage *messages;
 	int			maxmessages;
@@ -221,6 +222,7 @@ sc_receiver_load(void)
 	receiver.parts = MemoryContextAlloc(cxt, sizeof(int32) * Max(receiver.nparts, 1));
 	receiver.positions = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
 	receiver.high = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
+	receiver.eof = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
 	for (int i = 0; i < receiver.nparts; i++)
 	{
 		bool		isnull;
@@ -228,6 +230,7 @@ sc_receiver_load(void)
 		receiver.parts[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		receiver.positions[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		receiver.high[i] = -1;
+		receiver.eof[i] = -1;
 	}
 	SPI_finish();
 
@@ -366,6 +369,8 @@ sc_receiver_close_consumer(void)
 		return;
 	sc_kafka_consumer_destroy(receiver.consumer);
 	receiver.consumer = NULL;
+	for (int p = 0; p < receiver.nparts; p++)
+		receiver.eof[p] = -1;
 }
 
 /* ----------------------------------------------------------------
@@ -432,13 +437,18 @@ sc_receiver_collect(void)
 		if (res.message[0] != '\0')
 			sc_receiver_warn(res.message);
 
-		/* Keep only what is at or past the committed position. */
+		/*
+		 * Keep only messages at or past the committed position; note where
+		 * partitions end.
+		 */
 		for (int i = n; i < n + got; i++)
 		{
 			ScKafkaMessage *m = &receiver.messages[i];
 			int			p = sc_receiver_part_index(m->partition);
 
-			if (p < 0 || m->offset < receiver.positions[p])
+			if (p >= 0 && m->eof)
+				receiver.eof[p] = Max(receiver.eof[p], m->offset);
+			if (p < 0 || m->eof || m->offset < receiver.positions[p])
 			{
 				sc_kafka_messages_release(m, 1);
 				*m = receiver.messages[n + got - 1];
@@ -474,6 +484,16 @@ sc_receiver_collect(void)
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
+}
+
+/* Does some partition end past its position (control records only)? */
+static bool
+sc_receiver_eof_ahead(void)
+{
+	for (int p = 0; p < receiver.nparts; p++)
+		if (receiver.eof[p] > receiver.positions[p])
+			return true;
+	return false;
 }
 
 /* Stable order for the batch: by partition, then offset. */
@@ -545,6 +565,10 @@ sc_receiver_process(int n)
 
 		newpos[p] = Max(newpos[p], receiver.messages[i].offset + 1);
 	}
+	/* Every message before a partition's end was in this batch or earlier. */
+	if (!outcome.paused)
+		for (int p = 0; p < receiver.nparts; p++)
+			newpos[p] = Max(newpos[p], receiver.eof[p]);
 
 	SPI_connect();
 	for (int p = 0; p < receiver.nparts; p++)
@@ -712,7 +736,7 @@ sc_receiver_run(void)
 		{
 			int			n = sc_receiver_collect();
 
-			if (n > 0)
+			if (n > 0 || sc_receiver_eof_ahead())
 				sc_receiver_process(n);
 		}
 
