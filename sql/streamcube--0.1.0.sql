@@ -310,7 +310,8 @@ CREATE EVENT TRIGGER streamcube_sql_drop ON sql_drop
 -- pg_dump: catalogs are extension configuration, dumped with their rows.
 -- Tables are referenced as regclass and roles as regrole, so a restore
 -- maps them by name.  Rows, consume positions and dead letters come from
--- one pg_dump snapshot, so a restored cube resumes exactly once.
+-- one pg_dump snapshot; restored in one transaction, a cube resumes
+-- exactly once (docs/operations.md).
 -- ---------------------------------------------------------------------
 SELECT pg_catalog.pg_extension_config_dump('streamcube.clusters', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.cubes', '');
