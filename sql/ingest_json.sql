@@ -69,6 +69,9 @@ SELECT _partition, _offset FROM late_start ORDER BY 1, 2;
 -- catches up to it.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" txn_events 1 >/dev/null
 \! for i in 1 2 3 4 5; do echo "{\"ts\":\"2026-01-01T00:00:0${i}Z\",\"qty\":$i}"; done | kcat -P -b "$SC_KAFKA" -t txn_events -p 0 -m 60 -X transactional.id=streamcube-regress 2>/dev/null && echo "5 messages committed in one transaction"
+-- The commit marker is written after the producer returns: wait until
+-- Kafka serves the committed messages (5 + the marker).
+SELECT sc_test.wait_for($$SELECT high_watermark = 6 FROM streamcube_check_cluster('kafka') WHERE topic = 'txn_events'$$);
 SELECT streamcube_create_cube('txn_events', 'kafka', 'txn_events', 'ts timestamptz, qty int', 'ts');
 SELECT streamcube_wait('txn_events', '60 s');
 SELECT count(*) AS rows, sum(qty), max(_offset) AS last_offset FROM txn_events;
