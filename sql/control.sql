@@ -35,7 +35,8 @@ SELECT pg_sleep(0.3);
 SELECT streamcube_pause('control_events');
 SELECT pg_sleep(0.3);
 SELECT streamcube_resume('control_events');
-SELECT pg_sleep(1.5);
+-- all 3000 are in Kafka before we wait for the cube to catch up
+SELECT sc_test.wait_for($$SELECT sum(high_watermark) = 4500 FROM streamcube_check_cluster('kafka') WHERE topic = 'control_events'$$);
 SELECT streamcube_wait('control_events', '60 s');
 SELECT count(*), count(DISTINCT (_partition, _offset)) FROM control_events;
 SELECT _partition, max(_offset) + 1 AS next_offset FROM control_events GROUP BY 1 ORDER BY 1;
