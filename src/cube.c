@@ -779,6 +779,16 @@ sc_create_cube(PG_FUNCTION_ARGS)
  * drop, pause, resume
  * ----------------------------------------------------------------
  */
+
+/* The cube's id, once the caller is allowed to act on it. */
+static int32
+sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner)
+{
+	int32		cube_id = sc_cube_lookup(name, relid, owner);
+
+	sc_require_cube_owner(name, *owner, action);
+	return cube_id;
+}
 Datum
 sc_drop_cube(PG_FUNCTION_ARGS)
 {
@@ -786,15 +796,11 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	bool		keep_data = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			relid,
 				owner;
-	int32		cube_id;
 	Oid			t[1] = {INT4OID};
 	Datum		v[1];
 
 	SPI_connect();
-	cube_id = sc_cube_lookup(name, &relid, &owner);
-	sc_require_cube_owner(name, owner, "drop");
-
-	v[0] = Int32GetDatum(cube_id);
+	v[0] = Int32GetDatum(sc_cube_for_action(name, "drop", &relid, &owner));
 	sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1", 1, t, v);
 	if (!keep_data)
 	{
@@ -825,29 +831,27 @@ sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	Oid			relid,
 				owner;
-	int32		cube_id;
-	Oid			t[1] = {INT4OID};
-	Datum		v[1];
+	Oid			t[3] = {INT4OID, BOOLOID, BOOLOID};
+	Datum		v[3];
 
 	SPI_connect();
-	cube_id = sc_cube_lookup(name, &relid, &owner);
-	sc_require_cube_owner(name, owner, paused ? "pause" : "resume");
-	v[0] = Int32GetDatum(cube_id);
-	if (paused)
-		sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, "
-						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v);
-	else if (skip_bad)
-		sc_catalog_exec("UPDATE streamcube.cubes SET paused = false, "
-						"skip_partition = bad_partition, skip_offset = bad_offset, skip_error = bad_error, "
-						"bad_partition = NULL, bad_offset = NULL, bad_error = NULL, "
-						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v);
-	else
-		sc_catalog_exec("UPDATE streamcube.cubes SET paused = false, "
-						"bad_partition = NULL, bad_offset = NULL, bad_error = NULL, "
-						"config_version = config_version + 1 WHERE cube_id = $1",
-						1, t, v);
+	v[0] = Int32GetDatum(sc_cube_for_action(name, paused ? "pause" : "resume", &relid, &owner));
+	v[1] = BoolGetDatum(paused);
+	v[2] = BoolGetDatum(!paused && skip_bad);
+
+	/*
+	 * Pausing keeps a recorded bad message; resuming forgets it, or with
+	 * skip_bad_message turns it into the message to dead-letter once.
+	 */
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused = $2, "
+					"skip_partition = CASE WHEN $3 THEN bad_partition ELSE skip_partition END, "
+					"skip_offset = CASE WHEN $3 THEN bad_offset ELSE skip_offset END, "
+					"skip_error = CASE WHEN $3 THEN bad_error ELSE skip_error END, "
+					"bad_partition = CASE WHEN $2 THEN bad_partition END, "
+					"bad_offset = CASE WHEN $2 THEN bad_offset END, "
+					"bad_error = CASE WHEN $2 THEN bad_error END, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					3, t, v);
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
 }
