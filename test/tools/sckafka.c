@@ -1,7 +1,7 @@
 /*
  * sckafka.c — the streamcube test bench's Kafka tool (librdkafka 2.0.2).
  *
- * One small binary, four jobs, so that tests and the quickstart never need a
+ * One small binary, five jobs, so that tests and the quickstart never need a
  * JVM just to poke at Kafka:
  *
  *   mock          runs a librdkafka mock cluster (N brokers on random loopback
@@ -13,8 +13,14 @@
  *                 detached with stdin=/dev/null; it is reopened after every
  *                 writer closes, so `echo down 1 > FIFO` works any number of
  *                 times.
- *   create-topic  creates a topic on a real broker through the Admin API and
- *                 waits until every partition has a leader.
+ *   create-topic  creates a topic (optionally with topic configs) on a real
+ *                 broker through the Admin API and waits until every
+ *                 partition has a leader.
+ *   delete-topic  deletes a topic the same way and waits until metadata no
+ *                 longer lists it.
+ *   add-partitions
+ *                 raises a topic's partition count the same way and waits
+ *                 until metadata shows every new partition with a leader.
  *   produce       generates events of the demo cube (event time, two text
  *                 dimensions, two numeric measures) as JSON or CSV, message i
  *                 going to partition i % P, so per-partition counts and (with
@@ -59,7 +65,9 @@ static const char *const usage_text =
 	"  sckafka mock [--brokers N] --topic NAME:PARTITIONS [--topic ...]\n"
 	"               [--control FIFO_PATH] [--pidfile FILE]\n"
 	"  sckafka create-topic --bootstrap B NAME PARTITIONS [--replication R]\n"
-	"               [--if-not-exists]\n"
+	"               [--if-not-exists] [--config KEY=VALUE ...]\n"
+	"  sckafka delete-topic --bootstrap B NAME\n"
+	"  sckafka add-partitions --bootstrap B NAME TOTAL\n"
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
 	"               [--format json|csv] [--partitions P]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
@@ -95,7 +103,20 @@ static const char *const usage_text =
 	"  (default 1) through the Admin API of a real broker, then waits (30 s\n"
 	"  at most) until metadata shows every partition with a leader. An\n"
 	"  existing topic is an error, unless --if-not-exists (then it must have\n"
-	"  PARTITIONS partitions).\n"
+	"  PARTITIONS partitions). Each --config (repeatable) sets a topic config,\n"
+	"  e.g. --config max.message.bytes=20000000; the broker rejects unknown\n"
+	"  names and bad values. An existing topic's configs are not checked.\n"
+	"\n"
+	"delete-topic\n"
+	"  Deletes NAME through the Admin API, then waits (30 s at most) until\n"
+	"  metadata no longer lists it. A missing topic is an error. A topic\n"
+	"  created again under the same name is a new topic: offsets restart at 0.\n"
+	"\n"
+	"add-partitions\n"
+	"  Raises NAME's partition count to TOTAL through the Admin API, then\n"
+	"  waits (30 s at most) until metadata shows TOTAL partitions, each with\n"
+	"  a leader. TOTAL must be above the current count (Kafka cannot remove\n"
+	"  partitions). Existing keys may map to other partitions afterwards.\n"
 	"\n"
 	"produce\n"
 	"  Produces N events (--count 0: until SIGTERM/SIGINT) to topic T, at\n"
@@ -735,8 +756,11 @@ cmd_mock(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------
- * create-topic: Admin API, then wait for leaders
+ * create-topic, delete-topic, add-partitions: Admin API, then wait until
+ * metadata shows the result
  * ------------------------------------------------------------------------ */
+
+#define ADMIN_TIMEOUT_MS 30000	/* Admin request, and then the metadata wait */
 
 typedef enum TopicState
 {
@@ -778,6 +802,119 @@ topic_state(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int partitions,
 	return state;
 }
 
+/*
+ * Polls topic_state() for up to timeout_ms until the topic has PARTITIONS
+ * partitions, each with a leader.  Another partition count ends the wait at
+ * once, unless wait_for_count (add-partitions: metadata may still show the
+ * old count for a moment).
+ */
+static TopicState
+wait_for_topic(rd_kafka_t *rk, const char *name, int partitions,
+			   int timeout_ms, bool wait_for_count, int *found)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, name, NULL);
+	double		deadline = monotonic_seconds() + timeout_ms / 1000.0;
+	TopicState	state;
+
+	for (;;)
+	{
+		int			left_ms = (int) ((deadline - monotonic_seconds()) * 1000);
+
+		state = topic_state(rk, rkt, partitions, left_ms > 1000 ? left_ms : 1000,
+							found);
+		if (state == TOPIC_READY || monotonic_seconds() >= deadline ||
+			(state == TOPIC_WRONG_PARTITIONS && !wait_for_count))
+			break;
+		rd_kafka_poll(rk, 100);
+	}
+	rd_kafka_topic_destroy(rkt);
+	return state;
+}
+
+/*
+ * Whether a metadata request for all topics lists NAME; false if the broker
+ * did not answer.  Asking for all topics can never auto-create NAME.
+ */
+static bool
+topic_listed(rd_kafka_t *rk, const char *name, int timeout_ms, bool *listed)
+{
+	const struct rd_kafka_metadata *md;
+
+	if (rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms) !=
+		RD_KAFKA_RESP_ERR_NO_ERROR)
+		return false;
+	*listed = false;
+	for (int i = 0; i < md->topic_cnt && !*listed; i++)
+		*listed = strcmp(md->topics[i].topic, name) == 0;
+	rd_kafka_metadata_destroy(md);
+	return true;
+}
+
+/* A client for the Admin API commands; it never auto-creates a topic. */
+static rd_kafka_t *
+new_admin_client(const char *bootstrap)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+	conf_set(conf, "bootstrap.servers", bootstrap);
+	conf_set(conf, "allow.auto.create.topics", "false");
+	return new_producer(conf);
+}
+
+static rd_kafka_AdminOptions_t *
+admin_options(rd_kafka_t *rk, rd_kafka_admin_op_t op, const char *command)
+{
+	rd_kafka_AdminOptions_t *adminopts = rd_kafka_AdminOptions_new(rk, op);
+	char		errstr[512];
+
+	if (rd_kafka_AdminOptions_set_request_timeout(adminopts, ADMIN_TIMEOUT_MS,
+												  errstr, sizeof(errstr)) ||
+		rd_kafka_AdminOptions_set_operation_timeout(adminopts, ADMIN_TIMEOUT_MS,
+													errstr, sizeof(errstr)))
+		fail(EXIT_KAFKA, "%s: %s", command, errstr);
+	return adminopts;
+}
+
+/* Waits for the result event of an Admin request; exits on a request error. */
+static rd_kafka_event_t *
+admin_result(rd_kafka_queue_t *queue, const char *command, const char *name,
+			 const char *bootstrap)
+{
+	/* The request times out by itself; this bound is only a safety net. */
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 2 * ADMIN_TIMEOUT_MS);
+
+	if (ev == NULL)
+		fail(EXIT_KAFKA, "%s %s: no answer from %s", command, name, bootstrap);
+	if (rd_kafka_event_error(ev))
+		fail(EXIT_KAFKA, "%s %s: %s", command, name,
+			 rd_kafka_event_error_string(ev));
+	return ev;
+}
+
+/*
+ * The error of the single topic result of an Admin request.  Exits with the
+ * broker's explanation unless it is NO_ERROR or `tolerated`.
+ */
+static rd_kafka_resp_err_t
+topic_result(const rd_kafka_topic_result_t **results, size_t nresults,
+			 rd_kafka_resp_err_t tolerated, const char *command,
+			 const char *name)
+{
+	rd_kafka_resp_err_t err;
+	const char *detail;
+
+	if (nresults != 1)
+		fail(EXIT_KAFKA, "%s %s: %zu results, expected 1", command, name,
+			 nresults);
+	err = rd_kafka_topic_result_error(results[0]);
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == tolerated)
+		return err;
+	detail = rd_kafka_topic_result_error_string(results[0]);
+	fail(EXIT_KAFKA, "%s %s: %s (%s)", command, name, rd_kafka_err2name(err),
+		 detail ? detail : rd_kafka_err2str(err));
+	return err;
+}
+
 static int
 cmd_create_topic(int argc, char **argv)
 {
@@ -785,32 +922,32 @@ cmd_create_topic(int argc, char **argv)
 		{"bootstrap", required_argument, NULL, 'b'},
 		{"replication", required_argument, NULL, 'r'},
 		{"if-not-exists", no_argument, NULL, 'e'},
+		{"config", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
-	const int	timeout_ms = 30000;
 	const char *bootstrap = NULL;
 	long long	replication = 1;
 	bool		if_not_exists = false;
+	const char **configs = calloc(argc, sizeof(char *));	/* KEY=VALUE */
+	int			nconfigs = 0;
 	const char *name;
 	int			partitions;
 	int			found = 0;
 	int			opt;
 	char		errstr[512];
-	rd_kafka_conf_t *conf;
 	rd_kafka_t *rk;
 	rd_kafka_NewTopic_t *newt;
 	rd_kafka_AdminOptions_t *adminopts;
 	rd_kafka_queue_t *queue;
 	rd_kafka_event_t *ev;
-	rd_kafka_resp_err_t err;
 	const rd_kafka_topic_result_t **results;
 	size_t		nresults;
-	bool		existed = false;
-	rd_kafka_topic_t *rkt;
+	bool		existed;
 	TopicState	state;
-	double		deadline;
 
+	if (configs == NULL)
+		fail(EXIT_KAFKA, "out of memory");
 	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1)
 	{
 		switch (opt)
@@ -823,6 +960,12 @@ cmd_create_topic(int argc, char **argv)
 				break;
 			case 'e':
 				if_not_exists = true;
+				break;
+			case 'c':
+				if (optarg[0] == '=' || strchr(optarg, '=') == NULL)
+					fail(EXIT_USAGE, "create-topic: --config wants KEY=VALUE, "
+						 "not '%s'", optarg);
+				configs[nconfigs++] = optarg;
 				break;
 			case 'h':
 				usage(stdout);
@@ -840,65 +983,50 @@ cmd_create_topic(int argc, char **argv)
 		fail(EXIT_USAGE, "create-topic: invalid topic name '%s'", name);
 	partitions = (int) option_int("PARTITIONS", argv[optind + 1], 1, 100000);
 
-	conf = rd_kafka_conf_new();
-	conf_set(conf, "bootstrap.servers", bootstrap);
-	conf_set(conf, "allow.auto.create.topics", "false");
-	rk = new_producer(conf);
+	rk = new_admin_client(bootstrap);
 
 	newt = rd_kafka_NewTopic_new(name, partitions, (int) replication,
 								 errstr, sizeof(errstr));
 	if (newt == NULL)
 		fail(EXIT_USAGE, "create-topic: %s", errstr);
-	adminopts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-	if (rd_kafka_AdminOptions_set_request_timeout(adminopts, timeout_ms, errstr,
-												  sizeof(errstr)) ||
-		rd_kafka_AdminOptions_set_operation_timeout(adminopts, timeout_ms,
-													errstr, sizeof(errstr)))
-		fail(EXIT_KAFKA, "create-topic: %s", errstr);
+	for (int i = 0; i < nconfigs; i++)
+	{
+		char	   *key = strdup(configs[i]);
+		char	   *eq;
+		rd_kafka_resp_err_t err;
+
+		if (key == NULL)
+			fail(EXIT_KAFKA, "out of memory");
+		eq = strchr(key, '=');
+		*eq = '\0';
+		/* The broker checks names and values; this only copies them. */
+		err = rd_kafka_NewTopic_set_config(newt, key, eq + 1);
+		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			fail(EXIT_USAGE, "create-topic: --config %s: %s", configs[i],
+				 rd_kafka_err2str(err));
+		free(key);
+	}
+	free(configs);
+	adminopts = admin_options(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS,
+							  "create-topic");
 
 	queue = rd_kafka_queue_new(rk);
 	rd_kafka_CreateTopics(rk, &newt, 1, adminopts, queue);
-	/* The request times out by itself; this bound is only a safety net. */
-	ev = rd_kafka_queue_poll(queue, 2 * timeout_ms);
-	if (ev == NULL)
-		fail(EXIT_KAFKA, "create-topic %s: no answer from %s", name, bootstrap);
-	if (rd_kafka_event_error(ev))
-		fail(EXIT_KAFKA, "create-topic %s: %s", name,
-			 rd_kafka_event_error_string(ev));
+	ev = admin_result(queue, "create-topic", name, bootstrap);
 	results = rd_kafka_CreateTopics_result_topics(
 		rd_kafka_event_CreateTopics_result(ev), &nresults);
-	if (nresults != 1)
-		fail(EXIT_KAFKA, "create-topic %s: %zu results, expected 1", name,
-			 nresults);
-	err = rd_kafka_topic_result_error(results[0]);
-	if (err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS && if_not_exists)
-		existed = true;
-	else if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-	{
-		const char *detail = rd_kafka_topic_result_error_string(results[0]);
-
-		fail(EXIT_KAFKA, "create-topic %s: %s (%s)", name,
-			 rd_kafka_err2name(err), detail ? detail : rd_kafka_err2str(err));
-	}
+	existed = topic_result(results, nresults,
+						   if_not_exists ? RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS
+						   : RD_KAFKA_RESP_ERR_NO_ERROR,
+						   "create-topic", name) != RD_KAFKA_RESP_ERR_NO_ERROR;
 	rd_kafka_event_destroy(ev);
 	rd_kafka_queue_destroy(queue);
 	rd_kafka_AdminOptions_destroy(adminopts);
 	rd_kafka_NewTopic_destroy(newt);
 
 	/* The controller has it; wait until every partition has a leader. */
-	rkt = rd_kafka_topic_new(rk, name, NULL);
-	deadline = monotonic_seconds() + timeout_ms / 1000.0;
-	for (;;)
-	{
-		int			left_ms = (int) ((deadline - monotonic_seconds()) * 1000);
-
-		state = topic_state(rk, rkt, partitions, left_ms > 1000 ? left_ms : 1000,
-							&found);
-		if (state != TOPIC_NOT_YET || monotonic_seconds() >= deadline)
-			break;
-		rd_kafka_poll(rk, 100);
-	}
-	rd_kafka_topic_destroy(rkt);
+	state = wait_for_topic(rk, name, partitions, ADMIN_TIMEOUT_MS, false,
+						   &found);
 	rd_kafka_destroy(rk);
 
 	if (state == TOPIC_WRONG_PARTITIONS)
@@ -906,9 +1034,174 @@ cmd_create_topic(int argc, char **argv)
 			 name, found, partitions);
 	if (state == TOPIC_NOT_YET)
 		fail(EXIT_KAFKA, "create-topic %s: not every partition has a leader "
-			 "after %d s", name, timeout_ms / 1000);
+			 "after %d s", name, ADMIN_TIMEOUT_MS / 1000);
 	printf("%s topic %s: %d partitions, every one with a leader\n",
 		   existed ? "existing" : "created", name, partitions);
+	return 0;
+}
+
+static int
+cmd_delete_topic(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"bootstrap", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *bootstrap = NULL;
+	const char *name;
+	int			opt;
+	rd_kafka_t *rk;
+	rd_kafka_DeleteTopic_t *delt;
+	rd_kafka_AdminOptions_t *adminopts;
+	rd_kafka_queue_t *queue;
+	rd_kafka_event_t *ev;
+	const rd_kafka_topic_result_t **results;
+	size_t		nresults;
+	bool		answered;
+	bool		listed = true;
+	double		deadline;
+
+	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'b':
+				bootstrap = optarg;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				bad_option("delete-topic", opt, argv);
+		}
+	}
+	if (bootstrap == NULL)
+		fail(EXIT_USAGE, "delete-topic: --bootstrap is required");
+	if (argc - optind != 1)
+		fail(EXIT_USAGE, "delete-topic: want NAME (see --help)");
+	name = argv[optind];
+	if (!valid_topic_name(name))
+		fail(EXIT_USAGE, "delete-topic: invalid topic name '%s'", name);
+
+	rk = new_admin_client(bootstrap);
+	delt = rd_kafka_DeleteTopic_new(name);
+	adminopts = admin_options(rk, RD_KAFKA_ADMIN_OP_DELETETOPICS,
+							  "delete-topic");
+
+	queue = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteTopics(rk, &delt, 1, adminopts, queue);
+	ev = admin_result(queue, "delete-topic", name, bootstrap);
+	results = rd_kafka_DeleteTopics_result_topics(
+		rd_kafka_event_DeleteTopics_result(ev), &nresults);
+	topic_result(results, nresults, RD_KAFKA_RESP_ERR_NO_ERROR,
+				 "delete-topic", name);
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(queue);
+	rd_kafka_AdminOptions_destroy(adminopts);
+	rd_kafka_DeleteTopic_destroy(delt);
+
+	/* The controller dropped it; wait until the broker's metadata does too. */
+	deadline = monotonic_seconds() + ADMIN_TIMEOUT_MS / 1000.0;
+	for (;;)
+	{
+		int			left_ms = (int) ((deadline - monotonic_seconds()) * 1000);
+
+		answered = topic_listed(rk, name, left_ms > 1000 ? left_ms : 1000,
+								&listed);
+		if ((answered && !listed) || monotonic_seconds() >= deadline)
+			break;
+		rd_kafka_poll(rk, 100);
+	}
+	rd_kafka_destroy(rk);
+
+	if (!answered)
+		fail(EXIT_KAFKA, "delete-topic %s: no metadata from %s within %d s",
+			 name, bootstrap, ADMIN_TIMEOUT_MS / 1000);
+	if (listed)
+		fail(EXIT_KAFKA, "delete-topic %s: still listed in metadata after "
+			 "%d s", name, ADMIN_TIMEOUT_MS / 1000);
+	printf("deleted topic %s\n", name);
+	return 0;
+}
+
+static int
+cmd_add_partitions(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"bootstrap", required_argument, NULL, 'b'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *bootstrap = NULL;
+	const char *name;
+	int			total;
+	int			found = 0;
+	int			opt;
+	char		errstr[512];
+	rd_kafka_t *rk;
+	rd_kafka_NewPartitions_t *newp;
+	rd_kafka_AdminOptions_t *adminopts;
+	rd_kafka_queue_t *queue;
+	rd_kafka_event_t *ev;
+	const rd_kafka_topic_result_t **results;
+	size_t		nresults;
+	TopicState	state;
+
+	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'b':
+				bootstrap = optarg;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				bad_option("add-partitions", opt, argv);
+		}
+	}
+	if (bootstrap == NULL)
+		fail(EXIT_USAGE, "add-partitions: --bootstrap is required");
+	if (argc - optind != 2)
+		fail(EXIT_USAGE, "add-partitions: want NAME TOTAL (see --help)");
+	name = argv[optind];
+	if (!valid_topic_name(name))
+		fail(EXIT_USAGE, "add-partitions: invalid topic name '%s'", name);
+	total = (int) option_int("TOTAL", argv[optind + 1], 1, 100000);
+
+	rk = new_admin_client(bootstrap);
+	newp = rd_kafka_NewPartitions_new(name, total, errstr, sizeof(errstr));
+	if (newp == NULL)
+		fail(EXIT_USAGE, "add-partitions: %s", errstr);
+	adminopts = admin_options(rk, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS,
+							  "add-partitions");
+
+	queue = rd_kafka_queue_new(rk);
+	rd_kafka_CreatePartitions(rk, &newp, 1, adminopts, queue);
+	ev = admin_result(queue, "add-partitions", name, bootstrap);
+	results = rd_kafka_CreatePartitions_result_topics(
+		rd_kafka_event_CreatePartitions_result(ev), &nresults);
+	/* TOTAL not above the current count is INVALID_PARTITIONS. */
+	topic_result(results, nresults, RD_KAFKA_RESP_ERR_NO_ERROR,
+				 "add-partitions", name);
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(queue);
+	rd_kafka_AdminOptions_destroy(adminopts);
+	rd_kafka_NewPartitions_destroy(newp);
+
+	/* Wait until metadata shows TOTAL partitions, each with a leader. */
+	state = wait_for_topic(rk, name, total, ADMIN_TIMEOUT_MS, true, &found);
+	rd_kafka_destroy(rk);
+
+	if (state == TOPIC_WRONG_PARTITIONS)
+		fail(EXIT_KAFKA, "add-partitions %s: metadata shows %d partitions, "
+			 "not %d, after %d s", name, found, total, ADMIN_TIMEOUT_MS / 1000);
+	if (state == TOPIC_NOT_YET)
+		fail(EXIT_KAFKA, "add-partitions %s: not every partition has a leader "
+			 "after %d s", name, ADMIN_TIMEOUT_MS / 1000);
+	printf("topic %s: %d partitions, every one with a leader\n", name, total);
 	return 0;
 }
 
@@ -1227,7 +1520,8 @@ int
 main(int argc, char **argv)
 {
 	if (argc < 2)
-		fail(EXIT_USAGE, "no command (mock, create-topic, produce); see --help");
+		fail(EXIT_USAGE, "no command (mock, create-topic, delete-topic, "
+			 "add-partitions, produce); see --help");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 		strcmp(argv[1], "help") == 0)
 	{
@@ -1241,10 +1535,14 @@ main(int argc, char **argv)
 		return cmd_mock(argc - 1, argv + 1);
 	if (strcmp(argv[1], "create-topic") == 0)
 		return cmd_create_topic(argc - 1, argv + 1);
+	if (strcmp(argv[1], "delete-topic") == 0)
+		return cmd_delete_topic(argc - 1, argv + 1);
+	if (strcmp(argv[1], "add-partitions") == 0)
+		return cmd_add_partitions(argc - 1, argv + 1);
 	if (strcmp(argv[1], "produce") == 0)
 		return cmd_produce(argc - 1, argv + 1);
 
-	fail(EXIT_USAGE, "unknown command '%s' (mock, create-topic, produce, "
-		 "--help)", argv[1]);
+	fail(EXIT_USAGE, "unknown command '%s' (mock, create-topic, delete-topic, "
+		 "add-partitions, produce, --help)", argv[1]);
 	return EXIT_USAGE;
 }
