@@ -19,6 +19,8 @@ OBJS = \
 	src/cluster.o \
 	src/launcher.o \
 	src/cube.o \
+	src/cube_options.o \
+	src/positions.o \
 	src/segments.o \
 	src/ingest.o \
 	src/receiver.o \
@@ -31,7 +33,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

@@ -61,7 +61,6 @@ SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"enable.ssl.certificate
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"bootstrap.servers": "127.0.0.1:9093"}');
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"group.id": "mine"}');
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"enable.auto.commit": true}');
-SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"plugin.library.paths": "/tmp/evil.so"}');
 -- properties must be a JSON object of scalars
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '[]');
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '"client.id=x"');

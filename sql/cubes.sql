@@ -59,7 +59,7 @@ SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v in
 RESET ROLE;
 SELECT c.relid::regclass, c.topic, c.time_column, c.segment_interval, c.format, r.rolname AS owner,
        (SELECT count(*) FROM streamcube.assignments a WHERE a.cube_id = c.cube_id AND replica_set = 'default') AS partitions
-FROM streamcube.cubes c JOIN pg_roles r ON r.oid = c.owner;
+FROM streamcube.cubes c JOIN pg_class t ON t.oid = c.relid JOIN pg_roles r ON r.oid = t.relowner;
 SELECT relkind, relpersistence, pg_get_userbyid(relowner) AS owner FROM pg_class WHERE oid = 'c1'::regclass;
 SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'c1' ORDER BY ordinal_position;
 SELECT pg_get_partkeydef('c1'::regclass);

@@ -12,13 +12,17 @@
  */
 #include "streamcube.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/regproc.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 PG_FUNCTION_INFO_V1(sc_check_install);
 
@@ -74,6 +78,70 @@ sc_catalog_leave(ScPrivilegeSave *save)
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
+/*
+ * Every function of the extension is declared SET search_path = pg_catalog,
+ * pg_temp.  The caller's own search path is the value that SET clause
+ * saved: the prior value of the newest entry on search_path's GUC stack,
+ * as long as nothing pushed another (call this outside
+ * sc_catalog_enter()).  Names a caller gives (a cube, a column type) are
+ * resolved with it, as the caller would expect; nothing else is.
+ */
+static const char *
+sc_caller_search_path(void)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	for (int i = 0; i < n; i++)
+	{
+		struct config_string *var;
+
+		if (strcmp(vars[i]->name, "search_path") != 0)
+			continue;
+		var = (struct config_string *) vars[i];
+		if (var->gen.stack != NULL && var->gen.stack->state == GUC_SAVE &&
+			var->gen.stack->prior.val.stringval != NULL)
+			return var->gen.stack->prior.val.stringval;
+		return *var->variable;
+	}
+	return "\"$user\", public";
+}
+
+/* Resolve names with the caller's search path until sc_caller_path_leave(). */
+void
+sc_caller_path_enter(int *nestlevel)
+{
+	char	   *path = pstrdup(sc_caller_search_path());
+
+	*nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", path,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+void
+sc_caller_path_leave(int nestlevel)
+{
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * A relation named by the caller, resolved with the caller's search path;
+ * InvalidOid when there is none.
+ */
+Oid
+sc_caller_relation(const char *name)
+{
+	int			nestlevel;
+	Oid			relid;
+
+	sc_caller_path_enter(&nestlevel);
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							 NoLock, true);
+	sc_caller_path_leave(nestlevel);
+	return relid;
+}
+
 bool
 sc_is_admin(Oid roleid)
 {
@@ -94,20 +162,6 @@ sc_require_admin(const char *action)
 				 errdetail("Only superusers and members of role \"%s\" may %s.",
 						   SC_ADMIN_ROLE, action),
 				 errhint("GRANT %s TO the role that needs it.", SC_ADMIN_ROLE)));
-}
-
-/*
- * Secret properties are stored, never shown.  Anything that smells like a
- * password, a secret or a private key counts.
- */
-bool
-sc_property_is_secret(const char *key)
-{
-	return strstr(key, "password") != NULL ||
-		strstr(key, "secret") != NULL ||
-		strcmp(key, "ssl.key.pem") == 0 ||
-		strcmp(key, "ssl_key") == 0 ||
-		strcmp(key, "sasl.oauthbearer.config") == 0;
 }
 
 /*

@@ -3,23 +3,39 @@
  * cluster.c
  *		SQL functions on Kafka clusters: add, drop, check.
  *
- * A cluster is a name, a bootstrap list and librdkafka properties.  Every
- * property is checked by librdkafka itself before it is stored, so a typo
- * fails at streamcube_add_cluster() with librdkafka's own message instead
- * of inside a receiver hours later.  Secret properties are stored apart
- * (column secrets) and never shown: the view streamcube.kafka_clusters
- * masks them, and no message repeats their values.
+ * A cluster is a name, a bootstrap list and librdkafka properties.
+ *
+ * Who may set a property is decided by its class (kafka_properties.h), an
+ * allowlist of every property of the linked librdkafka, before librdkafka
+ * ever sees the value: members of streamcube_admin may set the allowed and
+ * secret ones; a property that names a server file needs superuser or
+ * pg_read_server_files, one that runs a program (the kinit command, and a
+ * SASL GSSAPI configuration, which runs it) superuser or
+ * pg_execute_server_program, one that loads code superuser; properties
+ * streamcube manages, producer-only ones, pointers and anything the table
+ * does not know are refused to everyone.  The same check runs again each
+ * time a cluster is loaded, against the role that stored it, so a cluster
+ * written by an older version, or by a role that has lost a privilege
+ * since, is refused there too.
+ *
+ * Then every property is checked by librdkafka itself, so a typo fails at
+ * streamcube_add_cluster() with librdkafka's own message instead of inside
+ * a receiver hours later.  Secret properties are stored apart (column
+ * secrets) and never shown: the view streamcube.kafka_clusters masks them,
+ * and no message repeats their values.
  *
  *-------------------------------------------------------------------------
  */
 #include "streamcube.h"
 
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "kafka.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -27,6 +43,115 @@
 PG_FUNCTION_INFO_V1(sc_add_cluster);
 PG_FUNCTION_INFO_V1(sc_drop_cluster);
 PG_FUNCTION_INFO_V1(sc_check_cluster);
+PG_FUNCTION_INFO_V1(sc_kafka_properties);
+
+/* The role a class needs, for messages and streamcube_kafka_properties(). */
+static const char *
+sc_class_role(ScPropertyClass cls)
+{
+	switch (cls)
+	{
+		case SC_PROP_ALLOWED:
+		case SC_PROP_SECRET:
+			return SC_ADMIN_ROLE;
+		case SC_PROP_READS_FILE:
+			return "pg_read_server_files";
+		case SC_PROP_RUNS_PROGRAM:
+			return "pg_execute_server_program";
+		case SC_PROP_LOADS_CODE:
+			return "superuser";
+		default:
+			return NULL;		/* nobody */
+	}
+}
+
+/* May role set a property of this class (admin rights aside)? */
+static bool
+sc_class_permitted(Oid role, ScPropertyClass cls)
+{
+	switch (cls)
+	{
+		case SC_PROP_ALLOWED:
+		case SC_PROP_SECRET:
+			return true;
+		case SC_PROP_READS_FILE:
+			return OidIsValid(role) &&
+				(superuser_arg(role) || has_privs_of_role(role, ROLE_PG_READ_SERVER_FILES));
+		case SC_PROP_RUNS_PROGRAM:
+			return OidIsValid(role) &&
+				(superuser_arg(role) || has_privs_of_role(role, ROLE_PG_EXECUTE_SERVER_PROGRAM));
+		case SC_PROP_LOADS_CODE:
+			return OidIsValid(role) && superuser_arg(role);
+		default:
+			return false;
+	}
+}
+
+/*
+ * Refuse a property (or, with key NULL, a whole configuration) that role
+ * may not set.  stored_by names the role that stored a cluster being
+ * loaded; NULL when the caller is adding it.
+ */
+static void
+sc_check_property_class(Oid role, const char *cluster, const char *key,
+						ScPropertyClass cls, const char *stored_by)
+{
+	const char *needs = sc_class_role(cls);
+
+	if (sc_class_permitted(role, cls))
+		return;
+	if (needs == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("property \"%s\" of Kafka cluster \"%s\" cannot be set: %s",
+						key, cluster,
+						cls == SC_PROP_MANAGED ? "streamcube sets it itself" :
+						cls == SC_PROP_PRODUCER ? "it applies to producers, and streamcube only consumes" :
+						cls == SC_PROP_NOT_TEXT ? "it is a pointer or callback, not a text value" :
+						"streamcube does not know it"),
+				 errhint("%s", cls == SC_PROP_MANAGED
+						 ? "Remove it: bootstrap servers are the second argument, consumer positions and queues are set by streamcube (see docs/configuration.md)."
+						 : "Remove it; streamcube_kafka_properties() lists every property and who may set it.")));
+	if (stored_by == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 key ? errmsg("permission denied to set property \"%s\" of Kafka cluster \"%s\"", key, cluster)
+				 : errmsg("permission denied to use SASL mechanism GSSAPI in Kafka cluster \"%s\"", cluster),
+				 errdetail("%s %s; only superusers%s%s may set it.",
+						   key ? "This property" : "GSSAPI (librdkafka's default SASL mechanism)",
+						   cls == SC_PROP_READS_FILE ? "makes the server read a file" :
+						   cls == SC_PROP_RUNS_PROGRAM ? "makes the server run a program (the Kerberos kinit command)" :
+						   "loads code into the server",
+						   cls == SC_PROP_LOADS_CODE ? "" : " and members of ",
+						   cls == SC_PROP_LOADS_CODE ? "" : needs),
+				 errhint("%s", cls == SC_PROP_READS_FILE
+						 ? "Give certificates and keys inline with ssl.ca.pem, ssl.certificate.pem and ssl.key.pem, or ask a superuser."
+						 : "Ask a superuser to add the cluster.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("Kafka cluster \"%s\" cannot be used: its property \"%s\" needs %s",
+					cluster, key ? key : "sasl.mechanisms", needs),
+			 errdetail("The cluster was stored by role \"%s\", which does not hold that privilege (any more).",
+					   stored_by),
+			 errhint("Drop the cluster and add it again as a role that may set the property.")));
+}
+
+/* Check every property of a configuration, and the configuration whole. */
+static void
+sc_check_property_classes(Oid role, const char *cluster, List *properties,
+						  const char *stored_by)
+{
+	ListCell   *lc;
+
+	foreach(lc, properties)
+	{
+		ScKafkaProperty *prop = lfirst(lc);
+
+		sc_check_property_class(role, cluster, prop->name,
+								sc_kafka_property_class(prop->name, prop->value), stored_by);
+	}
+	sc_check_property_class(role, cluster, NULL, sc_kafka_config_class(properties), stored_by);
+}
 
 /*
  * Load how to reach a cluster, secrets included.  The result lives in the
@@ -41,11 +166,12 @@ sc_cluster_conninfo(const char *name)
 	ScPrivilegeSave save;
 	Datum		arg = CStringGetTextDatum(name);
 	Oid			argtype = TEXTOID;
+	char	   *stored_by = NULL;
 	int			ret;
 
 	SPI_connect();
 	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT c.bootstrap_servers, p.key, p.value "
+	ret = SPI_execute_with_args("SELECT c.bootstrap_servers, p.key, p.value, c.created_by "
 								"FROM streamcube.clusters c "
 								"LEFT JOIN LATERAL jsonb_each_text(c.properties || c.secrets) p ON true "
 								"WHERE c.name = $1",
@@ -70,6 +196,7 @@ sc_cluster_conninfo(const char *name)
 		{
 			conn->cluster_name = pstrdup(name);
 			conn->bootstrap_servers = SPI_getvalue(tup, desc, 1);
+			stored_by = SPI_getvalue(tup, desc, 4);
 		}
 		if (key != NULL)
 		{
@@ -82,6 +209,9 @@ sc_cluster_conninfo(const char *name)
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
+
+	/* Stored by an older version, or by a role that lost a privilege? */
+	sc_check_property_classes(get_role_oid(stored_by, true), name, conn->properties, stored_by);
 	return conn;
 }
 
@@ -131,18 +261,16 @@ sc_check_properties(const char *cluster, Datum properties)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("property \"%s\" of Kafka cluster \"%s\" must be a string, number or boolean, not %s",
 							key, cluster, type)));
-		if (sc_kafka_property_is_managed(key))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("property \"%s\" of Kafka cluster \"%s\" is managed by streamcube", key, cluster),
-					 errhint("Remove it: bootstrap servers are the second argument, consumer positions and queues are set by streamcube (see docs/configuration.md).")));
+		/* Who may set it, before librdkafka sees it. */
+		sc_check_property_class(GetUserId(), cluster, key,
+								sc_kafka_property_class(key, value), NULL);
 		if (!sc_kafka_check_property(key, value, errbuf, sizeof(errbuf)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid property \"%s\" for Kafka cluster \"%s\": %s", key, cluster, errbuf),
 					 errhint("See librdkafka's CONFIGURATION.md (librdkafka %s) for valid properties and values.",
 							 sc_kafka_version())));
-		if (sc_property_is_secret(key))
+		if (sc_kafka_property_masked(key))
 			secrets[nsecrets++] = CStringGetTextDatum(key);
 		{
 			ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
@@ -152,6 +280,9 @@ sc_check_properties(const char *cluster, Datum properties)
 			all = lappend(all, prop);
 		}
 	}
+
+	/* A configuration as a whole can run a program (SASL GSSAPI). */
+	sc_check_property_class(GetUserId(), cluster, NULL, sc_kafka_config_class(all), NULL);
 
 	/* Properties that are fine alone can still clash together. */
 	if (!sc_kafka_check_config(all, errbuf, sizeof(errbuf)))
@@ -282,7 +413,7 @@ sc_check_cluster(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	conn = sc_cluster_conninfo(name);
-	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms);
+	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms, NULL);
 
 	foreach(lc, partitions)
 	{
@@ -296,6 +427,36 @@ sc_check_cluster(PG_FUNCTION_ARGS)
 		nulls[2] = p->leader < 0;
 		values[3] = Int64GetDatum(p->low_watermark);
 		values[4] = Int64GetDatum(p->high_watermark);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * streamcube_kafka_properties() RETURNS TABLE (name, class, required_role,
+ * masked): every property the linked librdkafka lists, and every name of
+ * streamcube's table.  A property of the library that the table misses
+ * shows as "unclassified" (and is refused); the test suite fails on it.
+ */
+Datum
+sc_kafka_properties(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, sc_kafka_property_names())
+	{
+		char	   *name = strVal(lfirst(lc));
+		ScPropertyClass cls = sc_kafka_property_class(name, NULL);
+		const char *role = sc_class_role(cls);
+		Datum		values[4];
+		bool		nulls[4] = {false, false, role == NULL, false};
+
+		values[0] = CStringGetTextDatum(name);
+		values[1] = CStringGetTextDatum(sc_kafka_property_class_name(cls));
+		values[2] = role ? CStringGetTextDatum(role) : (Datum) 0;
+		values[3] = BoolGetDatum(sc_kafka_property_masked(name));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

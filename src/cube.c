@@ -24,6 +24,7 @@
 #include "fmgr.h"
 #include "kafka.h"
 #include "cube.h"
+#include "positions.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
@@ -43,9 +44,6 @@ PG_FUNCTION_INFO_V1(sc_pause_cube);
 PG_FUNCTION_INFO_V1(sc_resume_cube);
 PG_FUNCTION_INFO_V1(sc_wait_cube);
 
-static const char *const valid_options =
-"start, grace, bad_message, fields, replica_sets, delimiter, quote, null";
-
 /* ----------------------------------------------------------------
  * Small helpers
  * ----------------------------------------------------------------
@@ -64,23 +62,21 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values)
 		elog(ERROR, "catalog statement failed: %s", SPI_result_code_string(ret));
 }
 
-static int64
-sc_interval_usecs(Interval *iv)
-{
-	return iv->time + (int64) iv->day * USECS_PER_DAY;
-}
-
-/* Resolve a user-given cube name to its catalog row; errors if not a cube. */
-static int32
+/*
+ * Resolve a cube name given by the caller (with the caller's search path)
+ * to its catalog row; errors if it is not a cube.  The owner of a cube is
+ * the owner of its table.
+ */
+int32
 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out)
 {
-	List	   *names = stringToQualifiedNameList(name);
-	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true);
+	Oid			relid = sc_caller_relation(name);
 	Datum		arg;
 	Oid			argtype = OIDOID;
 	ScPrivilegeSave save;
 	int32		cube_id;
 	bool		isnull;
+	int			ret;
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
@@ -90,9 +86,12 @@ sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out)
 
 	arg = ObjectIdGetDatum(relid);
 	sc_catalog_enter(&save);
-	SPI_execute_with_args("SELECT cube_id, owner FROM streamcube.cubes WHERE relid = $1",
-						  1, &argtype, &arg, NULL, false, 1);
+	ret = SPI_execute_with_args("SELECT c.cube_id, r.relowner FROM streamcube.cubes c "
+								"JOIN pg_class r ON r.oid = c.relid WHERE c.relid = $1",
+								1, &argtype, &arg, NULL, false, 1);
 	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -119,264 +118,6 @@ sc_require_cube_owner(const char *name, Oid owner, const char *action)
 					 GetUserNameFromId(owner, false))));
 }
 
-/* ----------------------------------------------------------------
- * Options
- * ----------------------------------------------------------------
- */
-/* An option with two allowed values: false for the first, true for the second. */
-static bool
-sc_option_choice(const char *key, const char *value, const char *first, const char *second)
-{
-	if (strcmp(value, first) == 0)
-		return false;
-	if (strcmp(value, second) == 0)
-		return true;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid value \"%s\" for option \"%s\"", value, key),
-			 errhint("Use \"%s\" or \"%s\".", first, second)));
-	return false;				/* keep the compiler quiet */
-}
-
-static char
-sc_single_char(const char *key, const char *value)
-{
-	if (strlen(value) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"%s\" must be a single one-byte character", key)));
-	return value[0];
-}
-
-static void
-sc_parse_fields(ScCube *cube, Datum fields)
-{
-	Oid			argtype = JSONBOID;
-	uint64		n;
-
-	SPI_execute_with_args("SELECT key, jsonb_typeof(value), "
-						  "  CASE jsonb_typeof(value) WHEN 'array' THEN "
-						  "    ARRAY(SELECT jsonb_array_elements_text(value)) "
-						  "  ELSE string_to_array(value #>> '{}', '.') END "
-						  "FROM jsonb_each($1)",
-						  1, &argtype, &fields, NULL, true, 0);
-	MemoryContextSwitchTo(cube->mcxt);
-	n = SPI_processed;
-	for (uint64 i = 0; i < n; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		char	   *column = SPI_getvalue(tup, desc, 1);
-		char	   *type = SPI_getvalue(tup, desc, 2);
-		bool		isnull;
-		Datum		path = SPI_getbinval(tup, desc, 3, &isnull);
-		int			c;
-
-		for (c = 0; c < cube->ncolumns; c++)
-			if (strcmp(cube->columns[c].name, column) == 0)
-				break;
-		if (c == cube->ncolumns)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("option \"fields\" names column \"%s\", which cube %s does not have",
-							column, cube->qualified)));
-		if (strcmp(type, "string") != 0 && strcmp(type, "array") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("path of column \"%s\" in option \"fields\" must be a string such as \"user.id\" or an array of keys",
-							column)));
-		if (!isnull)
-		{
-			Datum	   *elems;
-			bool	   *enulls;
-			int			nelems;
-
-			deconstruct_array(DatumGetArrayTypeP(path), TEXTOID, -1, false, TYPALIGN_INT,
-							  &elems, &enulls, &nelems);
-			if (nelems == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("path of column \"%s\" in option \"fields\" is empty", column)));
-			cube->columns[c].path = palloc(sizeof(char *) * nelems);
-			cube->columns[c].pathlen = nelems;
-			for (int e = 0; e < nelems; e++)
-				cube->columns[c].path[e] = TextDatumGetCString(elems[e]);
-		}
-	}
-}
-
-/*
- * Option "replica_sets": the names of the replica sets the topic's
- * partitions are dealt to, round robin; each set runs one receiver for the
- * cube.  The default is one set, "default".
- */
-static void
-sc_parse_replica_sets(ScCube *cube, Datum value, const char *type)
-{
-	Oid			argtype = JSONBOID;
-	uint64		n;
-
-	if (strcmp(type, "array") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"replica_sets\" must be a JSON array of replica set names"),
-				 errhint("For example {\"replica_sets\": [\"a\", \"b\"]}.")));
-	SPI_execute_with_args("SELECT e #>> '{}', jsonb_typeof(e), "
-						  "       count(*) OVER (PARTITION BY e) "
-						  "FROM jsonb_array_elements($1) WITH ORDINALITY AS t(e, i) ORDER BY i",
-						  1, &argtype, &value, NULL, true, 0);
-	MemoryContextSwitchTo(cube->mcxt);
-	n = SPI_processed;
-	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"replica_sets\" must name at least one replica set")));
-	cube->replica_sets = NIL;
-	for (uint64 i = 0; i < n; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		char	   *name = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
-		bool		isnull;
-
-		if (strcmp(SPI_getvalue(tup, SPI_tuptable->tupdesc, 2), "string") != 0 || name[0] == '\0' ||
-			strlen(name) >= NAMEDATALEN)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("replica set names in option \"replica_sets\" must be non-empty strings of at most %d bytes",
-							NAMEDATALEN - 1)));
-		if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) > 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("replica set \"%s\" appears twice in option \"replica_sets\"", name)));
-		cube->replica_sets = lappend(cube->replica_sets, name);
-	}
-}
-
-/*
- * Parse the options of a cube.  With validate, unknown keys and values are
- * errors that name the option; the receiver loads stored (valid) options.
- */
-void
-sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
-{
-	Oid			argtype = JSONBOID;
-	Datum		arg = JsonbPGetDatum(options);
-	uint64		n;
-	Datum		fields = (Datum) 0;
-
-	cube->bad_policy = SC_BAD_DEAD_LETTER;
-	cube->start_latest = false;
-	cube->grace = 0;
-	cube->csv_delimiter = ',';
-	cube->csv_quote = '"';
-	cube->csv_null = "";
-	cube->replica_sets = list_make1("default");
-
-	SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1);
-	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("options of a cube must be a JSON object"),
-				 errhint("Valid options: %s.", valid_options)));
-
-	SPI_execute_with_args("SELECT key, value #>> '{}', jsonb_typeof(value), value "
-						  "FROM jsonb_each($1)",
-						  1, &argtype, &arg, NULL, true, 0);
-	MemoryContextSwitchTo(cube->mcxt);
-	n = SPI_processed;
-	{
-		SPITupleTable *tab = SPI_tuptable;
-
-		for (uint64 i = 0; i < n; i++)
-		{
-			HeapTuple	tup = tab->vals[i];
-			TupleDesc	desc = tab->tupdesc;
-			char	   *key = SPI_getvalue(tup, desc, 1);
-			char	   *value = SPI_getvalue(tup, desc, 2);
-			char	   *type = SPI_getvalue(tup, desc, 3);
-			bool		isnull;
-
-			if (strcmp(key, "replica_sets") == 0)
-			{
-				sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
-				continue;
-			}
-			if (strcmp(key, "fields") == 0)
-			{
-				if (strcmp(type, "object") != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("option \"fields\" must be a JSON object mapping columns to key paths"),
-							 errhint("For example {\"fields\": {\"user_id\": \"user.id\"}}.")));
-				fields = SPI_getbinval(tup, desc, 4, &isnull);
-				continue;
-			}
-			if (strcmp(type, "string") != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"%s\" must be a string", key)));
-
-			if (strcmp(key, "start") == 0)
-				cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
-			else if (strcmp(key, "grace") == 0)
-			{
-				Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
-																	   CStringGetDatum(value),
-																	   ObjectIdGetDatum(InvalidOid),
-																	   Int32GetDatum(-1)));
-
-				if (iv->month != 0 || sc_interval_usecs(iv) < 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("option \"grace\" must be a non-negative interval without months")));
-				cube->grace = sc_interval_usecs(iv);
-			}
-			else if (strcmp(key, "bad_message") == 0)
-				cube->bad_policy = sc_option_choice(key, value, "dead_letter", "pause")
-					? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
-			else if (strcmp(key, "delimiter") == 0)
-				cube->csv_delimiter = sc_single_char(key, value);
-			else if (strcmp(key, "quote") == 0)
-				cube->csv_quote = sc_single_char(key, value);
-			else if (strcmp(key, "null") == 0)
-				cube->csv_null = pstrdup(value);
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("unknown cube option \"%s\"", key),
-						 errhint("Valid options: %s.", valid_options)));
-
-			if (validate && cube->format == SC_FORMAT_JSON &&
-				(strcmp(key, "delimiter") == 0 || strcmp(key, "quote") == 0 ||
-				 strcmp(key, "null") == 0))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"%s\" applies to format csv only", key)));
-		}
-	}
-
-	if (validate && cube->format == SC_FORMAT_CSV)
-	{
-		if (cube->csv_delimiter == cube->csv_quote)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("CSV delimiter and quote must differ")));
-		if (cube->csv_delimiter == '\n' || cube->csv_delimiter == '\r' ||
-			cube->csv_quote == '\n' || cube->csv_quote == '\r')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("CSV delimiter and quote cannot be newline or carriage return")));
-	}
-	if (fields != (Datum) 0)
-	{
-		if (validate && cube->format != SC_FORMAT_JSON)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"fields\" applies to format json only")));
-		sc_parse_fields(cube, fields);
-	}
-}
-
 /*
  * Read the declared columns of the cube's table; find the time column.
  */
@@ -387,7 +128,7 @@ sc_cube_read_columns(ScCube *cube, const char *time_column)
 	Datum		arg = ObjectIdGetDatum(cube->relid);
 	uint64		n;
 
-	SPI_execute_with_args("SELECT attname, atttypid FROM pg_attribute "
+	SPI_execute_with_args("SELECT attname, atttypid FROM pg_catalog.pg_attribute "
 						  "WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped "
 						  "  AND attname NOT IN ('_partition', '_offset') "
 						  "ORDER BY attnum",
@@ -435,9 +176,10 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->mcxt = caller;
 	SPI_connect();
 	sc_catalog_enter(&save);
-	SPI_execute_with_args("SELECT c.relid, c.owner, n.nspname, r.relname, c.cluster_name, c.topic, "
+	SPI_execute_with_args("SELECT c.relid, r.relowner, n.nspname, r.relname, c.cluster_name, c.topic, "
 						  "       c.time_column, c.segment_interval, c.format, c.options, c.paused, "
-						  "       c.skip_partition, c.skip_offset, c.config_version, c.skip_error "
+						  "       c.skip_partition, c.skip_offset, c.config_version, c.skip_error, "
+						  "       c.paused_reason "
 						  "FROM streamcube.cubes c "
 						  "JOIN pg_class r ON r.oid = c.relid "
 						  "JOIN pg_namespace n ON n.oid = r.relnamespace "
@@ -467,7 +209,8 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->cluster = SPI_getvalue(tup, desc, 5);
 	cube->topic = SPI_getvalue(tup, desc, 6);
 	time_column = SPI_getvalue(tup, desc, 7);
-	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)));
+	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)),
+									"segment_interval");
 	cube->format = strcmp(SPI_getvalue(tup, desc, 9), "csv") == 0 ? SC_FORMAT_CSV : SC_FORMAT_JSON;
 	options = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 10, &isnull));
 	cube->paused = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
@@ -477,6 +220,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->skip_offset = isnull ? -1 : DatumGetInt64(d);
 	cube->config_version = DatumGetInt64(SPI_getbinval(tup, desc, 14, &isnull));
 	cube->skip_error = SPI_getvalue(tup, desc, 15);
+	cube->paused_reason = SPI_getvalue(tup, desc, 16);
 
 	sc_cube_read_columns(cube, time_column);
 	sc_cube_parse_options(cube, options, false);
@@ -552,8 +296,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	char	   *format;
 	Jsonb	   *options;
 	ScCube	   *cube = palloc0(sizeof(ScCube));
-	List	   *names;
 	RangeVar   *rv;
+	int			nestlevel;
 	ScKafkaConnInfo *conn;
 	List	   *partitions;
 	ListCell   *lc;
@@ -584,24 +328,28 @@ sc_create_cube(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
 				 errhint("Use 'json' or 'csv'.")));
-	if (interval->month != 0 || sc_interval_usecs(interval) < USECS_PER_MINUTE)
+	cube->width = sc_interval_usecs(interval, "segment_interval");
+	if (cube->width < USECS_PER_MINUTE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("segment_interval of cube \"%s\" must be at least 1 minute and have no months or years", name),
+				 errmsg("segment_interval of cube \"%s\" must be at least 1 minute", name),
 				 errhint("Use an interval such as '1 hour' or '1 day'.")));
-	cube->width = sc_interval_usecs(interval);
 	if (topic[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic of cube \"%s\" must not be empty", name)));
 
-	names = stringToQualifiedNameList(name);
-	rv = makeRangeVarFromNameList(names);
+	/* The cube's name, as the caller means it. */
+	sc_caller_path_enter(&nestlevel);
+	rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
+	if (rv->schemaname == NULL)
+		rv->schemaname = get_namespace_name(RangeVarGetCreationNamespace(rv));
+	sc_caller_path_leave(nestlevel);
 
 	SPI_connect();
 
 	/* The owner must be able to log in: its receivers connect as it. */
-	SPI_execute_with_args("SELECT rolcanlogin FROM pg_roles WHERE oid = $1",
+	SPI_execute_with_args("SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE oid = $1",
 						  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(GetUserId())},
 						  NULL, true, 1);
 	canlogin = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -641,7 +389,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The cluster and the topic, with watermarks for the start positions. */
 	conn = sc_cluster_conninfo(cluster);
-	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms);
+	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL);
 	list_sort(partitions, sc_partition_cmp);
 
 	/* The table: exactly one CREATE TABLE statement, run as the caller. */
@@ -675,8 +423,11 @@ sc_create_cube(PG_FUNCTION_ARGS)
 					 errmsg("time column \"%s\" is not among the columns of cube \"%s\"", time_column, name),
 					 errhint("Name one of the declared columns, of type timestamptz.")));
 	}
+	/* Column types are the caller's: resolve them with the caller's path. */
+	sc_caller_path_enter(&nestlevel);
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create the table of cube \"%s\"", name);
+	sc_caller_path_leave(nestlevel);
 	cube->relid = RangeVarGetRelid(rv, NoLock, false);
 	cube->schema = get_namespace_name(get_rel_namespace(cube->relid));
 	cube->relname = get_rel_name(cube->relid);
@@ -716,16 +467,14 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	values[5] = CStringGetTextDatum(format);
 	types[6] = JSONBOID;
 	values[6] = JsonbPGetDatum(options);
-	types[7] = OIDOID;
-	values[7] = ObjectIdGetDatum(cube->owner);
 	{
 		ScPrivilegeSave save;
 
 		sc_catalog_enter(&save);
 		SPI_execute_with_args("INSERT INTO streamcube.cubes "
-							  "(relid, cluster_name, topic, time_column, segment_interval, format, options, owner) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING cube_id",
-							  8, types, values, NULL, false, 0);
+							  "(relid, cluster_name, topic, time_column, segment_interval, format, options) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING cube_id",
+							  7, types, values, NULL, false, 0);
 		cube->cube_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		foreach(lc, cube->replica_sets)
 			SPI_execute_with_args("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
@@ -755,8 +504,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 											foreach_current_index(lc) % list_length(cube->replica_sets)));
 		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
 						"VALUES ($1, $2, $4)", 4, t, v);
-		sc_catalog_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
-						"VALUES ($1, $2, $3)", 3, t, v);
+		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
 	}
 
 	/* The current and the next window, so the first rows take no DDL lock. */
@@ -781,7 +529,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
  */
 
 /* The cube's id, once the caller is allowed to act on it. */
-static int32
+int32
 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner)
 {
 	int32		cube_id = sc_cube_lookup(name, relid, owner);
@@ -850,8 +598,28 @@ sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 					"bad_partition = CASE WHEN $2 THEN bad_partition END, "
 					"bad_offset = CASE WHEN $2 THEN bad_offset END, "
 					"bad_error = CASE WHEN $2 THEN bad_error END, "
+					"paused_reason = CASE WHEN $2 THEN paused_reason END, "
 					"config_version = config_version + 1 WHERE cube_id = $1",
 					3, t, v);
+	SPI_finish();
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * streamcube pauses a cube itself, in the caller's transaction, when going
+ * on would lose or mix up messages; the reason says what happened and what
+ * to do.  It stays paused, across restarts, until someone resumes it.
+ */
+void
+sc_cube_pause_for(int32 cube_id, const char *reason)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(reason)};
+
+	SPI_connect();
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, paused_reason = $2, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					2, t, v);
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
 }
@@ -877,31 +645,120 @@ sc_resume_cube(PG_FUNCTION_ARGS)
  */
 
 /*
- * Receivers publish their positions to shared memory just after COMMIT.
- * Once the catalog says done, wait for that too, so that
- * streamcube.consumers agrees when streamcube_wait() returns.
+ * Is every partition held by a running receiver whose published position
+ * reached its target?  Receivers publish their positions to shared memory
+ * just after COMMIT, so streamcube.consumers agrees when this is true.
  */
 static bool
-sc_wait_published(int32 cube_id, int n, Datum *parts, Datum *targets)
+sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *targets)
 {
 	bool		done = true;
 
 	LWLockAcquire(sc_shared->lock, LW_SHARED);
-	for (int s = 0; s < sc_shared->nslots && done; s++)
+	for (int i = 0; i < n && done; i++)
 	{
-		ScReceiverSlot *slot = &sc_shared->slots[s];
+		bool		held = false;
 
-		if (!slot->in_use || slot->dboid != MyDatabaseId || slot->cube_id != cube_id)
-			continue;
-		for (int p = 0; p < slot->npartitions && done; p++)
-			for (int i = 0; i < n; i++)
-				if (DatumGetInt32(parts[i]) == slot->parts[p].partition &&
-					slot->parts[p].position < DatumGetInt64(targets[i]))
-					done = false;
+		for (int s = 0; s < sc_shared->nslots && !held; s++)
+		{
+			ScReceiverSlot *slot = &sc_shared->slots[s];
+
+			if (!slot->in_use || slot->dboid != MyDatabaseId || slot->cube_id != cube_id ||
+				slot->state != SC_RECEIVER_RUNNING)
+				continue;
+			for (int p = 0; p < slot->npartitions; p++)
+				if (slot->parts[p].partition == parts[i] &&
+					slot->parts[p].position >= targets[i])
+					held = true;
+		}
+		done = held;
 	}
 	LWLockRelease(sc_shared->lock);
 	return done;
 }
+
+/*
+ * The partitions among parts[] that no replica set consumes, as text; NULL
+ * when all are assigned.
+ */
+static char *
+sc_wait_unassigned(int32 cube_id, Datum partarray)
+{
+	ScPrivilegeSave save;
+	Datum		args[2] = {Int32GetDatum(cube_id), partarray};
+	Oid			types[2] = {INT4OID, INT4ARRAYOID};
+	bool		isnull;
+	Datum		d;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT string_agg(t.part::text, ', ' ORDER BY t.part) "
+							  "FROM unnest($2) AS t(part) "
+							  "WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a "
+							  "                  WHERE a.cube_id = $1 AND a.partition = t.part)",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.assignments");
+	sc_catalog_leave(&save);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/* Why the cube is paused, or NULL when it runs. */
+static char *
+sc_wait_paused(int32 cube_id)
+{
+	ScPrivilegeSave save;
+	Datum		arg = Int32GetDatum(cube_id);
+	Oid			type = INT4OID;
+	char	   *why = NULL;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT CASE WHEN paused THEN coalesce(paused_reason, "
+							  "  'paused by a bad message at partition ' || bad_partition || ' offset ' || bad_offset, "
+							  "  'paused by streamcube_pause()') END "
+							  "FROM streamcube.cubes WHERE cube_id = $1",
+							  1, &type, &arg, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes");
+	sc_catalog_leave(&save);
+	if (SPI_processed > 0)
+		why = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	else
+		why = "the cube was dropped";
+	return why;
+}
+
+/*
+ * Committed positions: how many partitions are still short of their
+ * targets?
+ */
+static int64
+sc_wait_short(int32 cube_id, Datum partarray, Datum targetarray)
+{
+	ScPrivilegeSave save;
+	Datum		args[3] = {Int32GetDatum(cube_id), partarray, targetarray};
+	Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
+	bool		isnull;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
+							  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
+							  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
+							  "FROM unnest($2, $3) AS t(part, target) "
+							  "LEFT JOIN streamcube.consume_positions p "
+							  "  ON p.cube_id = $1 AND p.partition = t.part",
+							  3, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.consume_positions");
+	sc_catalog_leave(&save);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * True once every message that Kafka held for the topic at the call is
+ * consumed: committed, and shown by a running receiver.  "Held" is the end
+ * a read_committed consumer reads to, the last stable offset, as the lag
+ * of streamcube.consumers.  False at the timeout, and at once (with a
+ * WARNING saying why) when the cube is paused or a partition of the topic
+ * is assigned to no replica set: waiting could not help.
+ */
 Datum
 sc_wait_cube(PG_FUNCTION_ARGS)
 {
@@ -915,10 +772,13 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	List	   *partitions;
 	ListCell   *lc;
 	int			n = 0;
-	Datum	   *parts;
-	Datum	   *targets;
-	Datum		args[3];
-	Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
+	int32	   *parts;
+	int64	   *targets;
+	Datum	   *partd;
+	Datum	   *targetd;
+	Datum		partarray,
+				targetarray;
+	char	   *unassigned;
 	bool		done = false;
 
 	SPI_connect();
@@ -927,66 +787,55 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
 	cube = sc_cube_load(cube_id, false);
 	partitions = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-								   sc_kafka_timeout_ms);
+								   sc_kafka_timeout_ms, NULL);
 
-	parts = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
-	targets = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
+	parts = palloc(sizeof(int32) * Max(list_length(partitions), 1));
+	targets = palloc(sizeof(int64) * Max(list_length(partitions), 1));
+	partd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
+	targetd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 
-		parts[n] = Int32GetDatum(p->partition);
-		targets[n] = Int64GetDatum(p->high_watermark);
+		parts[n] = p->partition;
+		targets[n] = p->high_watermark;
+		partd[n] = Int32GetDatum(p->partition);
+		targetd[n] = Int64GetDatum(p->high_watermark);
 		n++;
 	}
-	args[0] = Int32GetDatum(cube_id);
-	args[1] = PointerGetDatum(construct_array(parts, n, INT4OID, 4, true, TYPALIGN_INT));
-	args[2] = PointerGetDatum(construct_array(targets, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	partarray = PointerGetDatum(construct_array(partd, n, INT4OID, 4, true, TYPALIGN_INT));
+	targetarray = PointerGetDatum(construct_array(targetd, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 
+	unassigned = sc_wait_unassigned(cube_id, partarray);
+	if (unassigned != NULL)
 	{
-		ScPrivilegeSave save;
-		bool		isnull;
-		Datum		unknown;
-
-		sc_catalog_enter(&save);
-		SPI_execute_with_args("SELECT string_agg(t.part::text, ', ' ORDER BY t.part) "
-							  "FROM unnest($2) AS t(part) "
-							  "WHERE NOT EXISTS (SELECT 1 FROM streamcube.checkpoints k "
-							  "                  WHERE k.cube_id = $1 AND k.partition = t.part)",
-							  2, types, args, NULL, false, 1);
-		sc_catalog_leave(&save);
-		unknown = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-			ereport(WARNING,
-					(errcode(ERRCODE_WARNING),
-					 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
-							TextDatumGetCString(unknown), cube->topic, name),
-					 errdetail("They were added to the topic after the cube was created."),
-					 errhint("streamcube_wait() cannot return true for this cube; recreate the cube to consume them.")));
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
+						unassigned, cube->topic, name),
+				 errdetail("They were added to the topic after the cube was created; streamcube.consumers lists them as unassigned_partitions."),
+				 errhint("streamcube_wait() returns false for this cube until they are assigned; recreate the cube to consume them.")));
+		SPI_finish();
+		PG_RETURN_BOOL(false);
 	}
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   timeout ? sc_interval_usecs(timeout) / 1000 : 30000);
+										   timeout ? sc_interval_usecs(timeout, "timeout") / 1000 : 30000);
 	for (;;)
 	{
-		ScPrivilegeSave save;
-		bool		isnull;
+		char	   *paused = sc_wait_paused(cube_id);
 
-		/*
-		 * A partition counts once its position reached the target; one the
-		 * cube does not know (added to the topic later) never does.
-		 */
-		sc_catalog_enter(&save);
-		SPI_execute_with_args("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
-							  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
-							  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
-							  "FROM unnest($2, $3) AS t(part, target) "
-							  "LEFT JOIN streamcube.consume_positions p "
-							  "  ON p.cube_id = $1 AND p.partition = t.part",
-							  3, types, args, NULL, false, 1);
-		sc_catalog_leave(&save);
-		done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == 0 &&
-			sc_wait_published(cube_id, n, parts, targets);
+		if (paused != NULL)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("cube \"%s\" is paused: %s", name, paused),
+					 errhint("streamcube_wait() returns false while a cube is paused; resume it with streamcube_resume('%s').",
+							 name)));
+			break;
+		}
+		done = sc_wait_short(cube_id, partarray, targetarray) == 0 &&
+			sc_wait_receivers_done(cube_id, n, parts, targets);
 		if (done || GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,

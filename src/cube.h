@@ -11,6 +11,8 @@
 
 #include "streamcube.h"
 
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
 typedef enum ScFormat
@@ -54,8 +56,11 @@ typedef struct ScCube
 
 	ScFormat	format;
 	ScBadPolicy bad_policy;
+	bool		skip_tombstones;	/* option tombstones: skip (count) them */
 	bool		start_latest;
 	int64		grace;			/* microseconds */
+	int64		reject_early;	/* dead-letter times this far after now; -1 off */
+	int64		reject_late;	/* dead-letter times this far before now; -1 off */
 	char		csv_delimiter;
 	char		csv_quote;
 	char	   *csv_null;
@@ -63,6 +68,7 @@ typedef struct ScCube
 
 	/* state that changes while the cube runs */
 	bool		paused;
+	char	   *paused_reason;	/* set when streamcube paused it */
 	int32		skip_partition; /* -1 if none */
 	int64		skip_offset;
 	char	   *skip_error;		/* why that message was bad */
@@ -71,7 +77,14 @@ typedef struct ScCube
 
 /* cube.c */
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
+extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
+extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);
+extern void sc_cube_pause_for(int32 cube_id, const char *reason);
+
+/* cube_options.c */
+extern int64 sc_interval_usecs(const Interval *iv, const char *what);
 extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
+extern List *sc_cube_copy_options(const ScCube *cube);
 
 /* segments.c */
 extern int64 sc_window_start(const ScCube *cube, int64 ts);

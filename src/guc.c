@@ -22,6 +22,7 @@ int			sc_batch_max_ms = 50;
 int			sc_batch_max_kbytes = 16384;
 int			sc_fetch_queue_kbytes = 16384;
 int			sc_restart_max_delay_ms = 60000;
+int			sc_batch_max_windows = 8;
 
 void
 sc_guc_define(void)
@@ -105,6 +106,15 @@ sc_guc_define(void)
 							60000, 1000, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.batch_max_windows",
+							"Maximum number of new windows (partitions) one receiver batch may create.",
+							"Messages that need more wait for the next batch; nothing is lost.",
+							&sc_batch_max_windows,
+							8, 1, 1000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("streamcube");

@@ -28,8 +28,19 @@
  * about the data (out of disk, permissions, shutdown) are rethrown: the
  * whole batch aborts and nothing is lost.
  *
- * Bad messages go to streamcube.dead_letters in the batch's transaction,
- * or, under policy "pause", end the batch just before the first of them.
+ * Any error a message can cause while it is parsed (a depth limit, a value
+ * out of range, ...) makes that message bad; only errors that are not
+ * about the data (out of memory, a cancel) abort the batch.  JSON nesting
+ * deeper than SC_MAX_JSON_DEPTH is refused before PostgreSQL's recursive
+ * parser sees it.  A time value further than the cube's rejection periods
+ * from now is bad too.  A tombstone (a message with a NULL value) is a
+ * dead letter, or skipped and counted under option tombstones = skip.
+ *
+ * Bad messages go to streamcube.dead_letters, with their key, in the
+ * batch's transaction, or, under policy "pause", end the batch just before
+ * the first of them.  A batch creates at most streamcube.batch_max_windows
+ * new windows: it ends before the first message that would need one more,
+ * and the receiver keeps the rest for its next batch.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,11 +65,16 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/timestamp.h"
+
+/* JSON nested deeper than this is a bad message (pg_parse_json recurses). */
+#define SC_MAX_JSON_DEPTH 256
 
 struct ScIngest
 {
 	ScCube	   *cube;
 	MemoryContext batch_cxt;	/* reset after every batch */
+	MemoryContext cube_cxt;		/* what sc_ingest_set_cube() builds */
 
 	/* COPY setup, built once */
 	List	   *attnames;		/* String nodes: columns + _partition, _offset */
@@ -98,6 +114,8 @@ struct ScIngest
 	int			nlines;
 	ScKafkaMessage *messages;
 	char	  **bad_error;		/* per message; NULL when fine */
+	bool	   *skipped;		/* per message: a tombstone skipped */
+	int			parse_mark;		/* ing->lines.len before the message being parsed */
 
 	SPIPlanPtr	dead_letter_plan;
 };
@@ -124,16 +142,17 @@ sc_copy_read(void *outbuf, int minread, int maxread)
  * Setup
  * ----------------------------------------------------------------
  */
-static DefElem *
-sc_option(const char *name, const char *value)
-{
-	return makeDefElem(pstrdup(name), (Node *) makeString(pstrdup(value)), -1);
-}
-
 void
 sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContext old;
+
+	if (ing->cube_cxt == NULL)
+		ing->cube_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube ingest setup",
+											  ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(ing->cube_cxt);
+	old = MemoryContextSwitchTo(ing->cube_cxt);
 
 	ing->cube = cube;
 	ing->attnames = NIL;
@@ -174,17 +193,7 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	for (int l = 0; l <= ing->max_pathlen; l++)
 		ing->match[l] = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 
-	ing->copy_options = NIL;
-	if (cube->format == SC_FORMAT_CSV)
-	{
-		char		delim[2] = {cube->csv_delimiter, '\0'};
-		char		quote[2] = {cube->csv_quote, '\0'};
-
-		ing->copy_options = list_make4(sc_option("format", "csv"),
-									   sc_option("delimiter", delim),
-									   sc_option("quote", quote),
-									   sc_option("null", cube->csv_null));
-	}
+	ing->copy_options = cube->format == SC_FORMAT_CSV ? sc_cube_copy_options(cube) : NIL;
 	MemoryContextSwitchTo(old);
 }
 
@@ -297,8 +306,11 @@ sc_window_work(void *arg)
  * range of timestamps, say) makes its message bad, not the batch.  The
  * error is returned; NULL means the window is there.
  */
+/* sc_need_window(): the batch has created all the windows it may. */
+static const char sc_window_budget_used[] = "window budget of the batch used up";
+
 static char *
-sc_need_window(ScIngest *ing, int64 window)
+sc_need_window(ScIngest *ing, int64 window, bool budgeted)
 {
 	ScWindowWork work = {ing, window};
 	ErrorData  *edata;
@@ -313,6 +325,8 @@ sc_need_window(ScIngest *ing, int64 window)
 
 	if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
 		return "time value is outside the range of timestamps streamcube can partition";
+	if (budgeted && ing->npending >= sc_batch_max_windows)
+		return (char *) sc_window_budget_used;
 
 	edata = sc_try_subtransaction(sc_window_work, &work);
 	if (edata != NULL)
@@ -334,12 +348,27 @@ sc_ingest_prepare_windows(ScIngest *ing, int64 now)
 	int64		w = sc_window_start(ing->cube, now);
 	char	   *error;
 
-	if ((error = sc_need_window(ing, w)) != NULL ||
-		(error = sc_need_window(ing, w + ing->cube->width)) != NULL)
+	if ((error = sc_need_window(ing, w, false)) != NULL ||
+		(error = sc_need_window(ing, w + ing->cube->width, false)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("could not create the current windows of cube %s: %s",
 						ing->cube->qualified, error)));
+}
+
+/*
+ * The cube's table changed (a window detached or dropped, say): check every
+ * window again before using it.
+ */
+void
+sc_ingest_forget_windows(ScIngest *ing)
+{
+	HASH_SEQ_STATUS seq;
+	int64	   *entry;
+
+	hash_seq_init(&seq, ing->windows);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		hash_search(ing->windows, entry, HASH_REMOVE, NULL);
 }
 
 /* After COMMIT the windows created by the batch are known; after abort not. */
@@ -734,6 +763,41 @@ sc_json_flat_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 
 }
 
 /*
+ * Is the document nested deeper than SC_MAX_JSON_DEPTH?  pg_parse_json()
+ * recurses once per level and would exhaust the stack; brackets inside
+ * strings do not count.
+ */
+static bool
+sc_json_too_deep(const char *p, size_t len)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		ch = p[i];
+
+		if (in_string)
+		{
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_string = false;
+		}
+		else if (ch == '"')
+			in_string = true;
+		else if (ch == '{' || ch == '[')
+		{
+			if (++depth > SC_MAX_JSON_DEPTH)
+				return true;
+		}
+		else if (ch == '}' || ch == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
  * Parse one JSON message into a COPY text line.  Returns false with *error
  * set for a bad message; *ts receives the time value.
  */
@@ -783,6 +847,11 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	if (m->len == 0 || m->payload == NULL)
 	{
 		*error = "message is empty";
+		return false;
+	}
+	if (sc_json_too_deep(m->payload, m->len))
+	{
+		*error = psprintf("JSON nested deeper than %d levels", SC_MAX_JSON_DEPTH);
 		return false;
 	}
 	res = pg_parse_json(&lex, &sem);
@@ -1024,27 +1093,42 @@ sc_copy_lines(ScIngest *ing, int lo, int hi, bool stop_first)
  * Dead letters
  * ----------------------------------------------------------------
  */
+/* A bytea datum of len bytes, NULL when data is. */
+static Datum
+sc_bytea(const char *data, size_t len, char *isnull)
+{
+	bytea	   *b;
+
+	*isnull = data == NULL ? 'n' : ' ';
+	if (data == NULL)
+		return (Datum) 0;
+	b = palloc(VARHDRSZ + len);
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return PointerGetDatum(b);
+}
+
 static void
 sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
 {
-	Datum		values[6];
+	Datum		values[7];
+	char		nulls[8] = "       ";
 	ScPrivilegeSave save;
-	bytea	   *payload = palloc(VARHDRSZ + m->len);
 	int			ret;
 
 	if (ing->dead_letter_plan == NULL)
 	{
-		Oid			types[6] = {INT4OID, OIDOID, INT4OID, INT8OID, BYTEAOID, TEXTOID};
+		Oid			types[7] = {INT4OID, OIDOID, INT4OID, INT8OID, BYTEAOID, TEXTOID, BYTEAOID};
 
 		sc_catalog_enter(&save);
 		ing->dead_letter_plan =
 			SPI_prepare("INSERT INTO streamcube.dead_letters "
-						"(cube_id, cube, partition, \"offset\", payload, error) "
-						"VALUES ($1, $2, $3, $4, $5, $6) "
+						"(cube_id, cube, partition, \"offset\", payload, error, key) "
+						"VALUES ($1, $2, $3, $4, $5, $6, $7) "
 						"ON CONFLICT (cube_id, partition, \"offset\") DO UPDATE "
 						"SET payload = EXCLUDED.payload, error = EXCLUDED.error, "
-						"    recorded_at = now()",
-						6, types);
+						"    key = EXCLUDED.key, recorded_at = now()",
+						7, types);
 		sc_catalog_leave(&save);
 		if (ing->dead_letter_plan == NULL)
 			elog(ERROR, "could not prepare the dead-letter insert: %s",
@@ -1052,20 +1136,18 @@ sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
 		SPI_keepplan(ing->dead_letter_plan);
 	}
 
-	SET_VARSIZE(payload, VARHDRSZ + m->len);
-	if (m->len > 0)
-		memcpy(VARDATA(payload), m->payload, m->len);
 	values[0] = Int32GetDatum(ing->cube->cube_id);
 	values[1] = ObjectIdGetDatum(ing->cube->relid);
 	values[2] = Int32GetDatum(m->partition);
 	values[3] = Int64GetDatum(m->offset);
-	values[4] = PointerGetDatum(payload);
+	values[4] = sc_bytea(m->payload, m->len, &nulls[4]);
 	/* the error text must be valid in the database encoding */
 	values[5] = CStringGetTextDatum(pg_verifymbstr(error, strlen(error), true)
 									? error : "error message with invalid encoding");
+	values[6] = sc_bytea(m->key, m->key_len, &nulls[6]);
 
 	sc_catalog_enter(&save);
-	ret = SPI_execute_plan(ing->dead_letter_plan, values, NULL, false, 0);
+	ret = SPI_execute_plan(ing->dead_letter_plan, values, nulls, false, 0);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "could not record a dead letter: %s", SPI_result_code_string(ret));
@@ -1076,9 +1158,142 @@ sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
  * ----------------------------------------------------------------
  */
 
+/* An interval of microseconds as PostgreSQL writes it ("1 day 02:00:00"). */
+static char *
+sc_usecs_text(int64 usecs)
+{
+	Interval	iv = {.time = usecs % USECS_PER_DAY, .day = (int32) (usecs / USECS_PER_DAY)};
+
+	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&iv)));
+}
+
+/* "now" as the cube's time column sees it: timestamptz, or local time. */
+static int64
+sc_cube_now(const ScCube *cube)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (cube->time_type == TIMESTAMPOID)
+		return (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
+															 TimestampTzGetDatum(now)));
+	return (int64) now;
+}
+
+/*
+ * Why a message cannot be a row, before COPY sees it: NULL when it can,
+ * sc_window_budget_used when its window must wait for the next batch.  On
+ * success its COPY line is appended to ing->lines.
+ */
+static char *
+sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now)
+{
+	ScCube	   *cube = ing->cube;
+	int64		ts;
+	char	   *error = NULL;
+	bool		ok;
+
+	if (m->payload == NULL)
+		return "tombstone: the message has no value (a NULL payload)";
+	ok = cube->format == SC_FORMAT_CSV
+		? sc_csv_line(ing, m, &ing->lines, &ts, &error)
+		: sc_json_line(ing, m, &ing->lines, &ts, &error);
+	if (!ok)
+		return error;
+	if (cube->reject_early >= 0 && ts > now && ts - now > cube->reject_early)
+		return psprintf("time value is more than early_rejection_period (%s) after now",
+						sc_usecs_text(cube->reject_early));
+	if (cube->reject_late >= 0 && ts < now && now - ts > cube->reject_late)
+		return psprintf("time value is more than late_rejection_period (%s) before now",
+						sc_usecs_text(cube->reject_late));
+	return sc_need_window(ing, sc_window_start(cube, ts), true);
+}
+
+/*
+ * Turn messages [from, n) into COPY lines or reasons why not, until a
+ * message under policy "pause" is bad or the window budget is used up;
+ * returns the index where parsing stopped (n when it got through).  An
+ * error raised while one message is parsed makes that message bad, unless
+ * it is not about the data: then it aborts the batch.
+ */
+static int
+sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
+				  int64 now, bool pause, int *skip_index, bool *budget_used)
+{
+	ScCube	   *cube = ing->cube;
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int i = from;
+
+	while (i < n)
+	{
+		PG_TRY();
+		{
+			for (; i < n; i++)
+			{
+				ScKafkaMessage *m = &messages[i];
+				int			mark = ing->parse_mark = ing->lines.len;
+				char	   *error;
+
+				if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
+				{
+					ing->bad_error[i] = psprintf("skipped by streamcube_resume(skip_bad_message => true): %s",
+												 cube->skip_error ? cube->skip_error : "bad message");
+					*skip_index = i;
+					continue;
+				}
+				if (m->payload == NULL && cube->skip_tombstones)
+				{
+					ing->skipped[i] = true;
+					continue;
+				}
+				error = sc_message_line(ing, m, now);
+				if (error == sc_window_budget_used)
+				{
+					ing->lines.len = mark;
+					ing->lines.data[mark] = '\0';
+					*budget_used = true;
+					return i;
+				}
+				if (error != NULL)
+				{
+					ing->lines.len = mark;
+					ing->lines.data[mark] = '\0';
+					ing->bad_error[i] = error;
+					if (pause)
+						return i;
+					continue;
+				}
+				ing->line_start[ing->nlines] = mark;
+				ing->line_msg[ing->nlines] = i;
+				ing->nlines++;
+			}
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (!sc_is_data_error(edata))
+				PG_RE_THROW();
+			FlushErrorState();
+			/* drop the message's partial line */
+			ing->lines.len = ing->parse_mark;
+			ing->lines.data[ing->lines.len] = '\0';
+			ing->bad_error[i] = psprintf("%s", edata->message);
+			FreeErrorData(edata);
+			if (pause)
+				return i;
+			i++;
+		}
+		PG_END_TRY();
+	}
+	return n;
+}
+
 /*
  * Ingest messages [0, n) inside the caller's transaction (with an active
- * snapshot).  The caller advances positions for messages [0, outcome->cut).
+ * snapshot).  The caller advances positions for messages [0, outcome->cut);
+ * the messages after the cut were not looked at for good.
  */
 void
 sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *outcome)
@@ -1086,8 +1301,10 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	ScCube	   *cube = ing->cube;
 	MemoryContext old = MemoryContextSwitchTo(ing->batch_cxt);
 	bool		pause = cube->bad_policy == SC_BAD_PAUSE;
-	int			first_bad = n;
+	bool		budget_used = false;
 	int			skip_index = -1;
+	int			stop;
+	int			first_bad;
 	int			stop_line;
 
 	memset(outcome, 0, sizeof(*outcome));
@@ -1097,79 +1314,52 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		if (ing->maxbatch > 0)
 		{
 			pfree(ing->bad_error);
+			pfree(ing->skipped);
 			pfree(ing->line_start);
 			pfree(ing->line_msg);
 		}
 		ing->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
+		ing->skipped = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * n);
 		ing->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
 		ing->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
 		ing->maxbatch = n;
 	}
 	memset(ing->bad_error, 0, sizeof(char *) * n);
+	memset(ing->skipped, 0, sizeof(bool) * n);
 	ing->nlines = 0;
 	resetStringInfo(&ing->lines);
 
 	SPI_connect();
 
 	/* Parse every message into a line, or into a reason why not. */
-	for (int i = 0; i < n; i++)
-	{
-		ScKafkaMessage *m = &messages[i];
-		int64		ts;
-		char	   *error = NULL;
-		int			mark = ing->lines.len;
-		bool		ok;
-
-		if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
-		{
-			ing->bad_error[i] = psprintf("skipped by streamcube_resume(skip_bad_message => true): %s",
-										 cube->skip_error ? cube->skip_error : "bad message");
-			skip_index = i;
-			continue;
-		}
-
-		ok = cube->format == SC_FORMAT_CSV
-			? sc_csv_line(ing, m, &ing->lines, &ts, &error)
-			: sc_json_line(ing, m, &ing->lines, &ts, &error);
-		if (ok)
-			ok = (error = sc_need_window(ing, sc_window_start(cube, ts))) == NULL;
-		if (!ok)
-		{
-			ing->lines.len = mark;
-			ing->lines.data[mark] = '\0';
-			ing->bad_error[i] = error;
-			if (pause)
-			{
-				first_bad = i;
-				break;
-			}
-			continue;
-		}
-		ing->line_start[ing->nlines] = mark;
-		ing->line_msg[ing->nlines] = i;
-		ing->nlines++;
-	}
+	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_now(cube), pause,
+							 &skip_index, &budget_used);
 	ing->line_start[ing->nlines] = ing->lines.len;
+	first_bad = (stop < n && !budget_used) ? stop : n;
 
 	/* Write the lines; isolate what COPY rejects. */
 	stop_line = sc_copy_lines(ing, 0, ing->nlines, pause);
 	if (stop_line >= 0)
 		first_bad = Min(first_bad, ing->line_msg[stop_line]);
-	outcome->cut = pause ? first_bad : n;
+	outcome->cut = Min(first_bad, stop);
 	/* The skip is done only if the skipped message is inside the cut. */
 	outcome->skip_used = skip_index >= 0 && skip_index < outcome->cut;
 	for (int l = 0; l < (stop_line >= 0 ? stop_line : ing->nlines); l++)
 		if (ing->bad_error[ing->line_msg[l]] == NULL)
 			outcome->rows++;
 
-	/* Dead letters for what is bad before the cut. */
+	/* Dead letters for what is bad before the cut; skipped tombstones. */
 	for (int i = 0; i < outcome->cut; i++)
+	{
 		if (ing->bad_error[i] != NULL)
 		{
 			sc_dead_letter(ing, &messages[i], ing->bad_error[i]);
 			outcome->dead_letters++;
 		}
-	if (pause && first_bad < n)
+		else if (ing->skipped[i])
+			outcome->tombstones_skipped++;
+	}
+	if (pause && first_bad < n && first_bad == outcome->cut)
 	{
 		outcome->paused = true;
 		outcome->bad_partition = messages[first_bad].partition;

@@ -16,9 +16,10 @@ typedef struct ScIngest ScIngest;
 /* What one batch did. */
 typedef struct ScBatchOutcome
 {
-	int			cut;			/* messages [0, cut) are done; n unless paused */
+	int			cut;			/* messages [0, cut) are done; the rest wait */
 	int64		rows;			/* rows inserted */
 	int			dead_letters;	/* messages sent to streamcube.dead_letters */
+	int			tombstones_skipped; /* NULL values skipped (option tombstones) */
 	bool		skip_used;		/* the skip_bad_message message was met */
 	bool		paused;			/* a bad message under policy "pause" */
 	int32		bad_partition;
@@ -32,5 +33,6 @@ extern void sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n,
 							ScBatchOutcome *outcome);
 extern void sc_ingest_prepare_windows(ScIngest *ing, int64 now);
 extern void sc_ingest_end_batch(ScIngest *ing, bool committed);
+extern void sc_ingest_forget_windows(ScIngest *ing);
 
 #endif							/* SC_INGEST_H */

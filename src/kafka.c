@@ -31,25 +31,19 @@
 
 #include "kafka.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
 
-/* Properties streamcube sets itself; users may not override them. */
-static const char *const managed_properties[] = {
-	"bootstrap.servers",
-	"metadata.broker.list",
-	"group.id",
-	"enable.auto.commit",
-	"enable.auto.offset.store",
-	"auto.offset.reset",
-	"enable.partition.eof",
-	"log.queue",
-	"queued.max.messages.kbytes",
-	/* these load code into the server process */
-	"plugin.library.paths",
-	"ssl.engine.location",
-	"interceptors",
-	NULL
+/* Every property of librdkafka 2.0.2, by class, in strcmp() order. */
+typedef struct ScPropertyEntry
+{
+	const char *name;
+	ScPropertyClass cls;
+} ScPropertyEntry;
+
+static const ScPropertyEntry property_table[] = {
+#include "kafka_properties.h"
 };
 
 /* librdkafka reports log levels as syslog levels. */
@@ -158,20 +152,136 @@ sc_kafka_flush_events(ScKafkaEvents *events, const char *what)
  * Configuration
  * ----------------------------------------------------------------
  */
-bool
-sc_kafka_property_is_managed(const char *name)
+static int
+sc_property_entry_cmp(const void *key, const void *entry)
 {
-	for (int i = 0; managed_properties[i] != NULL; i++)
-		if (strcmp(name, managed_properties[i]) == 0)
-			return true;
-	return false;
+	return strcmp((const char *) key, ((const ScPropertyEntry *) entry)->name);
 }
 
 /*
- * Check one property with librdkafka's own parser.  On failure errbuf holds
- * librdkafka's message, unless the property is a secret: then the value is
- * never echoed.
+ * The class of a property, by exact name (librdkafka also accepts
+ * "topic.<name>" for topic properties: the table lists those names too).
+ * One value lowers the class: ssl.ca.location = "probe" reads only the
+ * system's public CA bundles.
  */
+ScPropertyClass
+sc_kafka_property_class(const char *name, const char *value)
+{
+	const ScPropertyEntry *e = bsearch(name, property_table, lengthof(property_table),
+									   sizeof(ScPropertyEntry), sc_property_entry_cmp);
+
+	if (e == NULL)
+		return SC_PROP_UNKNOWN;
+	if (e->cls == SC_PROP_READS_FILE && value != NULL && strcmp(name, "ssl.ca.location") == 0 &&
+		strcmp(value, "probe") == 0)
+		return SC_PROP_ALLOWED;
+	return e->cls;
+}
+
+static const char *
+sc_property_value(List *properties, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, properties)
+		if (strcmp(((ScKafkaProperty *) lfirst(lc))->name, name) == 0)
+			return ((ScKafkaProperty *) lfirst(lc))->value;
+	return NULL;
+}
+
+/*
+ * What a whole configuration does beyond its properties: with SASL and the
+ * GSSAPI mechanism (librdkafka's default mechanism), rd_kafka_new() runs
+ * the kinit command, so the configuration runs a program.
+ */
+ScPropertyClass
+sc_kafka_config_class(List *properties)
+{
+	const char *protocol = sc_property_value(properties, "security.protocol");
+	const char *mechanism = sc_property_value(properties, "sasl.mechanisms");
+
+	if (mechanism == NULL)
+		mechanism = sc_property_value(properties, "sasl.mechanism");
+	if (protocol != NULL && pg_strncasecmp(protocol, "sasl_", 5) == 0 &&
+		(mechanism == NULL || pg_strcasecmp(mechanism, "GSSAPI") == 0))
+		return SC_PROP_RUNS_PROGRAM;
+	return SC_PROP_ALLOWED;
+}
+
+const char *
+sc_kafka_property_class_name(ScPropertyClass cls)
+{
+	switch (cls)
+	{
+		case SC_PROP_UNKNOWN:
+			return "unclassified";
+		case SC_PROP_ALLOWED:
+			return "allowed";
+		case SC_PROP_SECRET:
+			return "secret";
+		case SC_PROP_READS_FILE:
+			return "reads server files";
+		case SC_PROP_RUNS_PROGRAM:
+			return "runs a program";
+		case SC_PROP_LOADS_CODE:
+			return "loads code";
+		case SC_PROP_MANAGED:
+			return "managed by streamcube";
+		case SC_PROP_NOT_TEXT:
+			return "not settable as text";
+		case SC_PROP_PRODUCER:
+			return "producer only";
+	}
+	return "unclassified";
+}
+
+/* Secrets, and the kinit command (it may quote one), are never shown. */
+bool
+sc_kafka_property_masked(const char *name)
+{
+	return sc_kafka_property_class(name, NULL) == SC_PROP_SECRET ||
+		strcmp(name, "sasl.kerberos.kinit.cmd") == 0 ||
+		strcmp(name, "topic.sasl.kerberos.kinit.cmd") == 0;
+}
+
+/* Collect the names of an rd_kafka_*conf_dump() result. */
+static List *
+sc_dump_names(List *names, const char **dump, size_t cnt)
+{
+	for (size_t i = 0; i + 1 < cnt; i += 2)
+		if (!list_member(names, makeString((char *) dump[i])))
+			names = lappend(names, makeString(pstrdup(dump[i])));
+	return names;
+}
+
+/*
+ * Every property name the linked librdkafka lists for a fresh global and
+ * topic configuration, and every name of our table: the test of the
+ * classification (streamcube_kafka_properties()).
+ */
+List *
+sc_kafka_property_names(void)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_topic_conf_t *tconf = rd_kafka_topic_conf_new();
+	const char **dump;
+	size_t		cnt;
+	List	   *names = NIL;
+
+	dump = rd_kafka_conf_dump(conf, &cnt);
+	names = sc_dump_names(names, dump, cnt);
+	rd_kafka_conf_dump_free(dump, cnt);
+	dump = rd_kafka_topic_conf_dump(tconf, &cnt);
+	names = sc_dump_names(names, dump, cnt);
+	rd_kafka_conf_dump_free(dump, cnt);
+	rd_kafka_topic_conf_destroy(tconf);
+	rd_kafka_conf_destroy(conf);
+	for (size_t i = 0; i < lengthof(property_table); i++)
+		if (!list_member(names, makeString((char *) property_table[i].name)))
+			names = lappend(names, makeString(pstrdup(property_table[i].name)));
+	return names;
+}
+
 /* librdkafka's messages sometimes end with a line break. */
 static void
 sc_kafka_trim(char *errbuf)
@@ -186,13 +296,15 @@ sc_kafka_trim(char *errbuf)
 static void
 sc_kafka_redact(const char *name, const char *value, char *errbuf, size_t errlen)
 {
-	if (sc_property_is_secret(name) && value[0] != '\0' && strstr(errbuf, value) != NULL)
+	if (sc_kafka_property_masked(name) && value[0] != '\0' && strstr(errbuf, value) != NULL)
 		snprintf(errbuf, errlen, "Invalid value for configuration property \"%s\"", name);
 }
 
 /*
  * Check one property with librdkafka's own parser.  On failure errbuf holds
- * librdkafka's message, with a secret value masked.
+ * librdkafka's message, with a secret value masked.  Call it only for a
+ * property whose class the caller may set: rd_kafka_conf_set() itself
+ * loads plugin libraries.
  */
 bool
 sc_kafka_check_property(const char *name, const char *value,
@@ -351,11 +463,12 @@ sc_kafka_retriable(rd_kafka_resp_err_t err)
  * Describe every partition visible on the cluster (topic NULL) or of one
  * topic, optionally with low and high watermarks.  Raises an ERROR when the
  * cluster does not answer within timeout_ms in total, or when the topic does
- * not exist.
+ * not exist; with topic_missing given, a missing topic sets it and returns
+ * NIL instead.
  */
 List *
 sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-				  bool with_watermarks, int timeout_ms)
+				  bool with_watermarks, int timeout_ms, bool *topic_missing)
 {
 	ScKafkaEvents events = {0};
 	char		errbuf[512];
@@ -469,6 +582,13 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
 				 errhint("Check that bootstrap servers \"%s\" are reachable, or raise streamcube.kafka_timeout (now %d ms).",
 						 conn->bootstrap_servers, timeout_ms)));
+	if (failure_code == 2 && topic_missing != NULL)
+	{
+		*topic_missing = true;
+		return NIL;
+	}
+	if (topic_missing != NULL)
+		*topic_missing = false;
 	if (failure_code == 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -635,7 +755,9 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].partition = m->partition;
 			messages[got].offset = m->offset;
 			messages[got].payload = m->payload;
-			messages[got].len = m->len;
+			messages[got].len = m->payload ? m->len : 0;
+			messages[got].key = m->key;
+			messages[got].key_len = m->key ? m->key_len : 0;
 			messages[got].eof = false;
 			messages[got].handle = m;
 			got++;
@@ -653,6 +775,8 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].offset = m->offset;
 			messages[got].payload = NULL;
 			messages[got].len = 0;
+			messages[got].key = NULL;
+			messages[got].key_len = 0;
 			messages[got].eof = true;
 			messages[got].handle = NULL;
 			got++;
@@ -737,6 +861,33 @@ sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 partition)
 		hi < 0)
 		return -1;
 	return hi;
+}
+
+/*
+ * How many partitions the consumer's topic has now, from a metadata request
+ * on the consumer's own connections; -1 when the broker does not answer
+ * within timeout_ms or the topic is not there.
+ */
+int
+sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
+{
+	rd_kafka_topic_t *rkt;
+	const struct rd_kafka_metadata *md = NULL;
+	int			n = -1;
+
+	if (c->topic == NULL)
+		return -1;
+	rkt = rd_kafka_topic_new(c->rk, c->topic, NULL);
+	if (rkt == NULL)
+		return -1;
+	if (rd_kafka_metadata(c->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			n = md->topics[0].partition_cnt;
+		rd_kafka_metadata_destroy(md);
+	}
+	rd_kafka_topic_destroy(rkt);
+	return n;
 }
 
 /* Write librdkafka's queued log lines and errors to the server log. */

@@ -46,8 +46,10 @@ typedef struct ScKafkaMessage
 {
 	int32		partition;
 	int64		offset;
-	const char *payload;
+	const char *payload;		/* NULL for a tombstone (a NULL value) */
 	size_t		len;
+	const char *key;			/* NULL when the message has no key */
+	size_t		key_len;
 	bool		eof;			/* no message: the partition ends at offset */
 	void	   *handle;			/* owned by kafka.c */
 } ScKafkaMessage;
@@ -69,14 +71,37 @@ typedef struct ScKafkaPollResult
 
 typedef struct ScKafkaConsumer ScKafkaConsumer;
 
+/*
+ * Every librdkafka property is in one class (kafka_properties.h), which
+ * decides who may set it in a cluster.  A name outside the table is
+ * refused: a newer librdkafka cannot open a hole unnoticed.
+ */
+typedef enum ScPropertyClass
+{
+	SC_PROP_UNKNOWN = 0,		/* not in the table: refused */
+	SC_PROP_ALLOWED,			/* streamcube_admin */
+	SC_PROP_SECRET,				/* streamcube_admin; stored apart and masked */
+	SC_PROP_READS_FILE,			/* superuser or pg_read_server_files */
+	SC_PROP_RUNS_PROGRAM,		/* superuser or pg_execute_server_program */
+	SC_PROP_LOADS_CODE,			/* superuser */
+	SC_PROP_MANAGED,			/* set by streamcube: refused */
+	SC_PROP_NOT_TEXT,			/* a pointer or callback: refused */
+	SC_PROP_PRODUCER			/* producer only; streamcube only consumes: refused */
+} ScPropertyClass;
+
 extern const char *sc_kafka_version(void);
+extern ScPropertyClass sc_kafka_property_class(const char *name, const char *value);
+extern ScPropertyClass sc_kafka_config_class(List *properties);
+extern const char *sc_kafka_property_class_name(ScPropertyClass cls);
+extern bool sc_kafka_property_masked(const char *name);
+extern List *sc_kafka_property_names(void);
 extern bool sc_kafka_check_property(const char *name, const char *value,
 									char *errbuf, size_t errlen);
-extern bool sc_kafka_property_is_managed(const char *name);
 extern bool sc_kafka_check_config(List *properties, char *errbuf, size_t errlen);
 
 extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-							   bool with_watermarks, int timeout_ms);
+							   bool with_watermarks, int timeout_ms,
+							   bool *topic_missing);
 
 extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 												 const char *group_id,
@@ -90,6 +115,7 @@ extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *mes
 extern void sc_kafka_messages_release(ScKafkaMessage *messages, int n);
 extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
 extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
+extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);
 

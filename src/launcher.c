@@ -56,7 +56,10 @@ typedef struct ScWanted
 	int32		cube_id;
 	char		replica_set[NAMEDATALEN];
 	char		cube_name[2 * NAMEDATALEN + 2];
-	Oid			owner;
+	Oid			relid;
+	Oid			owner;			/* the owner of the cube's table */
+	bool		can_login;		/* receivers connect as the owner */
+	char		owner_name[NAMEDATALEN];
 	bool		paused;
 	int64		config_version;
 	bool		matched;
@@ -170,8 +173,11 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 
 		SPI_connect();
 		ret = SPI_execute("SELECT c.cube_id, a.replica_set, c.relid::regclass::text, "
-						  "       c.owner, c.paused, c.config_version "
+						  "       r.relowner, c.paused, c.config_version, c.relid, "
+						  "       o.rolcanlogin, o.rolname "
 						  "FROM streamcube.cubes c "
+						  "JOIN pg_catalog.pg_class r ON r.oid = c.relid "
+						  "JOIN pg_catalog.pg_authid o ON o.oid = r.relowner "
 						  "JOIN (SELECT DISTINCT cube_id, replica_set FROM streamcube.assignments) a "
 						  "  USING (cube_id) "
 						  "ORDER BY c.cube_id, a.replica_set",
@@ -194,6 +200,9 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 			wanted[i].owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 			wanted[i].paused = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 			wanted[i].config_version = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+			wanted[i].relid = DatumGetObjectId(SPI_getbinval(tup, desc, 7, &isnull));
+			wanted[i].can_login = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+			strlcpy(wanted[i].owner_name, SPI_getvalue(tup, desc, 9), NAMEDATALEN);
 		}
 		SPI_finish();
 	}
@@ -256,6 +265,27 @@ sc_signal_slot(ScReceiverSlot *slot)
 }
 
 /*
+ * A receiver connects as the owner of the cube's table; an owner that
+ * cannot log in would make it fail with a FATAL error at every start.  The
+ * slot says so instead, and nothing starts until the owner can log in (or
+ * the table gets another owner).  Caller holds the lock.
+ */
+static void
+sc_launcher_owner_cannot_login(ScReceiverSlot *slot, ScWanted *w)
+{
+	char		message[SC_ERROR_LEN];
+
+	snprintf(message, sizeof(message),
+			 "cube %s cannot be consumed: its owner, role \"%s\", cannot log in; "
+			 "ALTER ROLE %s LOGIN, or ALTER TABLE %s OWNER TO a role that can",
+			 w->cube_name, w->owner_name, quote_identifier(w->owner_name), w->cube_name);
+	if (slot->state != SC_RECEIVER_FAILED || strcmp(slot->last_error, message) != 0)
+		sc_slot_set_error(slot, message);
+	slot->state = SC_RECEIVER_FAILED;
+	slot->pid = 0;
+}
+
+/*
  * Make shared memory agree with the catalog.  Returns how long the launcher
  * may sleep before something is due.
  */
@@ -284,6 +314,7 @@ sc_launcher_reconcile(void)
 
 		for (int i = 0; i < nwanted; i++)
 			if (!wanted[i].matched && wanted[i].cube_id == slot->cube_id &&
+				wanted[i].owner == slot->owner &&
 				strcmp(wanted[i].replica_set, slot->replica_set) == 0)
 			{
 				w = &wanted[i];
@@ -324,6 +355,12 @@ sc_launcher_reconcile(void)
 
 		if (alive)
 			continue;
+
+		if (!w->can_login)
+		{
+			sc_launcher_owner_cannot_login(slot, w);
+			continue;
+		}
 
 		/* Dead while wanted: restart after the back-off. */
 		if (!local_slots[s].restart_pending)
@@ -378,6 +415,7 @@ sc_launcher_reconcile(void)
 			slot->in_use = true;
 			slot->dboid = MyDatabaseId;
 			slot->owner = wanted[i].owner;
+			slot->relid = wanted[i].relid;
 			slot->cube_id = wanted[i].cube_id;
 			strlcpy(slot->replica_set, wanted[i].replica_set, NAMEDATALEN);
 			slot->pause_wanted = wanted[i].paused;
@@ -387,7 +425,10 @@ sc_launcher_reconcile(void)
 			local_slots[free_slot].handle = NULL;
 			strlcpy(local_slots[free_slot].cube_name, wanted[i].cube_name,
 					sizeof(local_slots[free_slot].cube_name));
-			to_start[nstart++] = free_slot;
+			if (!wanted[i].can_login)
+				sc_launcher_owner_cannot_login(slot, &wanted[i]);
+			else
+				to_start[nstart++] = free_slot;
 		}
 	}
 

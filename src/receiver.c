@@ -21,8 +21,20 @@
  * consumed the same partition could never both commit.  Messages below a
  * partition's position (a re-delivery) are dropped before parsing.
  *
+ * When Kafka no longer holds what the cube needs (its positions lie below
+ * a partition's low watermark, or above its high watermark because the
+ * topic was deleted and created again, or the topic is gone), the
+ * receiver pauses the cube in the catalog with a reason saying what
+ * happened and what to do; it stays paused across restarts until an
+ * operator acts (streamcube_set_positions, streamcube_resume).
+ *
+ * A relcache callback on the cube's table tells the receiver when the
+ * table changed (a column added or dropped, a window partition detached or
+ * dropped): before its next batch it reads the columns again and forgets
+ * which windows it knew, so the batch is built for the table as it is.
+ *
  * Pausing closes the Kafka consumer; resuming opens a new one at the
- * committed positions.  Nothing read but not committed can therefore be
+ * positions read again from the catalog.  Nothing read but not committed can therefore be
  * skipped, whatever librdkafka had prefetched.  The same holds after a
  * crash: unlogged rows and unlogged positions are emptied together, and
  * the receiver starts again from the logged checkpoints.
@@ -41,7 +53,11 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "commands/extension.h"
+#include "positions.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
+#include "utils/inval.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -70,8 +86,13 @@ typedef struct ScReceiver
 
 	ScKafkaMessage *messages;
 	int			maxmessages;
-	SPIPlanPtr	position_plan;
+	int			carried;		/* messages kept from the last batch, at the front */
 	int64		current_window;
+	bool		table_changed;	/* relcache invalidation of the cube's table */
+	MemoryContext cube_cxt;		/* holds cube; replaced when the table changes */
+	TimestampTz metadata_at;	/* last look at the topic's partition count */
+	int			topic_partitions;
+	uint64		tombstones_skipped;
 
 	/* throughput */
 	uint64		rows_total;
@@ -126,7 +147,14 @@ sc_receiver_publish(void)
 		{
 			int64		hw = sc_kafka_consumer_high_watermark(receiver.consumer, receiver.parts[i]);
 
-			if (hw >= 0)
+			/*
+			 * At the end of a partition, its end is where a read_committed
+			 * consumer stops (the last stable offset), as streamcube_wait()
+			 * sees it; before that, the high watermark of the last fetch.
+			 */
+			if (receiver.eof[i] >= 0 && receiver.eof[i] == receiver.positions[i])
+				receiver.high[i] = receiver.eof[i];
+			else if (hw >= 0)
 				receiver.high[i] = hw;
 		}
 
@@ -141,6 +169,8 @@ sc_receiver_publish(void)
 	slot->rows_total = receiver.rows_total;
 	slot->rows_per_sec = receiver.rows_per_sec;
 	slot->last_batch_at = receiver.last_batch_at;
+	slot->topic_partitions = receiver.topic_partitions;
+	slot->tombstones_skipped = receiver.tombstones_skipped;
 	LWLockRelease(sc_shared->lock);
 }
 
@@ -173,72 +203,93 @@ sc_receiver_commit(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
+/* The cube's table changed: columns, or the set of its partitions. */
+static void
+sc_receiver_relcache_cb(Datum arg, Oid relid)
+{
+	if (receiver.cube == NULL || relid == InvalidOid || relid == receiver.cube->relid)
+		receiver.table_changed = true;
+}
+
 /*
- * Load the cube, the assigned partitions and their positions.  Positions
- * missing (first start, or after a crash emptied the unlogged table) are
- * taken from the logged checkpoints.
+ * (Re)load the cube in the current transaction, into a memory context of
+ * its own that replaces the previous one.  Returns false when the cube is
+ * gone.
  */
 static bool
-sc_receiver_load(void)
+sc_receiver_load_cube(void)
 {
-	MemoryContext cxt = TopMemoryContext;
-	ScPrivilegeSave save;
-	Datum		args[2];
-	Oid			types[2] = {INT4OID, TEXTOID};
-	MemoryContext old;
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube cube",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	ScCube	   *cube = sc_cube_load(receiver.cube_id, true);
 
-	sc_receiver_begin("loading cube");
-	old = MemoryContextSwitchTo(cxt);
-	receiver.cube = sc_cube_load(receiver.cube_id, true);
-	if (receiver.cube == NULL)
+	if (cube == NULL)
 	{
 		MemoryContextSwitchTo(old);
-		sc_receiver_commit();
+		MemoryContextDelete(cxt);
 		return false;
 	}
-	receiver.conn = sc_cluster_conninfo(receiver.cube->cluster);
+	MemoryContextSwitchTo(TopMemoryContext);
+	if (receiver.conn == NULL)
+		receiver.conn = sc_cluster_conninfo(cube->cluster);
 	MemoryContextSwitchTo(old);
 
-	args[0] = Int32GetDatum(receiver.cube_id);
-	args[1] = CStringGetTextDatum(receiver.replica_set);
-	SPI_connect();
-	sc_catalog_enter(&save);
-	SPI_execute_with_args("INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
-						  "SELECT k.cube_id, k.partition, k.\"offset\" "
-						  "FROM streamcube.checkpoints k "
-						  "JOIN streamcube.assignments a USING (cube_id, partition) "
-						  "WHERE k.cube_id = $1 AND a.replica_set = $2 "
-						  "ON CONFLICT DO NOTHING",
-						  2, types, args, NULL, false, 0);
-	SPI_execute_with_args("SELECT p.partition, p.position "
-						  "FROM streamcube.consume_positions p "
-						  "JOIN streamcube.assignments a USING (cube_id, partition) "
-						  "WHERE p.cube_id = $1 AND a.replica_set = $2 "
-						  "ORDER BY p.partition",
-						  2, types, args, NULL, false, 0);
-	sc_catalog_leave(&save);
+	if (receiver.ing == NULL)
+		receiver.ing = sc_ingest_create(cube);
+	else
+		sc_ingest_set_cube(receiver.ing, cube);
+	if (receiver.cube_cxt != NULL)
+		MemoryContextDelete(receiver.cube_cxt);
+	receiver.cube_cxt = cxt;
+	receiver.cube = cube;
+	receiver.table_changed = false;
+	return true;
+}
 
-	receiver.nparts = (int) SPI_processed;
-	receiver.parts = MemoryContextAlloc(cxt, sizeof(int32) * Max(receiver.nparts, 1));
-	receiver.positions = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
-	receiver.high = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
-	receiver.eof = MemoryContextAlloc(cxt, sizeof(int64) * Max(receiver.nparts, 1));
-	for (int i = 0; i < receiver.nparts; i++)
+/*
+ * Read the assigned partitions and their positions again, in the current
+ * transaction: at start and whenever a consumer is opened (after a pause,
+ * an operator may have set them).
+ */
+static void
+sc_receiver_load_positions(void)
+{
+	ScPositions *pos = sc_positions_load(receiver.cube_id, receiver.replica_set,
+										 TopMemoryContext);
+
+	if (receiver.parts)
 	{
-		bool		isnull;
-
-		receiver.parts[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		receiver.positions[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		pfree(receiver.parts);
+		pfree(receiver.positions);
+		pfree(receiver.high);
+		pfree(receiver.eof);
+	}
+	receiver.nparts = pos->n;
+	receiver.parts = pos->partitions;
+	receiver.positions = pos->positions;
+	receiver.high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	receiver.eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	for (int i = 0; i < pos->n; i++)
+	{
 		receiver.high[i] = -1;
 		receiver.eof[i] = -1;
 	}
-	SPI_finish();
+	pfree(pos);
+}
 
-	old = MemoryContextSwitchTo(cxt);
-	receiver.ing = sc_ingest_create(receiver.cube);
-	MemoryContextSwitchTo(old);
+/* Load the cube and its positions; false when the cube is gone. */
+static bool
+sc_receiver_load(void)
+{
+	bool		found;
+
+	sc_receiver_begin("loading cube");
+	found = sc_receiver_load_cube();
+	if (found)
+		sc_receiver_load_positions();
 	sc_receiver_commit();
-	return true;
+	return found;
 }
 
 /* Re-read what may change while the cube runs: pause and skip. */
@@ -246,26 +297,33 @@ static void
 sc_receiver_reload(uint32 config_version)
 {
 	ScCube	   *fresh;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube reload",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old;
 
 	sc_receiver_begin("reloading cube");
+	old = MemoryContextSwitchTo(cxt);
 	fresh = sc_cube_load(receiver.cube_id, true);
+	MemoryContextSwitchTo(receiver.cube_cxt);
 	if (fresh != NULL)
 	{
 		receiver.cube->paused = fresh->paused;
 		receiver.cube->skip_partition = fresh->skip_partition;
 		receiver.cube->skip_offset = fresh->skip_offset;
-		if (receiver.cube->skip_error)
-			pfree(receiver.cube->skip_error);
-		receiver.cube->skip_error = fresh->skip_error ? MemoryContextStrdup(TopMemoryContext, fresh->skip_error) : NULL;
+		receiver.cube->skip_error = fresh->skip_error ? pstrdup(fresh->skip_error) : NULL;
 		receiver.cube->config_version = fresh->config_version;
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 	sc_receiver_commit();
 }
 
 /*
  * Lock the cube's catalog row for the rest of the transaction, so that
- * streamcube_drop_cube() waits for the batch in flight; returns false when
- * the cube is gone.
+ * streamcube_drop_cube() waits for the batch in flight, and the cube's
+ * table, so that DDL on it waits too; returns false when the cube is gone.
+ * A change of the table since the last batch is taken in here, before the
+ * batch is built.
  */
 static bool
 sc_receiver_lock_cube(void)
@@ -282,7 +340,21 @@ sc_receiver_lock_cube(void)
 	sc_catalog_leave(&save);
 	exists = SPI_processed > 0;
 	SPI_finish();
-	return exists;
+	if (!exists)
+		return false;
+
+	/* Takes in invalidations: a change of the table shows up now. */
+	LockRelationOid(receiver.cube->relid, RowExclusiveLock);
+	if (receiver.table_changed)
+	{
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s reads its table again: it changed",
+						receiver.cube->qualified)));
+		if (!sc_receiver_load_cube())
+			return false;
+		sc_ingest_forget_windows(receiver.ing);
+	}
+	return true;
 }
 
 /* The cube was dropped under us: nothing to keep, stop quietly. */
@@ -310,56 +382,112 @@ sc_receiver_part_index(int32 partition)
  * ----------------------------------------------------------------
  */
 
-/* Fail loudly if a position has left Kafka's retention. */
+/*
+ * Pause the cube in the catalog, for a reason an operator must act on, and
+ * say so in the server log.
+ */
 static void
-sc_receiver_check_retention(void)
+sc_receiver_pause_for(const char *reason)
 {
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube retention check",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	List	   *partitions = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-											   sc_kafka_timeout_ms);
-	ListCell   *lc;
-
-	foreach(lc, partitions)
-	{
-		ScKafkaPartitionInfo *p = lfirst(lc);
-		int			i = sc_receiver_part_index(p->partition);
-
-		if (i < 0)
-			continue;
-		receiver.high[i] = p->high_watermark;
-		if (receiver.positions[i] < p->low_watermark)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d of topic \"%s\" are no longer in Kafka",
-							receiver.positions[i], p->low_watermark - 1, p->partition, receiver.cube->topic),
-					 errdetail("Cube %s needs offset " INT64_FORMAT "; the earliest offset Kafka still holds is " INT64_FORMAT ". Kafka deleted the messages in between (retention) before streamcube could read them, or read them again after a crash.",
-							   receiver.cube->qualified, receiver.positions[i], p->low_watermark),
-					 errhint("streamcube never skips messages silently. Recreate the cube to start over, and raise the topic's retention.ms.")));
-		if (receiver.positions[i] > p->high_watermark)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the position " INT64_FORMAT " of cube %s",
-							p->partition, receiver.cube->topic, p->high_watermark,
-							receiver.positions[i], receiver.cube->qualified),
-					 errhint("Was the topic deleted and created again? Recreate the cube.")));
-	}
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
+	sc_receiver_begin("pausing cube");
+	if (sc_receiver_lock_cube())
+		sc_cube_pause_for(receiver.cube_id, reason);
+	sc_receiver_commit();
+	receiver.cube->paused = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("cube %s paused: %s", receiver.cube->qualified, reason)));
 }
 
-static void
+/*
+ * Does Kafka still hold what the cube needs?  Compares every position with
+ * the partition's watermarks.  When it does not, the cube is paused with a
+ * reason that names the partition, the offsets and what to do, and false
+ * is returned.  Never skips anything.
+ */
+static bool
+sc_receiver_check_kafka(void)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube position check",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	bool		missing;
+	List	   *partitions = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
+											   sc_kafka_timeout_ms, &missing);
+	const char *cube = receiver.cube->qualified;
+	char	   *reason = NULL;
+	ListCell   *lc;
+
+	if (missing)
+		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
+						  "Nothing was skipped. If it was deleted and created again, its offsets "
+						  "start over: check it, then call streamcube_set_positions('%s', '\"earliest\"') "
+						  "and streamcube_resume('%s')",
+						  receiver.cube->topic, receiver.cube->cluster, cube, cube);
+	receiver.topic_partitions = list_length(partitions);
+	for (int i = 0; i < receiver.nparts && reason == NULL; i++)
+	{
+		ScKafkaPartitionInfo *p = NULL;
+
+		foreach(lc, partitions)
+			if (((ScKafkaPartitionInfo *) lfirst(lc))->partition == receiver.parts[i])
+				p = lfirst(lc);
+		if (p == NULL)
+			reason = psprintf("partition %d of topic \"%s\" no longer exists: the topic was deleted "
+							  "and created with fewer partitions. Nothing was skipped. Recreate the "
+							  "cube, or the partition",
+							  receiver.parts[i], receiver.cube->topic);
+		else if (receiver.positions[i] < p->low_watermark)
+			reason = psprintf("offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d of topic \"%s\" "
+							  "are no longer in Kafka: retention deleted them before the cube read them "
+							  "(or read them again after a crash). Nothing was skipped. To accept the loss, "
+							  "call streamcube_set_positions('%s', '{\"%d\": \"earliest\"}') and "
+							  "streamcube_resume('%s'), and raise the topic's retention.ms",
+							  receiver.positions[i], p->low_watermark - 1, p->partition,
+							  receiver.cube->topic, cube, p->partition, cube);
+		else if (receiver.positions[i] > p->high_watermark)
+			reason = psprintf("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the "
+							  "cube's position " INT64_FORMAT ": the topic was probably deleted and created "
+							  "again, and its offsets started over. Nothing was skipped. Check the topic, "
+							  "then call streamcube_set_positions('%s', '{\"%d\": \"earliest\"}') and "
+							  "streamcube_resume('%s')",
+							  p->partition, receiver.cube->topic, p->high_watermark,
+							  receiver.positions[i], cube, p->partition, cube);
+		else
+			receiver.high[i] = p->high_watermark;
+	}
+	MemoryContextSwitchTo(old);
+	if (reason != NULL)
+		reason = pstrdup(reason);
+	MemoryContextDelete(cxt);
+
+	if (reason == NULL)
+		return true;
+	sc_receiver_pause_for(reason);
+	return false;
+}
+
+/*
+ * Open a Kafka consumer at the committed positions, read again from the
+ * catalog; false (and the cube paused) when Kafka no longer holds them.
+ */
+static bool
 sc_receiver_open_consumer(void)
 {
 	char		group[NAMEDATALEN * 2 + 64];
 
-	sc_receiver_check_retention();
+	sc_receiver_begin("reading positions");
+	sc_receiver_load_positions();
+	sc_receiver_commit();
+	if (!sc_receiver_check_kafka())
+		return false;
 	snprintf(group, sizeof(group), "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
 			 receiver.replica_set);
 	receiver.consumer = sc_kafka_consumer_create(receiver.conn, group, sc_fetch_queue_kbytes);
 	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
 							 receiver.parts, receiver.positions);
+	receiver.metadata_at = GetCurrentTimestamp();
+	return true;
 }
 
 static void
@@ -367,6 +495,8 @@ sc_receiver_close_consumer(void)
 {
 	if (receiver.consumer == NULL)
 		return;
+	sc_kafka_messages_release(receiver.messages, receiver.carried);
+	receiver.carried = 0;
 	sc_kafka_consumer_destroy(receiver.consumer);
 	receiver.consumer = NULL;
 	for (int p = 0; p < receiver.nparts; p++)
@@ -392,18 +522,24 @@ sc_receiver_wait(long timeout_ms)
 	ResetLatch(MyLatch);
 }
 
+/*
+ * A poll reported a failure.  An offset out of range means Kafka lost what
+ * the cube needs, or the topic was created again: the check pauses the
+ * cube and this returns.  Anything else is an error: the receiver restarts
+ * after a back-off, from its committed positions.
+ */
 static void
 sc_receiver_poll_failure(ScKafkaPollResult *res)
 {
 	if (res->status == SC_KAFKA_OUT_OF_RANGE)
 	{
-		/* Name the lost range precisely if Kafka tells us the low watermark. */
-		sc_receiver_check_retention();
+		if (!sc_receiver_check_kafka())
+			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("offset out of range on partition %d of topic \"%s\": %s",
 						res->partition, receiver.cube->topic, res->message),
-				 errhint("streamcube never skips messages silently. Recreate the cube to start over.")));
+				 errhint("streamcube never skips messages silently; the receiver starts again from its committed position.")));
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -412,7 +548,9 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 
 /*
  * Collect up to batch_max_rows new messages, waiting at most batch_max_ms
- * after the first one.  Returns 0 after an idle wait.
+ * after the first one; messages carried over from the last batch come
+ * first.  Returns 0 after an idle wait, -1 when a poll failure paused the
+ * cube.
  */
 static int
 sc_receiver_collect(void)
@@ -420,19 +558,26 @@ sc_receiver_collect(void)
 	int			max = Min(sc_batch_max_rows, receiver.maxmessages);
 	int64		max_bytes = (int64) sc_batch_max_kbytes * 1024;
 	int64		bytes = 0;
-	int			n = 0;
-	TimestampTz first = 0;
+	int			n = receiver.carried;
+	TimestampTz first = n > 0 ? GetCurrentTimestamp() : 0;
+
+	for (int i = 0; i < n; i++)
+		bytes += receiver.messages[i].len;
+	receiver.carried = 0;
 
 	for (;;)
 	{
 		ScKafkaPollResult res;
-		int			got = sc_kafka_consumer_poll(receiver.consumer, receiver.messages + n,
-												 max - n, &res);
+		int			got = n >= max ? 0 :
+			sc_kafka_consumer_poll(receiver.consumer, receiver.messages + n, max - n, &res);
 
+		if (n >= max)
+			return n;
 		if (res.status != SC_KAFKA_OK)
 		{
 			sc_kafka_messages_release(receiver.messages, n + got);
 			sc_receiver_poll_failure(&res);
+			return -1;
 		}
 		if (res.message[0] != '\0')
 			sc_receiver_warn(res.message);
@@ -508,47 +653,41 @@ sc_message_cmp(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : (x->offset > y->offset ? 1 : 0);
 }
 
+/* Record what a batch did to the cube row: a skip used, a pause. */
 static void
-sc_receiver_advance(int index, int64 from, int64 to)
+sc_receiver_record_outcome(ScBatchOutcome *outcome)
 {
-	Datum		values[4];
 	ScPrivilegeSave save;
-	int			ret;
+	Oid			types[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
+	Datum		values[4];
 
-	if (receiver.position_plan == NULL)
-	{
-		Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
-
-		sc_catalog_enter(&save);
-		receiver.position_plan =
-			SPI_prepare("UPDATE streamcube.consume_positions "
-						"SET position = $3, updated_at = now() "
-						"WHERE cube_id = $1 AND partition = $2 AND position = $4",
-						4, types);
-		sc_catalog_leave(&save);
-		SPI_keepplan(receiver.position_plan);
-	}
 	values[0] = Int32GetDatum(receiver.cube_id);
-	values[1] = Int32GetDatum(receiver.parts[index]);
-	values[2] = Int64GetDatum(to);
-	values[3] = Int64GetDatum(from);
+	values[1] = Int32GetDatum(outcome->bad_partition);
+	values[2] = Int64GetDatum(outcome->bad_offset);
+	values[3] = CStringGetTextDatum(outcome->bad_error ? outcome->bad_error : "");
 	sc_catalog_enter(&save);
-	ret = SPI_execute_plan(receiver.position_plan, values, NULL, false, 0);
+	if (outcome->skip_used)
+		SPI_execute_with_args("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL, skip_error = NULL "
+							  "WHERE cube_id = $1", 1, types, values, NULL, false, 0);
+	if (outcome->paused)
+		SPI_execute_with_args("UPDATE streamcube.cubes SET paused = true, "
+							  "bad_partition = $2, bad_offset = $3, bad_error = $4, "
+							  "config_version = config_version + 1 WHERE cube_id = $1",
+							  4, types, values, NULL, false, 0);
 	sc_catalog_leave(&save);
-	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("consume position of partition %d of cube %s is no longer " INT64_FORMAT,
-						receiver.parts[index], receiver.cube->qualified, from),
-				 errdetail("Another receiver moved it, or the cube was dropped; this batch is rolled back.")));
 }
 
-/* Commit one batch: rows, dead letters and positions in one transaction. */
+/*
+ * Commit one batch: rows, dead letters and positions in one transaction.
+ * Messages past the batch's cut (a bad message under policy "pause", or the
+ * windows one batch may create used up) are not committed; unless the cube
+ * paused they are kept, in order, for the next batch.
+ */
 static void
 sc_receiver_process(int n)
 {
 	ScBatchOutcome outcome;
-	int64	   *newpos = palloc(sizeof(int64) * receiver.nparts);
+	int64	   *newpos = palloc(sizeof(int64) * Max(receiver.nparts, 1));
 	TimestampTz now;
 
 	qsort(receiver.messages, n, sizeof(ScKafkaMessage), sc_message_cmp);
@@ -566,43 +705,35 @@ sc_receiver_process(int n)
 		newpos[p] = Max(newpos[p], receiver.messages[i].offset + 1);
 	}
 	/* Every message before a partition's end was in this batch or earlier. */
-	if (!outcome.paused)
+	if (outcome.cut == n)
 		for (int p = 0; p < receiver.nparts; p++)
 			newpos[p] = Max(newpos[p], receiver.eof[p]);
 
-	SPI_connect();
 	for (int p = 0; p < receiver.nparts; p++)
 		if (newpos[p] != receiver.positions[p])
-			sc_receiver_advance(p, receiver.positions[p], newpos[p]);
+			sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
+								 receiver.parts[p], receiver.positions[p], newpos[p]);
 
 	if (outcome.skip_used || outcome.paused)
 	{
-		ScPrivilegeSave save;
-		Oid			types[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
-		Datum		values[4];
-
-		values[0] = Int32GetDatum(receiver.cube_id);
-		values[1] = Int32GetDatum(outcome.bad_partition);
-		values[2] = Int64GetDatum(outcome.bad_offset);
-		values[3] = CStringGetTextDatum(outcome.bad_error ? outcome.bad_error : "");
-		sc_catalog_enter(&save);
-		if (outcome.skip_used)
-			SPI_execute_with_args("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL, skip_error = NULL "
-								  "WHERE cube_id = $1", 1, types, values, NULL, false, 0);
-		if (outcome.paused)
-			SPI_execute_with_args("UPDATE streamcube.cubes SET paused = true, "
-								  "bad_partition = $2, bad_offset = $3, bad_error = $4, "
-								  "config_version = config_version + 1 WHERE cube_id = $1",
-								  4, types, values, NULL, false, 0);
-		sc_catalog_leave(&save);
+		SPI_connect();
+		sc_receiver_record_outcome(&outcome);
+		SPI_finish();
 	}
-	SPI_finish();
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
 
 	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
 	pfree(newpos);
-	sc_kafka_messages_release(receiver.messages, n);
+	sc_kafka_messages_release(receiver.messages, outcome.cut);
+	if (outcome.paused)
+		sc_kafka_messages_release(receiver.messages + outcome.cut, n - outcome.cut);
+	else if (outcome.cut < n)
+	{
+		memmove(receiver.messages, receiver.messages + outcome.cut,
+				sizeof(ScKafkaMessage) * (n - outcome.cut));
+		receiver.carried = n - outcome.cut;
+	}
 
 	if (outcome.skip_used)
 		receiver.cube->skip_partition = -1;
@@ -623,6 +754,7 @@ sc_receiver_process(int n)
 	now = GetCurrentTimestamp();
 	receiver.rows_total += outcome.rows;
 	receiver.rate_rows += outcome.rows;
+	receiver.tombstones_skipped += outcome.tombstones_skipped;
 	receiver.last_batch_at = now;
 	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
 	{
@@ -647,7 +779,7 @@ sc_receiver_windows_ahead(void)
 		now = (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
 															TimestampTzGetDatum(now)));
 	window = sc_window_start(receiver.cube, now);
-	if (window == receiver.current_window)
+	if (window == receiver.current_window && !receiver.table_changed)
 		return;
 	sc_receiver_begin("creating windows ahead");
 	if (!sc_receiver_lock_cube())
@@ -658,6 +790,26 @@ sc_receiver_windows_ahead(void)
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
 	receiver.current_window = window;
+}
+
+/*
+ * Look at the topic's partition count now and then, so that partitions
+ * added to the topic show in streamcube.consumers (unassigned_partitions).
+ */
+#define SC_METADATA_INTERVAL_MS 30000
+
+static void
+sc_receiver_refresh_metadata(void)
+{
+	int			n;
+
+	if (!TimestampDifferenceExceeds(receiver.metadata_at, GetCurrentTimestamp(),
+									SC_METADATA_INTERVAL_MS))
+		return;
+	n = sc_kafka_consumer_topic_partitions(receiver.consumer, Min(sc_kafka_timeout_ms, 2000));
+	if (n >= 0)
+		receiver.topic_partitions = n;
+	receiver.metadata_at = GetCurrentTimestamp();
 }
 
 /* ----------------------------------------------------------------
@@ -671,6 +823,7 @@ sc_receiver_run(void)
 
 	if (!sc_receiver_load())
 		return;					/* the cube is gone */
+	CacheRegisterRelcacheCallback(sc_receiver_relcache_cb, (Datum) 0);
 
 	receiver.maxmessages = sc_batch_max_rows;
 	receiver.messages = MemoryContextAllocZero(TopMemoryContext,
@@ -727,8 +880,10 @@ sc_receiver_run(void)
 		}
 		if (receiver.consumer == NULL)
 		{
-			sc_receiver_open_consumer();
+			if (!sc_receiver_open_consumer())
+				continue;		/* paused: Kafka lost what the cube needs */
 			sc_receiver_set_state(SC_RECEIVER_RUNNING);
+			sc_receiver_publish();
 		}
 
 		sc_receiver_windows_ahead();
@@ -736,6 +891,8 @@ sc_receiver_run(void)
 		{
 			int			n = sc_receiver_collect();
 
+			if (n < 0)
+				continue;		/* paused */
 			if (n > 0 || sc_receiver_eof_ahead())
 				sc_receiver_process(n);
 		}
@@ -745,6 +902,7 @@ sc_receiver_run(void)
 			if (TimestampDifferenceExceeds(receiver.last_batch_at, GetCurrentTimestamp(), 2000))
 				receiver.rows_per_sec = 0;
 			sc_kafka_consumer_report(receiver.consumer);
+			sc_receiver_refresh_metadata();
 			sc_receiver_publish();
 			last_publish = GetCurrentTimestamp();
 		}
@@ -752,6 +910,23 @@ sc_receiver_run(void)
 
 	sc_receiver_set_state(SC_RECEIVER_STOPPING);
 	sc_receiver_close_consumer();
+}
+
+/*
+ * After an error: is the extension still installed?  DROP EXTENSION takes
+ * the catalog away under a running receiver; that is no failure, and the
+ * receiver exits quietly.
+ */
+static bool
+sc_receiver_extension_gone(void)
+{
+	bool		gone;
+
+	AbortCurrentTransaction();
+	StartTransactionCommand();
+	gone = !OidIsValid(get_extension_oid("streamcube", true));
+	CommitTransactionCommand();
+	return gone;
 }
 
 void
@@ -786,6 +961,7 @@ sc_receiver_main(Datum main_arg)
 	receiver.slotno = slotno;
 	receiver.slot = slot;
 	receiver.cube_id = slot->cube_id;
+	receiver.topic_partitions = -1;
 	strlcpy(receiver.replica_set, slot->replica_set, NAMEDATALEN);
 	LWLockRelease(sc_shared->lock);
 	before_shmem_exit(sc_receiver_detach, (Datum) 0);
@@ -793,6 +969,8 @@ sc_receiver_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, owner, 0);
 	pgstat_report_appname("streamcube receiver");
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* Nothing on the owner's search path runs inside the receiver's SQL. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 
 	PG_TRY();
 	{
@@ -804,11 +982,19 @@ sc_receiver_main(Datum main_arg)
 
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
+		FlushErrorState();
+		if (sc_receiver_extension_gone())
+		{
+			ereport(LOG,
+					(errmsg("streamcube receiver stops: extension streamcube was dropped")));
+			sc_receiver_set_state(SC_RECEIVER_STOPPED);
+			proc_exit(0);
+		}
 		LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 		sc_slot_set_error(slot, edata->message);
 		slot->state = SC_RECEIVER_FAILED;
 		LWLockRelease(sc_shared->lock);
-		PG_RE_THROW();
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
 

@@ -17,6 +17,13 @@
  * by a transaction-scoped advisory lock, and recorded in
  * streamcube.segment_catalog.
  *
+ * A partition's name is the cube's name, clipped, and the window start.  A
+ * name that is taken (by anyone who may create tables in the schema, or by
+ * another cube whose name shares the clipped prefix) is never reused: a
+ * counter is appended until the name is free.  A window whose partition a
+ * user detached is forgotten and created again, with a new partition, the
+ * next time a row needs it; the detached table is the user's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "streamcube.h"
@@ -27,6 +34,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 /* 2001-01-01 00:00:00 UTC in PostgreSQL's microseconds since 2000-01-01. */
@@ -198,37 +206,85 @@ sc_bound_literal(const ScCube *cube, int64 ts)
 					tm.tm_year > 0 ? "" : " BC");
 }
 
-/* Partition name: the cube's name, clipped, and the window start. */
+/*
+ * A free partition name: the cube's name, clipped, and the window start,
+ * then "_2", "_3", ... while the name is taken in the cube's schema.
+ */
 static char *
 sc_partition_name(const ScCube *cube, int64 start)
 {
 	struct pg_tm tm;
 	fsec_t		fsec;
-	char		suffix[32];
-	int			room;
+	char		stamp[32];
+	Oid			nsp = get_rel_namespace(cube->relid);
 
 	timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL);
-	snprintf(suffix, sizeof(suffix), "_%04d%02d%02d_%02d%02d%s",
+	snprintf(stamp, sizeof(stamp), "_%04d%02d%02d_%02d%02d%s",
 			 tm.tm_year > 0 ? tm.tm_year : -(tm.tm_year - 1),
 			 tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_year > 0 ? "" : "bc");
-	room = pg_mbcliplen(cube->relname, strlen(cube->relname),
-						NAMEDATALEN - 1 - (int) strlen(suffix));
-	return psprintf("%.*s%s", room, cube->relname, suffix);
+	for (int attempt = 1;; attempt++)
+	{
+		char		suffix[48];
+		int			room;
+		char	   *name;
+
+		if (attempt == 1)
+			strlcpy(suffix, stamp, sizeof(suffix));
+		else
+			snprintf(suffix, sizeof(suffix), "%s_%d", stamp, attempt);
+		room = pg_mbcliplen(cube->relname, strlen(cube->relname),
+							NAMEDATALEN - 1 - (int) strlen(suffix));
+		name = psprintf("%.*s%s", room, cube->relname, suffix);
+		if (!OidIsValid(get_relname_relid(name, nsp)))
+			return name;
+		pfree(name);
+	}
 }
 
+/*
+ * Is the window's partition in place?  A window whose partition is no
+ * longer attached to the cube (a user detached it) is forgotten here, so
+ * that it is created again.
+ */
 static bool
 sc_segment_known(const ScCube *cube, int64 start)
 {
-	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+	ObjectIdGetDatum(cube->relid)};
 	ScPrivilegeSave save;
+	bool		attached;
+	bool		isnull;
+	char	   *relation;
 
 	sc_catalog_enter(&save);
-	SPI_execute_with_args("SELECT 1 FROM streamcube.segment_catalog "
-						  "WHERE cube_id = $1 AND window_start = $2",
-						  2, types, values, NULL, false, 1);
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT 1 FROM pg_inherits i "
+							  "               WHERE i.inhrelid = s.relid AND i.inhparent = $3), "
+							  "       s.relid::regclass::text "
+							  "FROM streamcube.segment_catalog s "
+							  "WHERE s.cube_id = $1 AND s.window_start = $2",
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
-	return SPI_processed > 0;
+	if (SPI_processed == 0)
+		return false;
+	attached = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (attached)
+		return true;
+
+	relation = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("window %s of cube %s was detached from it (table %s); a new partition takes its rows",
+					sc_bound_literal(cube, start), cube->qualified, relation),
+			 errdetail("The detached table and its rows are no longer part of the cube.")));
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("DELETE FROM streamcube.segment_catalog "
+							  "WHERE cube_id = $1 AND window_start = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not update streamcube.segment_catalog");
+	sc_catalog_leave(&save);
+	return false;
 }
 
 /*

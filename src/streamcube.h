@@ -14,6 +14,8 @@
  *	cluster.c		SQL functions on Kafka clusters
  *	launcher.c		the launcher worker, reconciling receivers with the catalog
  *	cube.c			SQL functions on cubes
+ *	cube_options.c	parsing and checking the options of a cube
+ *	positions.c		consume positions and checkpoints (the only code that writes them)
  *	segments.c		window arithmetic and active partitions
  *	ingest.c		message parsing and bulk insertion (the hot path)
  *	receiver.c		the receiver worker: consume, batch, commit
@@ -51,6 +53,7 @@ extern int	sc_batch_max_ms;
 extern int	sc_batch_max_kbytes;
 extern int	sc_fetch_queue_kbytes;
 extern int	sc_restart_max_delay_ms;
+extern int	sc_batch_max_windows;
 
 extern void sc_guc_define(void);
 
@@ -89,7 +92,8 @@ typedef struct ScReceiverSlot
 	bool		in_use;
 	uint32		generation;		/* bumped on every (re)registration */
 	Oid			dboid;
-	Oid			owner;
+	Oid			owner;			/* the owner of the cube's table */
+	Oid			relid;			/* the cube's table: who may read the slot */
 	int32		cube_id;
 	char		replica_set[NAMEDATALEN];
 	pid_t		pid;			/* 0 while not running */
@@ -110,6 +114,8 @@ typedef struct ScReceiverSlot
 	uint64		rows_total;
 	double		rows_per_sec;
 	int			npartitions;
+	int			topic_partitions;	/* partitions the topic has; -1 unknown */
+	uint64		tombstones_skipped;
 	ScPartitionStat parts[SC_MAX_SLOT_PARTITIONS];
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;
@@ -151,10 +157,12 @@ typedef struct ScPrivilegeSave
 
 extern void sc_catalog_enter(ScPrivilegeSave *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
+extern void sc_caller_path_enter(int *nestlevel);
+extern void sc_caller_path_leave(int nestlevel);
+extern Oid	sc_caller_relation(const char *name);
 extern bool sc_is_admin(Oid roleid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
-extern bool sc_property_is_secret(const char *key);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);

@@ -1,0 +1,228 @@
+-- streamcube 0.1.0 -> 0.2.0
+--
+-- Hardening: every function gets SET search_path = pg_catalog, pg_temp;
+-- the owner of a cube is the owner of its table; cubes can be paused by
+-- streamcube with a reason; dead letters keep the message key and NULL
+-- payloads of tombstones; operator position changes are journalled; the
+-- segments view counts rows without running anything a cube owner
+-- controls; streamcube._receivers() shows only readable cubes; column
+-- drops no longer forget a cube.
+
+\echo Use "ALTER EXTENSION streamcube UPDATE TO '0.2.0'" to load this file. \quit
+
+ALTER FUNCTION streamcube._check_install() SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION streamcube_add_cluster(text, text, jsonb) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION streamcube_drop_cluster(text) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION streamcube_check_cluster(text) SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION streamcube_add_cluster(text, text, jsonb) IS
+    'Register a Kafka cluster; every property is classified (streamcube_kafka_properties) and checked by librdkafka before it is stored';
+
+CREATE FUNCTION streamcube_kafka_properties()
+    RETURNS TABLE (name text, class text, required_role text, masked boolean)
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_kafka_properties';
+COMMENT ON FUNCTION streamcube_kafka_properties() IS
+    'Every librdkafka property of the linked library, its class and the role needed to set it in a cluster';
+
+ALTER TABLE streamcube.cubes DROP COLUMN owner;
+ALTER TABLE streamcube.cubes ADD COLUMN paused_reason text;
+ALTER TABLE streamcube.dead_letters ADD COLUMN key bytea;
+ALTER POLICY cube_readers ON streamcube.dead_letters
+    USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
+ALTER POLICY cube_owners ON streamcube.dead_letters
+    USING (pg_catalog.has_table_privilege(cube, 'DELETE'));
+
+-- Operator changes of consume positions, journalled: who, when, from what
+-- to what.  Readable by whoever may read the cube.
+CREATE TABLE streamcube.position_changes (
+    change_id      bigserial PRIMARY KEY,
+    cube_id        integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube           regclass NOT NULL,
+    partition      integer NOT NULL,
+    requested      text NOT NULL,                 -- 'earliest', 'latest' or an offset
+    old_position   bigint,
+    old_checkpoint bigint,
+    new_position   bigint NOT NULL,
+    changed_by     name NOT NULL,
+    changed_at     timestamptz NOT NULL DEFAULT now(),
+    reason         text                            -- why the cube was paused, if it was
+);
+REVOKE ALL ON streamcube.position_changes FROM PUBLIC;
+GRANT SELECT ON streamcube.position_changes TO PUBLIC;
+ALTER TABLE streamcube.position_changes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY cube_readers ON streamcube.position_changes FOR SELECT
+    USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
+COMMENT ON TABLE streamcube.position_changes IS
+    'Journal of streamcube_set_positions(): who moved which consume position, when, from where to where';
+
+DROP VIEW streamcube.consumers;
+DROP VIEW streamcube.segments;
+DROP FUNCTION streamcube._receivers();
+DROP FUNCTION streamcube._relation_rows(regclass);
+DROP FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb);
+DROP FUNCTION streamcube_drop_cube(text, boolean);
+DROP FUNCTION streamcube_pause(text);
+DROP FUNCTION streamcube_resume(text, boolean);
+DROP FUNCTION streamcube_wait(text, interval);
+DROP EVENT TRIGGER streamcube_sql_drop;
+DROP FUNCTION streamcube._on_sql_drop();
+DROP FUNCTION streamcube._wake_launcher();
+
+-- ---------------------------------------------------------------------
+-- Cube functions
+-- ---------------------------------------------------------------------
+
+CREATE FUNCTION streamcube_create_cube(
+        name text, cluster text, topic text, columns text, time_column text,
+        segment_interval interval DEFAULT '1 hour',
+        format text DEFAULT 'json',
+        options jsonb DEFAULT '{}')
+    RETURNS regclass LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_create_cube';
+COMMENT ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) IS
+    'Materialise a Kafka topic as a time-partitioned table, consumed exactly once';
+
+CREATE FUNCTION streamcube_drop_cube(name text, keep_data boolean DEFAULT false)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_drop_cube';
+COMMENT ON FUNCTION streamcube_drop_cube(text, boolean) IS
+    'Stop consuming a cube, forget it, and drop its table unless keep_data';
+
+CREATE FUNCTION streamcube_pause(cube text)
+    RETURNS void LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_pause_cube';
+COMMENT ON FUNCTION streamcube_pause(text) IS
+    'Stop consuming a cube after its current batch; positions are kept';
+
+CREATE FUNCTION streamcube_resume(cube text, skip_bad_message boolean DEFAULT false)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_resume_cube';
+COMMENT ON FUNCTION streamcube_resume(text, boolean) IS
+    'Resume a paused cube; with skip_bad_message the message that paused it goes to streamcube.dead_letters';
+
+CREATE FUNCTION streamcube_wait(cube text, timeout interval DEFAULT '30 s')
+    RETURNS boolean LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_wait_cube';
+COMMENT ON FUNCTION streamcube_wait(text, interval) IS
+    'Wait until the cube has consumed every message that was in Kafka when called; false on timeout, or at once when the cube is paused or partitions are unassigned';
+
+CREATE FUNCTION streamcube_set_positions(cube text, positions jsonb)
+    RETURNS TABLE (partition integer, old_position bigint, new_position bigint)
+    LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_set_positions';
+COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
+    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', or {"partition": offset | "earliest" | "latest"}; journalled in streamcube.position_changes';
+
+REVOKE EXECUTE ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_create_cube(text, text, text, text, text, interval, text, jsonb) TO streamcube_admin;
+-- drop, pause, resume, wait and set_positions stay executable by PUBLIC:
+-- the C code admits the cube's owner, superusers and streamcube_admin
+-- (wait: whoever may SELECT the cube), so that owners who are not admins
+-- can manage their cubes.
+
+-- ---------------------------------------------------------------------
+-- Monitoring
+-- ---------------------------------------------------------------------
+
+-- Rows only for the cubes the caller may SELECT: errors quote message
+-- contents.
+CREATE FUNCTION streamcube._receivers(
+        OUT pid integer, OUT cube_id integer, OUT replica_set text, OUT state text,
+        OUT partitions integer[], OUT positions bigint[], OUT high_watermarks bigint[],
+        OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
+        OUT started_at timestamptz, OUT last_batch_at timestamptz,
+        OUT last_error text, OUT last_error_at timestamptz,
+        OUT topic_partitions integer, OUT tombstones_skipped bigint)
+    RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_receivers';
+
+CREATE VIEW streamcube.consumers AS
+SELECT r.pid,
+       c.relid::regclass AS cube,
+       r.replica_set,
+       r.state,
+       r.partitions,
+       r.positions,
+       r.high_watermarks,
+       r.lag,
+       round(r.rows_per_second::numeric, 1) AS rows_per_second,
+       r.rows_total,
+       r.started_at,
+       r.last_batch_at,
+       CASE WHEN c.paused AND c.paused_reason IS NOT NULL THEN c.paused_reason
+            WHEN c.paused AND c.bad_error IS NOT NULL
+            THEN format('paused by bad message at partition %s offset %s: %s',
+                        c.bad_partition, c.bad_offset, c.bad_error)
+            ELSE r.last_error END AS last_error,
+       r.last_error_at,
+       -- partitions of the topic that no replica set of the cube consumes
+       ARRAY(SELECT p FROM generate_series(0, r.topic_partitions - 1) AS p
+             WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
+                               WHERE a.cube_id = c.cube_id AND a.partition = p)
+             ORDER BY p) AS unassigned_partitions,
+       r.tombstones_skipped
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.consumers TO PUBLIC;
+COMMENT ON VIEW streamcube.consumers IS
+    'One row per receiver: state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';
+
+-- Exact row count of a window, counted in C by a plain heap scan: only a
+-- plain table that is still a partition of its cube is counted, so no
+-- rule, view or function a cube owner controls runs for the reader.  NULL
+-- when the reader may not SELECT it or row-level security applies.
+CREATE FUNCTION streamcube._segment_rows(cube regclass, segment regclass) RETURNS bigint
+    LANGUAGE C STRICT STABLE SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_segment_rows';
+
+CREATE VIEW streamcube.segments AS
+SELECT c.relid::regclass AS cube,
+       s.window_start,
+       s.window_end,
+       s.state,
+       streamcube._segment_rows(c.relid, s.relid) AS rows,
+       pg_catalog.pg_total_relation_size(s.relid) AS bytes,
+       s.relid::regclass AS relation
+FROM streamcube.segment_catalog s
+JOIN streamcube.cubes c USING (cube_id)
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid);
+GRANT SELECT ON streamcube.segments TO PUBLIC;
+COMMENT ON VIEW streamcube.segments IS
+    'One row per time window of each cube: state, exact row count, size and partition';
+
+-- ---------------------------------------------------------------------
+-- DROP TABLE of a cube (or of one of its windows) forgets it in the
+-- catalog, as streamcube_drop_cube() would; the launcher then stops its
+-- receivers.  ALTER TABLE ... DROP COLUMN fires sql_drop too, with
+-- objsubid set to the column: that forgets nothing.
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube._wake_launcher() RETURNS void
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_wake_launcher';
+REVOKE EXECUTE ON FUNCTION streamcube._wake_launcher() FROM PUBLIC;
+
+CREATE FUNCTION streamcube._on_sql_drop() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    forgotten integer;
+BEGIN
+    DELETE FROM streamcube.segment_catalog s
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = s.relid::oid;
+
+    DELETE FROM streamcube.cubes c
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = c.relid::oid;
+    GET DIAGNOSTICS forgotten = ROW_COUNT;
+    IF forgotten > 0 THEN
+        PERFORM streamcube._wake_launcher();
+    END IF;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION streamcube._on_sql_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER streamcube_sql_drop ON sql_drop
+    EXECUTE FUNCTION streamcube._on_sql_drop();
+
+SELECT pg_catalog.pg_extension_config_dump('streamcube.position_changes', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.position_changes_change_id_seq', '');

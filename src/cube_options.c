@@ -1,0 +1,420 @@
+/*-------------------------------------------------------------------------
+ *
+ * cube_options.c
+ *		The options of a cube: parsed from the jsonb stored in
+ *		streamcube.cubes, checked strictly when a cube is created.
+ *
+ * streamcube_create_cube() parses with validate = true: an unknown key, a
+ * value of the wrong type, a CSV dialect COPY would refuse, an interval
+ * whose arithmetic overflows, a field path that cannot match, each is an
+ * error that names the option and creates nothing.  Receivers parse the
+ * stored options with validate = false; they were valid when stored, and
+ * the one thing that can change under them, the table's columns, is
+ * tolerated: a field mapping for a column that was dropped is ignored.
+ *
+ * This file reads the options only; it touches no catalog.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "commands/copy.h"
+#include "cube.h"
+#include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+/* Longest key path of option "fields"; deeper paths are refused. */
+#define SC_MAX_FIELD_PATH 16
+
+/* The widest window and the longest rejection period or grace. */
+#define SC_MAX_INTERVAL_DAYS 3660
+
+/* Default of option early_rejection_period: one day ahead of now. */
+#define SC_DEFAULT_EARLY_REJECTION USECS_PER_DAY
+
+static const char *const valid_options =
+"start, grace, bad_message, tombstones, early_rejection_period, late_rejection_period, "
+"fields, replica_sets, delimiter, quote, null";
+
+/*
+ * An interval as microseconds, for window arithmetic: no months (their
+ * length varies), not negative, and at most SC_MAX_INTERVAL_DAYS days, so
+ * that no sum of timestamps and intervals streamcube computes can
+ * overflow.
+ */
+int64
+sc_interval_usecs(const Interval *iv, const char *what)
+{
+	int64		usecs;
+
+	if (iv->month != 0 || iv->day < 0 || iv->time < 0 ||
+		iv->day > SC_MAX_INTERVAL_DAYS ||
+		pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &usecs) ||
+		pg_add_s64_overflow(usecs, iv->time, &usecs) ||
+		usecs > (int64) SC_MAX_INTERVAL_DAYS * USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be an interval of days, hours, minutes or seconds between 0 and %d days",
+						what, SC_MAX_INTERVAL_DAYS),
+				 errhint("Use an interval such as '1 hour' or '7 days'; months and years have no fixed length.")));
+	return usecs;
+}
+
+/* An option with two allowed values: false for the first, true for the second. */
+static bool
+sc_option_choice(const char *key, const char *value, const char *first, const char *second)
+{
+	if (strcmp(value, first) == 0)
+		return false;
+	if (strcmp(value, second) == 0)
+		return true;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value \"%s\" for cube option \"%s\"", value, key),
+			 errhint("Use \"%s\" or \"%s\".", first, second)));
+	return false;				/* keep the compiler quiet */
+}
+
+static char
+sc_single_char(const char *key, const char *value)
+{
+	if (strlen(value) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"%s\" must be a single one-byte character", key)));
+	return value[0];
+}
+
+/* An interval option; "none" turns it off (-1). */
+static int64
+sc_option_interval(const char *key, const char *value, bool allow_none)
+{
+	char	   *what;
+
+	if (allow_none && strcmp(value, "none") == 0)
+		return -1;
+	what = psprintf("cube option \"%s\"", key);
+	return sc_interval_usecs(DatumGetIntervalP(DirectFunctionCall3(interval_in,
+																   CStringGetDatum(value),
+																   ObjectIdGetDatum(InvalidOid),
+																   Int32GetDatum(-1))),
+							 what);
+}
+
+/*
+ * Option "fields": column -> key path, as "a.b.c" or ["a", "b.c"].  With
+ * validate, every column must exist and every path be a non-empty list of
+ * keys (dotted paths: of non-empty keys); without, mappings of columns the
+ * table no longer has are skipped.
+ */
+static void
+sc_parse_fields(ScCube *cube, Datum fields, bool validate)
+{
+	Oid			argtype = JSONBOID;
+	uint64		n;
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT key, jsonb_typeof(value), "
+								"  CASE jsonb_typeof(value) WHEN 'array' THEN "
+								"    ARRAY(SELECT jsonb_array_elements_text(value)) "
+								"  ELSE string_to_array(value #>> '{}', '.') END, "
+								"  CASE jsonb_typeof(value) WHEN 'array' THEN "
+								"    (SELECT bool_and(jsonb_typeof(e) = 'string') FROM jsonb_array_elements(value) e) "
+								"  END "
+								"FROM jsonb_each($1)",
+								1, &argtype, &fields, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read option \"fields\": %s", SPI_result_code_string(ret));
+	MemoryContextSwitchTo(cube->mcxt);
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *column = SPI_getvalue(tup, desc, 1);
+		char	   *type = SPI_getvalue(tup, desc, 2);
+		bool		isnull;
+		Datum		path = SPI_getbinval(tup, desc, 3, &isnull);
+		bool		dotted = strcmp(type, "string") == 0;
+		Datum	   *elems;
+		bool	   *enulls;
+		int			nelems;
+		int			c;
+
+		for (c = 0; c < cube->ncolumns; c++)
+			if (strcmp(cube->columns[c].name, column) == 0)
+				break;
+		if (c == cube->ncolumns)
+		{
+			if (!validate)
+				continue;		/* the column was dropped since */
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("cube option \"fields\" names column \"%s\", which cube %s does not have",
+							column, cube->qualified),
+					 errhint("Map declared columns only; _partition and _offset are filled by streamcube.")));
+		}
+		if (!dotted && strcmp(type, "array") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("path of column \"%s\" in cube option \"fields\" must be a string such as \"user.id\" or an array of keys",
+							column)));
+		if (!dotted)
+		{
+			bool		strings_only;
+			bool		snull;
+
+			strings_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &snull));
+			if (!snull && !strings_only)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("path of column \"%s\" in cube option \"fields\" must be an array of strings",
+								column)));
+		}
+		if (isnull)
+			elems = NULL, enulls = NULL, nelems = 0;
+		else
+			deconstruct_array(DatumGetArrayTypeP(path), TEXTOID, -1, false, TYPALIGN_INT,
+							  &elems, &enulls, &nelems);
+		if (nelems == 0 || nelems > SC_MAX_FIELD_PATH)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("path of column \"%s\" in cube option \"fields\" must have 1 to %d keys",
+							column, SC_MAX_FIELD_PATH)));
+		cube->columns[c].path = palloc(sizeof(char *) * nelems);
+		cube->columns[c].pathlen = nelems;
+		for (int e = 0; e < nelems; e++)
+		{
+			cube->columns[c].path[e] = TextDatumGetCString(elems[e]);
+			if (dotted && cube->columns[c].path[e][0] == '\0')
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("path of column \"%s\" in cube option \"fields\" has an empty key",
+								column),
+						 errhint("Write keys that contain dots, or empty keys, as an array: [\"a\", \"b.c\"].")));
+		}
+	}
+}
+
+/*
+ * Option "replica_sets": the names of the replica sets the topic's
+ * partitions are dealt to, round robin; each set runs one receiver for the
+ * cube.  The default is one set, "default".
+ */
+static void
+sc_parse_replica_sets(ScCube *cube, Datum value, const char *type)
+{
+	Oid			argtype = JSONBOID;
+	uint64		n;
+
+	if (strcmp(type, "array") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"replica_sets\" must be a JSON array of replica set names"),
+				 errhint("For example {\"replica_sets\": [\"a\", \"b\"]}.")));
+	if (SPI_execute_with_args("SELECT e #>> '{}', jsonb_typeof(e), "
+							  "       count(*) OVER (PARTITION BY e) "
+							  "FROM jsonb_array_elements($1) WITH ORDINALITY AS t(e, i) ORDER BY i",
+							  1, &argtype, &value, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read option \"replica_sets\"");
+	MemoryContextSwitchTo(cube->mcxt);
+	n = SPI_processed;
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"replica_sets\" must name at least one replica set")));
+	cube->replica_sets = NIL;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		char	   *name = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+
+		if (strcmp(SPI_getvalue(tup, SPI_tuptable->tupdesc, 2), "string") != 0 || name[0] == '\0' ||
+			strlen(name) >= NAMEDATALEN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("replica set names in cube option \"replica_sets\" must be non-empty strings of at most %d bytes",
+							NAMEDATALEN - 1)));
+		if (DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("replica set \"%s\" appears twice in cube option \"replica_sets\"", name)));
+		cube->replica_sets = lappend(cube->replica_sets, name);
+	}
+}
+
+/* The COPY options of a CSV cube, as the ingest path passes them. */
+List *
+sc_cube_copy_options(const ScCube *cube)
+{
+	char		delim[2] = {cube->csv_delimiter, '\0'};
+	char		quote[2] = {cube->csv_quote, '\0'};
+
+	return list_make4(makeDefElem("format", (Node *) makeString("csv"), -1),
+					  makeDefElem("delimiter", (Node *) makeString(pstrdup(delim)), -1),
+					  makeDefElem("quote", (Node *) makeString(pstrdup(quote)), -1),
+					  makeDefElem("null", (Node *) makeString(pstrdup(cube->csv_null)), -1));
+}
+
+/*
+ * A CSV dialect is checked by COPY's own option rules, so that a cube can
+ * never hold one that COPY refuses batch after batch.  Our splitter adds
+ * one rule COPY leaves to the data: a line break cannot be the null string.
+ */
+static void
+sc_check_csv_dialect(ScCube *cube)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	CopyFormatOptions opts;
+	ErrorData  *volatile edata = NULL;
+
+	if (strchr(cube->csv_null, '\n') != NULL || strchr(cube->csv_null, '\r') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"null\" cannot contain a newline or carriage return"),
+				 errhint("A message is one CSV record; pick a null string such as \"\" or \"NA\".")));
+	PG_TRY();
+	{
+		memset(&opts, 0, sizeof(opts));
+		ProcessCopyOptions(NULL, &opts, true, sc_cube_copy_options(cube));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("CSV options delimiter \"%c\", quote \"%c\" and null \"%s\" of cube \"%s\" are not valid together",
+						cube->csv_delimiter, cube->csv_quote, cube->csv_null,
+						cube->relname ? cube->relname : ""),
+				 errdetail("COPY says: %s", edata->message),
+				 errhint("Choose a delimiter, quote and null string that COPY accepts together.")));
+}
+
+/*
+ * Parse the options of a cube.  With validate, unknown keys and values are
+ * errors that name the option; the receiver loads stored (valid) options.
+ */
+void
+sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
+{
+	Oid			argtype = JSONBOID;
+	Datum		arg = JsonbPGetDatum(options);
+	uint64		n;
+	Datum		fields = (Datum) 0;
+	SPITupleTable *tab;
+
+	cube->bad_policy = SC_BAD_DEAD_LETTER;
+	cube->skip_tombstones = false;
+	cube->start_latest = false;
+	cube->grace = 0;
+	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
+	cube->reject_late = -1;
+	cube->csv_delimiter = ',';
+	cube->csv_quote = '"';
+	cube->csv_null = "";
+	cube->replica_sets = list_make1("default");
+
+	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read cube options");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options of a cube must be a JSON object"),
+				 errhint("Valid options: %s.", valid_options)));
+
+	if (SPI_execute_with_args("SELECT key, value #>> '{}', jsonb_typeof(value), value "
+							  "FROM jsonb_each($1)",
+							  1, &argtype, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read cube options");
+	MemoryContextSwitchTo(cube->mcxt);
+	n = SPI_processed;
+	tab = SPI_tuptable;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = tab->vals[i];
+		TupleDesc	desc = tab->tupdesc;
+		char	   *key = SPI_getvalue(tup, desc, 1);
+		char	   *value = SPI_getvalue(tup, desc, 2);
+		char	   *type = SPI_getvalue(tup, desc, 3);
+		bool		isnull;
+
+		if (strcmp(key, "replica_sets") == 0)
+		{
+			sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
+			continue;
+		}
+		if (strcmp(key, "fields") == 0)
+		{
+			if (strcmp(type, "object") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("cube option \"fields\" must be a JSON object mapping columns to key paths"),
+						 errhint("For example {\"fields\": {\"user_id\": \"user.id\"}}.")));
+			fields = SPI_getbinval(tup, desc, 4, &isnull);
+			continue;
+		}
+		if (strcmp(key, "start") != 0 && strcmp(key, "grace") != 0 &&
+			strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
+			strcmp(key, "early_rejection_period") != 0 &&
+			strcmp(key, "late_rejection_period") != 0 &&
+			strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
+			strcmp(key, "null") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown cube option \"%s\"", key),
+					 errhint("Valid options: %s.", valid_options)));
+		if (strcmp(type, "string") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"%s\" must be a string", key)));
+
+		if (strcmp(key, "start") == 0)
+			cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
+		else if (strcmp(key, "grace") == 0)
+			cube->grace = sc_option_interval(key, value, false);
+		else if (strcmp(key, "early_rejection_period") == 0)
+			cube->reject_early = sc_option_interval(key, value, true);
+		else if (strcmp(key, "late_rejection_period") == 0)
+			cube->reject_late = sc_option_interval(key, value, true);
+		else if (strcmp(key, "bad_message") == 0)
+			cube->bad_policy = sc_option_choice(key, value, "dead_letter", "pause")
+				? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
+		else if (strcmp(key, "tombstones") == 0)
+			cube->skip_tombstones = sc_option_choice(key, value, "dead_letter", "skip");
+		else
+		{
+			if (validate && cube->format == SC_FORMAT_JSON)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("cube option \"%s\" applies to format csv only", key)));
+			if (strcmp(key, "delimiter") == 0)
+				cube->csv_delimiter = sc_single_char(key, value);
+			else if (strcmp(key, "quote") == 0)
+				cube->csv_quote = sc_single_char(key, value);
+			else
+				cube->csv_null = pstrdup(value);
+		}
+	}
+
+	if (validate && cube->format == SC_FORMAT_CSV)
+		sc_check_csv_dialect(cube);
+	if (fields != (Datum) 0)
+	{
+		if (validate && cube->format != SC_FORMAT_JSON)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"fields\" applies to format json only")));
+		sc_parse_fields(cube, fields, validate);
+	}
+}

@@ -1,0 +1,414 @@
+/*-------------------------------------------------------------------------
+ *
+ * positions.c
+ *		Consume positions and restart checkpoints: the only code that reads
+ *		or writes streamcube.consume_positions and streamcube.checkpoints.
+ *
+ * A consume position is the next offset to read of one Kafka partition of
+ * a cube.  It lives in an UNLOGGED table and moves in the same transaction
+ * as the rows read before it, so a crash empties both together.  A
+ * checkpoint is the logged restart point of the partition: where a
+ * receiver starts when no position survived (first start, or a crash).
+ *
+ * Receivers load and advance positions here; streamcube_set_positions(),
+ * the operator's way out when Kafka no longer holds what a cube needs (a
+ * topic deleted and created again, offsets lost to retention), sets both
+ * and journals the change in streamcube.position_changes.
+ *
+ * Every statement runs through sc_catalog_enter(): as the catalog owner,
+ * with a fixed search path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "cube.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "kafka.h"
+#include "miscadmin.h"
+#include "positions.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+PG_FUNCTION_INFO_V1(sc_set_positions);
+
+/* Run a catalog statement; the caller is connected to SPI. */
+static int
+sc_positions_exec(const char *sql, int nargs, Oid *types, Datum *values, bool read_only)
+{
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, read_only, 0);
+	sc_catalog_leave(&save);
+	if (ret < 0)
+		elog(ERROR, "streamcube positions statement failed: %s", SPI_result_code_string(ret));
+	return ret;
+}
+
+/* The first checkpoint of a partition, written when its cube is created. */
+void
+sc_positions_init(int32 cube_id, int32 partition, int64 offset)
+{
+	Oid			t[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		v[3] = {Int32GetDatum(cube_id), Int32GetDatum(partition), Int64GetDatum(offset)};
+
+	SPI_connect();
+	sc_positions_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
+					  "VALUES ($1, $2, $3)", 3, t, v, false);
+	SPI_finish();
+}
+
+/*
+ * The partitions of one replica set and their positions, in the current
+ * transaction.  A partition without a position (first start, or after a
+ * crash emptied the unlogged table) gets its checkpoint.
+ */
+ScPositions *
+sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
+{
+	ScPositions *pos = MemoryContextAllocZero(cxt, sizeof(ScPositions));
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(replica_set)};
+
+	SPI_connect();
+	sc_positions_exec("INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
+					  "SELECT k.cube_id, k.partition, k.\"offset\" "
+					  "FROM streamcube.checkpoints k "
+					  "JOIN streamcube.assignments a USING (cube_id, partition) "
+					  "WHERE k.cube_id = $1 AND a.replica_set = $2 "
+					  "ON CONFLICT DO NOTHING",
+					  2, types, args, false);
+	sc_positions_exec("SELECT p.partition, p.position "
+					  "FROM streamcube.consume_positions p "
+					  "JOIN streamcube.assignments a USING (cube_id, partition) "
+					  "WHERE p.cube_id = $1 AND a.replica_set = $2 "
+					  "ORDER BY p.partition",
+					  2, types, args, false);
+
+	pos->n = (int) SPI_processed;
+	pos->partitions = MemoryContextAlloc(cxt, sizeof(int32) * Max(pos->n, 1));
+	pos->positions = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
+	for (int i = 0; i < pos->n; i++)
+	{
+		bool		isnull;
+
+		pos->partitions[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		pos->positions[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SPI_finish();
+	return pos;
+}
+
+/*
+ * Move a position from `from` to `to`, in the batch's transaction.  A
+ * compare-and-set: if the position is no longer `from` (another receiver
+ * moved it, an operator set it, the cube was dropped), the batch must not
+ * commit, and this raises an error that rolls it back.
+ */
+void
+sc_positions_advance(int32 cube_id, const char *cube_name, int32 partition, int64 from, int64 to)
+{
+	static SPIPlanPtr plan = NULL;
+	Datum		values[4];
+	ScPrivilegeSave save;
+	int			ret;
+
+	SPI_connect();
+	if (plan == NULL)
+	{
+		Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
+		SPIPlanPtr	p;
+
+		sc_catalog_enter(&save);
+		p = SPI_prepare("UPDATE streamcube.consume_positions "
+						"SET position = $3, updated_at = now() "
+						"WHERE cube_id = $1 AND partition = $2 AND position = $4",
+						4, types);
+		sc_catalog_leave(&save);
+		if (p == NULL)
+			elog(ERROR, "could not prepare the position update: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		plan = p;
+	}
+	values[0] = Int32GetDatum(cube_id);
+	values[1] = Int32GetDatum(partition);
+	values[2] = Int64GetDatum(to);
+	values[3] = Int64GetDatum(from);
+	sc_catalog_enter(&save);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("consume position of partition %d of cube %s is no longer " INT64_FORMAT,
+						partition, cube_name, from),
+				 errdetail("Another receiver or streamcube_set_positions() moved it, or the cube was dropped; this batch is rolled back.")));
+	SPI_finish();
+}
+
+/* ----------------------------------------------------------------
+ * streamcube_set_positions(cube, positions)
+ * ----------------------------------------------------------------
+ */
+
+/* One requested change. */
+typedef struct ScPositionChange
+{
+	int32		partition;
+	char	   *requested;		/* "earliest", "latest" or the offset */
+	int64		offset;			/* resolved */
+} ScPositionChange;
+
+/*
+ * Parse the positions argument: "earliest" / "latest" for every partition
+ * of the cube, or {"<partition>": <offset> | "earliest" | "latest"}.
+ */
+static List *
+sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
+{
+	Oid			argtype = JSONBOID;
+	Datum		arg = JsonbPGetDatum(request);
+	List	   *changes = NIL;
+	char	   *type;
+	ListCell   *lc;
+
+	if (SPI_execute_with_args("SELECT jsonb_typeof($1), $1 #>> '{}'", 1, &argtype, &arg,
+							  NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the positions argument");
+	type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (strcmp(type, "string") == 0)
+	{
+		char	   *all = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+		if (strcmp(all, "earliest") != 0 && strcmp(all, "latest") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid positions \"%s\" for cube %s", all, cube_name),
+					 errhint("Use '\"earliest\"', '\"latest\"' or an object such as '{\"0\": 1234, \"1\": \"latest\"}'.")));
+		foreach(lc, assigned)
+		{
+			ScPositionChange *c = palloc0(sizeof(ScPositionChange));
+
+			c->partition = lfirst_int(lc);
+			c->requested = all;
+			changes = lappend(changes, c);
+		}
+		return changes;
+	}
+	if (strcmp(type, "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("positions for cube %s must be \"earliest\", \"latest\" or a JSON object", cube_name),
+				 errhint("For example '{\"0\": 1234, \"1\": \"latest\"}'.")));
+
+	if (SPI_execute_with_args("SELECT key, jsonb_typeof(value), value #>> '{}', "
+							  "       key ~ '^[0-9]{1,9}$' "
+							  "FROM jsonb_each($1) ORDER BY key",
+							  1, &argtype, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the positions argument");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *key = SPI_getvalue(tup, desc, 1);
+		char	   *vtype = SPI_getvalue(tup, desc, 2);
+		char	   *value = SPI_getvalue(tup, desc, 3);
+		bool		isnull;
+		ScPositionChange *c = palloc0(sizeof(ScPositionChange));
+
+		if (!DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" is not a partition number", key),
+					 errhint("Keys of the positions object are Kafka partition numbers, such as \"0\".")));
+		c->partition = pg_strtoint32(key);
+		if (!list_member_int(assigned, c->partition))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube %s does not consume partition %d", cube_name, c->partition),
+					 errhint("streamcube.consumers lists the partitions of each receiver.")));
+		if (strcmp(vtype, "string") == 0 &&
+			(strcmp(value, "earliest") == 0 || strcmp(value, "latest") == 0))
+			c->requested = value;
+		else if (strcmp(vtype, "number") == 0 && strspn(value, "0123456789") == strlen(value) &&
+				 strlen(value) <= 18)
+		{
+			c->requested = value;
+			c->offset = pg_strtoint64(value);
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid position %s for partition %d of cube %s", value, c->partition, cube_name),
+					 errhint("Give an offset (a non-negative integer), \"earliest\" or \"latest\".")));
+		changes = lappend(changes, c);
+	}
+	return changes;
+}
+
+/*
+ * streamcube_set_positions(cube text, positions jsonb)
+ *	RETURNS TABLE (partition, old_position, new_position)
+ *
+ * The cube must be paused, so that no receiver holds a position in memory
+ * while it changes; receivers read positions again when they resume.  An
+ * offset outside what Kafka holds now is refused.  Each partition's
+ * consume position and checkpoint both move to the new offset: after a
+ * crash, that partition restarts there, not before.  Every change is
+ * journalled in streamcube.position_changes, with the reason the cube was
+ * paused for; that reason is then cleared (the operator acted), and the
+ * cube stays paused until streamcube_resume().
+ */
+Datum
+sc_set_positions(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Jsonb	   *request;
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	List	   *assigned = NIL;
+	List	   *changes;
+	List	   *kafka;
+	ListCell   *lc;
+	char	   *reason;
+	bool		paused;
+	bool		isnull;
+	char	   *who = GetUserNameFromId(GetUserId(), false);
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("positions must not be NULL")));
+	request = PG_GETARG_JSONB_P(1);
+	InitMaterializedSRF(fcinfo, 0);
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "set positions of", &relid, &owner);
+
+	/* Wait for a batch in flight, and keep others out until COMMIT. */
+	{
+		Oid			t = INT4OID;
+		Datum		v = Int32GetDatum(cube_id);
+
+		sc_positions_exec("SELECT paused, paused_reason FROM streamcube.cubes "
+						  "WHERE cube_id = $1 FOR UPDATE", 1, &t, &v, false);
+		paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		if (!paused)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cube \"%s\" must be paused to set its positions", name),
+					 errhint("Call streamcube_pause('%s') first, then streamcube_resume('%s') after.", name, name)));
+		sc_positions_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1 "
+						  "ORDER BY partition", 1, &t, &v, true);
+		for (uint64 i = 0; i < SPI_processed; i++)
+			assigned = lappend_int(assigned,
+								   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+
+	cube = sc_cube_load(cube_id, false);
+	changes = sc_parse_position_request(request, cube->qualified, assigned);
+	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
+							  sc_kafka_timeout_ms, NULL);
+
+	foreach(lc, changes)
+	{
+		ScPositionChange *c = lfirst(lc);
+		ScKafkaPartitionInfo *k = NULL;
+		ListCell   *kc;
+		Oid			t[7] = {INT4OID, INT4OID, INT8OID, TEXTOID, NAMEOID, TEXTOID, OIDOID};
+		Datum		v[7];
+		bool		n[7] = {0};
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		foreach(kc, kafka)
+			if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == c->partition)
+				k = lfirst(kc);
+		if (k == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("topic \"%s\" has no partition %d", cube->topic, c->partition),
+					 errhint("Check the topic with streamcube_check_cluster('%s').", cube->cluster)));
+		if (strcmp(c->requested, "earliest") == 0)
+			c->offset = k->low_watermark;
+		else if (strcmp(c->requested, "latest") == 0)
+			c->offset = k->high_watermark;
+		else if (c->offset < k->low_watermark || c->offset > k->high_watermark)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("offset " INT64_FORMAT " is outside partition %d of topic \"%s\", which holds offsets " INT64_FORMAT " to " INT64_FORMAT,
+							c->offset, c->partition, cube->topic, k->low_watermark, k->high_watermark - 1),
+					 errhint("Give an offset from " INT64_FORMAT " (\"earliest\") to " INT64_FORMAT " (\"latest\").",
+							 k->low_watermark, k->high_watermark)));
+
+		v[0] = Int32GetDatum(cube_id);
+		v[1] = Int32GetDatum(c->partition);
+		v[2] = Int64GetDatum(Max(c->offset, 0));
+		v[3] = CStringGetTextDatum(c->requested);
+		v[4] = DirectFunctionCall1(namein, CStringGetDatum(who));
+		v[5] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
+		n[5] = reason == NULL;
+		v[6] = ObjectIdGetDatum(relid);
+		{
+			char		nulls_str[8];
+
+			for (int i = 0; i < 7; i++)
+				nulls_str[i] = n[i] ? 'n' : ' ';
+			nulls_str[7] = '\0';
+			{
+				ScPrivilegeSave save;
+				int			ret;
+
+				sc_catalog_enter(&save);
+				ret = SPI_execute_with_args(
+											"WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
+											"             FROM streamcube.checkpoints k "
+											"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+											"             WHERE k.cube_id = $1 AND k.partition = $2), "
+											"j AS (INSERT INTO streamcube.position_changes "
+											"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
+											"       new_position, changed_by, reason) "
+											"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
+											"      RETURNING old_position), "
+											"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
+											"      WHERE cube_id = $1 AND partition = $2), "
+											"p AS (INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
+											"      VALUES ($1, $2, $3) ON CONFLICT (cube_id, partition) "
+											"      DO UPDATE SET position = $3, updated_at = now()) "
+											"SELECT old_position FROM j",
+											7, t, v, nulls_str, false, 0);
+				sc_catalog_leave(&save);
+				if (ret != SPI_OK_SELECT || SPI_processed != 1)
+					elog(ERROR, "could not set the position of partition %d of cube %s",
+						 c->partition, cube->qualified);
+			}
+		}
+		values[0] = Int32GetDatum(c->partition);
+		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
+		values[2] = Int64GetDatum(c->offset);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	/* The operator acted on the reason; the cube stays paused. */
+	{
+		Oid			t = INT4OID;
+		Datum		v = Int32GetDatum(cube_id);
+
+		sc_positions_exec("UPDATE streamcube.cubes SET paused_reason = NULL, "
+						  "config_version = config_version + 1 WHERE cube_id = $1",
+						  1, &t, &v, false);
+	}
+	SPI_finish();
+	sc_launcher_wakeup_at_commit();
+	return (Datum) 0;
+}

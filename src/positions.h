@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * positions.h
+ *		Consume positions and restart checkpoints of a cube's Kafka
+ *		partitions: the only code that reads or writes them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_POSITIONS_H
+#define SC_POSITIONS_H
+
+#include "streamcube.h"
+
+/* The partitions a replica set consumes, with their positions. */
+typedef struct ScPositions
+{
+	int			n;
+	int32	   *partitions;		/* ascending */
+	int64	   *positions;		/* next offset to read */
+} ScPositions;
+
+extern void sc_positions_init(int32 cube_id, int32 partition, int64 offset);
+extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,
+									  MemoryContext cxt);
+extern void sc_positions_advance(int32 cube_id, const char *cube_name,
+								 int32 partition, int64 from, int64 to);
+
+#endif							/* SC_POSITIONS_H */
