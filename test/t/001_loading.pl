@@ -71,7 +71,7 @@ is($node->safe_psql('other',
 is($ret, 0, 'CREATE EXTENSION works in streamcube.database') or diag($stderr);
 is($node->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
-	'0.1.0', 'extension 0.1.0 installed');
+	'0.2.0', 'extension 0.2.0 installed');
 ok($node->poll_query_until('postgres',
 		"SELECT datname FROM pg_stat_activity WHERE backend_type = 'streamcube launcher'",
 		'postgres'),
@@ -93,6 +93,28 @@ $node->safe_psql('postgres', 'CREATE DATABASE third');
 ($ret, $stdout, $stderr) = $node->psql('third', 'CREATE EXTENSION streamcube');
 like($stderr, qr/ERROR:  streamcube can only be installed in database "other"/,
 	'a third database is refused with the new name');
+
+# ---------------------------------------------------------------- upgrade
+# 0.1.0 updated to 0.2.0 has the same functions, all with a fixed
+# search_path, and the same catalog columns as a fresh 0.2.0.
+my $catalog_shape = q{
+	SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+	  SELECT p.oid::regprocedure::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '-') AS x
+	  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+	  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'streamcube')
+	  UNION ALL
+	  SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+	  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+	  WHERE c.relnamespace = 'streamcube'::regnamespace AND c.relkind IN ('r', 'v')) s};
+my $fresh = $node->safe_psql('other', $catalog_shape);
+$node->safe_psql('other', 'DROP EXTENSION streamcube');
+$node->safe_psql('other', "CREATE EXTENSION streamcube VERSION '0.1.0'");
+$node->safe_psql('other', 'ALTER EXTENSION streamcube UPDATE');
+is($node->safe_psql('other',
+		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
+	'0.2.0', '0.1.0 updates to 0.2.0');
+is($node->safe_psql('other', $catalog_shape), $fresh,
+	'the updated extension has the functions, settings and columns of a fresh 0.2.0');
 
 $node->stop;
 done_testing();

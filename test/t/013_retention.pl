@@ -1,7 +1,8 @@
 
 # An offset a receiver needs has fallen out of Kafka (retention, or records
-# deleted by an admin): the receiver must fail with an error naming the lost
-# range, shown in streamcube.consumers.last_error, and never skip ahead.
+# deleted by an admin): the receiver must pause the cube, persistently, with
+# a reason naming the lost range, shown in streamcube.consumers.last_error,
+# and never skip ahead; only streamcube_set_positions() moves it on.
 # Records are deleted with Kafka's own DeleteRecordsCommand.
 #
 #   A. the cube consumed part of a partition, PostgreSQL is stopped cleanly,
@@ -33,19 +34,19 @@ my $node = sc_node('retention', 'streamcube.fetch_queue_size = 1024');
 sub lost_range_re
 {
 	my ($from, $to, $partition, $topic) = @_;
-	return qr/^offsets $from to $to of partition $partition of topic "\Q$topic\E" are no longer in Kafka$/;
+	return qr/^offsets $from to $to of partition $partition of topic "\Q$topic\E" are no longer in Kafka: .*streamcube_set_positions/;
 }
 
-# Wait until the cube's receiver failed with an error like $re; returns it.
+# Wait until the cube is paused with a reason like $re; returns it.
 sub wait_failed
 {
 	my ($cube, $re, $label) = @_;
 	my $ok = $node->poll_query_until('postgres',
-		"SELECT state = 'failed' AND last_error LIKE 'offsets % are no longer in Kafka' "
+		"SELECT state = 'paused' AND last_error LIKE 'offsets % are no longer in Kafka%' "
 		  . "FROM streamcube.consumers WHERE cube = '$cube'::regclass");
 	my $error = $node->safe_psql('postgres',
 		"SELECT last_error FROM streamcube.consumers WHERE cube = '$cube'::regclass");
-	ok($ok, "$label: the receiver of $cube fails");
+	ok($ok, "$label: the cube $cube is paused");
 	like($error, $re, "$label: its last_error names the lost range")
 	  or diag $node->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
 	return $error;
@@ -109,7 +110,7 @@ is(sc_first_offset($topic_c, 0), 100_900, 'C: the partition now starts at offset
 $locker->query_safe('COMMIT');
 $locker->quit;
 
-my $error_c = wait_failed('ev_c', qr/^offsets \d+ to 100899 of partition 0 of topic "\Q$topic_c\E" are no longer in Kafka$/, 'C');
+my $error_c = wait_failed('ev_c', qr/^offsets \d+ to 100899 of partition 0 of topic "\Q$topic_c\E" are no longer in Kafka: /, 'C');
 my ($from_c) = $error_c =~ /^offsets (\d+) to/;
 $from_c //= -1;
 is(rows_of('ev_c', 0), join('|', $from_c, 0, $from_c - 1, $from_c),
@@ -137,24 +138,42 @@ wait_failed('ev_b', lost_range_re(0, 499, 0, $topic_b),
 is(rows_of('ev_b', 0), '0|-1|-1|0',
 	'B: no row of offsets 500..999 was ingested out of order');
 
-# The crash emptied the other cubes too: they need offset 0 again.
-wait_failed('ev_a', lost_range_re(0, 499, 0, $topic_a), 'A after the crash');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM ev_a'), '0',
-	'A after the crash: no row at all');
-wait_failed('ev_c', lost_range_re(0, 100899, 0, $topic_c), 'C after the crash');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM ev_c'), '0',
-	'C after the crash: no row at all');
+# The crash emptied the other cubes too; they stay paused, with the reason
+# they were paused for, and hold no row.
+for my $cube ('ev_a', 'ev_c')
+{
+	is($node->safe_psql('postgres',
+			"SELECT state, last_error LIKE 'offsets % are no longer in Kafka%' "
+			  . "FROM streamcube.consumers WHERE cube = '$cube'::regclass"),
+		'paused|t', "$cube after the crash: still paused, with its reason");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM $cube"), '0',
+		"$cube after the crash: no row at all");
+}
 
-# A failed receiver is restarted with back-off and fails again the same
-# way: it never skips the lost range on a later attempt.
-my $started_b = $node->safe_psql('postgres',
-	"SELECT started_at FROM streamcube.consumers WHERE cube = 'ev_b'::regclass");
-ok( $node->poll_query_until('postgres',
-		"SELECT started_at > '$started_b' FROM streamcube.consumers "
-		  . "WHERE cube = 'ev_b'::regclass"),
-	'B: the launcher starts the failed receiver again');
-wait_failed('ev_b', lost_range_re(0, 499, 0, $topic_b), 'B, later attempts');
-is(rows_of('ev_b', 0), '0|-1|-1|0', 'B, later attempts: still no row');
+# The pause is persistent: a restart keeps it, streamcube_wait() says false,
+# and resuming without moving the position pauses again; nothing is skipped.
+$node->restart;
+wait_failed('ev_b', lost_range_re(0, 499, 0, $topic_b), 'B after a restart');
+my ($ret, $out, $err) = $node->psql('postgres', "SELECT streamcube_wait('ev_b', '5 s')");
+is($out, 'f', 'B: streamcube_wait() is false while the cube is paused');
+like($err, qr/is paused: offsets 0 to 499/, 'B: and says why');
+$node->safe_psql('postgres', "SELECT streamcube_resume('ev_b')");
+wait_failed('ev_b', lost_range_re(0, 499, 0, $topic_b), 'B, resumed without a new position');
+is(rows_of('ev_b', 0), '0|-1|-1|0', 'B, resumed without a new position: still no row');
+
+# The operator accepts the loss: the position moves to what Kafka holds,
+# journalled, and the cube ingests exactly offsets 500..999.
+is($node->safe_psql('postgres',
+		"SELECT partition, old_position, new_position FROM streamcube_set_positions('ev_b', '\"earliest\"')"),
+	'0|0|500', 'B: streamcube_set_positions moves partition 0 from 0 to 500');
+is($node->safe_psql('postgres',
+		"SELECT requested, old_position, new_position, reason LIKE 'offsets 0 to 499%' "
+		  . "FROM streamcube.position_changes WHERE cube = 'ev_b'::regclass"),
+	'earliest|0|500|t', 'B: the change is journalled with the reason');
+$node->safe_psql('postgres', "SELECT streamcube_resume('ev_b')");
+is($node->safe_psql('postgres', "SELECT streamcube_wait('ev_b', '60 s')"),
+	't', 'B: resumed, the cube catches up');
+is(rows_of('ev_b', 0), '500|500|999|500', 'B: exactly offsets 500..999, once each');
 
 $node->stop;
 done_testing();
