@@ -726,6 +726,22 @@ sc_wait_paused(int32 cube_id)
 	return why;
 }
 
+/* Is the cube paused?  Then say why, in a WARNING: waiting cannot help. */
+static bool
+sc_wait_paused_warn(int32 cube_id, const char *name)
+{
+	char	   *paused = sc_wait_paused(cube_id);
+
+	if (paused == NULL)
+		return false;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("cube \"%s\" is paused: %s", name, paused),
+			 errhint("streamcube_wait() returns false while a cube is paused; resume it with streamcube_resume('%s').",
+					 name)));
+	return true;
+}
+
 /*
  * Committed positions: how many partitions are still short of their
  * targets?
@@ -786,6 +802,11 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
 	cube = sc_cube_load(cube_id, false);
+	if (sc_wait_paused_warn(cube_id, name))
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
 	partitions = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 								   sc_kafka_timeout_ms, NULL);
 
@@ -823,17 +844,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 										   timeout ? sc_interval_usecs(timeout, "timeout") / 1000 : 30000);
 	for (;;)
 	{
-		char	   *paused = sc_wait_paused(cube_id);
-
-		if (paused != NULL)
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_WARNING),
-					 errmsg("cube \"%s\" is paused: %s", name, paused),
-					 errhint("streamcube_wait() returns false while a cube is paused; resume it with streamcube_resume('%s').",
-							 name)));
+		if (sc_wait_paused_warn(cube_id, name))
 			break;
-		}
 		done = sc_wait_short(cube_id, partarray, targetarray) == 0 &&
 			sc_wait_receivers_done(cube_id, n, parts, targets);
 		if (done || GetCurrentTimestamp() >= deadline)

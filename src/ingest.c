@@ -1093,6 +1093,37 @@ sc_copy_lines(ScIngest *ing, int lo, int hi, bool stop_first)
  * Dead letters
  * ----------------------------------------------------------------
  */
+/*
+ * An error text valid in the database encoding: it may quote the bad
+ * message, so each byte that does not fit becomes "?".
+ */
+static const char *
+sc_valid_text(const char *text)
+{
+	int			encoding = GetDatabaseEncoding();
+	int			len = strlen(text);
+	StringInfoData out;
+
+	if (pg_verifymbstr(text, len, true))
+		return text;
+	initStringInfo(&out);
+	while (len > 0)
+	{
+		int			ok = pg_encoding_verifymbstr(encoding, text, len);
+
+		appendBinaryStringInfo(&out, text, ok);
+		text += ok;
+		len -= ok;
+		if (len > 0)
+		{
+			appendStringInfoChar(&out, '?');
+			text++;
+			len--;
+		}
+	}
+	return out.data;
+}
+
 /* A bytea datum of len bytes, NULL when data is. */
 static Datum
 sc_bytea(const char *data, size_t len, char *isnull)
@@ -1141,9 +1172,7 @@ sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
 	values[2] = Int32GetDatum(m->partition);
 	values[3] = Int64GetDatum(m->offset);
 	values[4] = sc_bytea(m->payload, m->len, &nulls[4]);
-	/* the error text must be valid in the database encoding */
-	values[5] = CStringGetTextDatum(pg_verifymbstr(error, strlen(error), true)
-									? error : "error message with invalid encoding");
+	values[5] = CStringGetTextDatum(sc_valid_text(error));
 	values[6] = sc_bytea(m->key, m->key_len, &nulls[6]);
 
 	sc_catalog_enter(&save);

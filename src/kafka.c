@@ -61,6 +61,7 @@ typedef struct ScKafkaEvents
 	int			levels[SC_KAFKA_MAX_EVENTS];	/* syslog levels */
 	char		text[SC_KAFKA_MAX_EVENTS][256];
 	bool		fatal;
+	bool		topic_unknown;	/* the broker said the topic is unknown */
 	char		last_error[256];
 } ScKafkaEvents;
 
@@ -130,6 +131,9 @@ sc_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	}
 	else
 		strlcpy(events->last_error, reason, sizeof(events->last_error));
+	if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+		err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
+		events->topic_unknown = true;
 	sc_kafka_push_event(events, SC_SYSLOG_ERR, events->last_error);
 }
 
@@ -792,6 +796,17 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			snprintf(result->message, sizeof(result->message), "%s",
 					 rd_kafka_message_errstr(m));
 		}
+		else if ((m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+				  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+				  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) &&
+				 result->status == SC_KAFKA_OK)
+		{
+			/* Often transient (a leader moving); the receiver looks. */
+			result->status = SC_KAFKA_TOPIC_UNKNOWN;
+			result->partition = m->partition;
+			snprintf(result->message, sizeof(result->message), "%s",
+					 rd_kafka_message_errstr(m));
+		}
 		else if (m->err == RD_KAFKA_RESP_ERR__FATAL)
 		{
 			result->status = SC_KAFKA_FATAL;
@@ -811,6 +826,11 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 		result->status = SC_KAFKA_FATAL;
 		strlcpy(result->message, c->events.last_error, sizeof(result->message));
 	}
+	else if (c->events.topic_unknown && result->status == SC_KAFKA_OK)
+	{
+		result->status = SC_KAFKA_TOPIC_UNKNOWN;
+		strlcpy(result->message, c->events.last_error, sizeof(result->message));
+	}
 	else if (result->message[0] == '\0' && c->events.nevents > 0)
 	{
 		for (int i = c->events.nevents - 1; i >= 0; i--)
@@ -820,6 +840,7 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 				break;
 			}
 	}
+	c->events.topic_unknown = false;
 	return got;
 }
 
@@ -907,12 +928,18 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 	{
 		rd_kafka_queue_io_event_enable(c->consumer_queue, -1, NULL, 0);
 		rd_kafka_queue_io_event_enable(c->main_queue, -1, NULL, 0);
+		rd_kafka_assign(c->rk, NULL);
 		rd_kafka_queue_destroy(c->consumer_queue);
 		rd_kafka_queue_destroy(c->main_queue);
-		rd_kafka_consumer_close(c->rk);
 		if (c->assignment)
 			rd_kafka_topic_partition_list_destroy(c->assignment);
-		rd_kafka_destroy(c->rk);
+
+		/*
+		 * No consumer close: there is no group to leave and no offset to
+		 * commit (positions live in PostgreSQL), and rd_kafka_consumer_close()
+		 * can wait forever for a partition of a deleted topic.
+		 */
+		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	}
 	close(c->pipefd[0]);
 	close(c->pipefd[1]);

@@ -59,6 +59,7 @@ typedef enum ScKafkaPollStatus
 {
 	SC_KAFKA_OK,
 	SC_KAFKA_OUT_OF_RANGE,		/* a needed offset is no longer in Kafka */
+	SC_KAFKA_TOPIC_UNKNOWN,		/* the broker does not know the topic (now) */
 	SC_KAFKA_FATAL				/* the consumer cannot go on */
 } ScKafkaPollStatus;
 

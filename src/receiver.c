@@ -91,6 +91,8 @@ typedef struct ScReceiver
 	bool		table_changed;	/* relcache invalidation of the cube's table */
 	MemoryContext cube_cxt;		/* holds cube; replaced when the table changes */
 	TimestampTz metadata_at;	/* last look at the topic's partition count */
+	TimestampTz topic_checked_at;	/* last look after "unknown topic" */
+	bool		topic_gone;		/* the consumer's topic was deleted */
 	int			topic_partitions;
 	uint64		tombstones_skipped;
 
@@ -347,9 +349,9 @@ sc_receiver_lock_cube(void)
 	LockRelationOid(receiver.cube->relid, RowExclusiveLock);
 	if (receiver.table_changed)
 	{
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s reads its table again: it changed",
-						receiver.cube->qualified)));
+		ereport(DEBUG1,
+				(errmsg_internal("streamcube receiver of cube %s reads its table again: it changed",
+								 receiver.cube->qualified)));
 		if (!sc_receiver_load_cube())
 			return false;
 		sc_ingest_forget_windows(receiver.ing);
@@ -418,6 +420,7 @@ sc_receiver_check_kafka(void)
 	char	   *reason = NULL;
 	ListCell   *lc;
 
+	receiver.topic_gone = missing;
 	if (missing)
 		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
 						  "Nothing was skipped. If it was deleted and created again, its offsets "
@@ -449,10 +452,10 @@ sc_receiver_check_kafka(void)
 			reason = psprintf("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the "
 							  "cube's position " INT64_FORMAT ": the topic was probably deleted and created "
 							  "again, and its offsets started over. Nothing was skipped. Check the topic, "
-							  "then call streamcube_set_positions('%s', '{\"%d\": \"earliest\"}') and "
+							  "then call streamcube_set_positions('%s', '\"earliest\"') and "
 							  "streamcube_resume('%s')",
 							  p->partition, receiver.cube->topic, p->high_watermark,
-							  receiver.positions[i], cube, p->partition, cube);
+							  receiver.positions[i], cube, cube);
 		else
 			receiver.high[i] = p->high_watermark;
 	}
@@ -495,6 +498,20 @@ sc_receiver_close_consumer(void)
 {
 	if (receiver.consumer == NULL)
 		return;
+
+	/*
+	 * librdkafka 2.0.2 cannot destroy a consumer whose topic was deleted
+	 * under it: rd_kafka_destroy() waits forever for a broker thread.  The
+	 * receiver exits instead (the cube is paused in the catalog already);
+	 * the launcher starts a new one, which stays paused.
+	 */
+	if (receiver.topic_gone)
+	{
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s exits: the Kafka consumer of a deleted topic cannot be closed in place",
+						receiver.cube->qualified)));
+		proc_exit(0);
+	}
 	sc_kafka_messages_release(receiver.messages, receiver.carried);
 	receiver.carried = 0;
 	sc_kafka_consumer_destroy(receiver.consumer);
@@ -522,6 +539,9 @@ sc_receiver_wait(long timeout_ms)
 	ResetLatch(MyLatch);
 }
 
+/* How often an "unknown topic" error makes the receiver look at Kafka. */
+#define SC_TOPIC_CHECK_INTERVAL_MS 5000
+
 /*
  * A poll reported a failure.  An offset out of range means Kafka lost what
  * the cube needs, or the topic was created again: the check pauses the
@@ -531,6 +551,19 @@ sc_receiver_wait(long timeout_ms)
 static void
 sc_receiver_poll_failure(ScKafkaPollResult *res)
 {
+	if (res->status == SC_KAFKA_TOPIC_UNKNOWN)
+	{
+		/* Deleted?  Look at most every few seconds; else it is transient. */
+		if (TimestampDifferenceExceeds(receiver.topic_checked_at, GetCurrentTimestamp(),
+									   SC_TOPIC_CHECK_INTERVAL_MS))
+		{
+			receiver.topic_checked_at = GetCurrentTimestamp();
+			if (!sc_receiver_check_kafka())
+				return;
+		}
+		sc_receiver_warn(res->message);
+		return;
+	}
 	if (res->status == SC_KAFKA_OUT_OF_RANGE)
 	{
 		if (!sc_receiver_check_kafka())
@@ -573,7 +606,17 @@ sc_receiver_collect(void)
 
 		if (n >= max)
 			return n;
-		if (res.status != SC_KAFKA_OK)
+		if (res.status == SC_KAFKA_TOPIC_UNKNOWN)
+		{
+			sc_receiver_poll_failure(&res);
+			if (receiver.cube->paused)
+			{
+				sc_kafka_messages_release(receiver.messages, n + got);
+				return -1;
+			}
+			res.message[0] = '\0';
+		}
+		else if (res.status != SC_KAFKA_OK)
 		{
 			sc_kafka_messages_release(receiver.messages, n + got);
 			sc_receiver_poll_failure(&res);
@@ -983,6 +1026,7 @@ sc_receiver_main(Datum main_arg)
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
 		FlushErrorState();
+		LWLockReleaseAll();
 		if (sc_receiver_extension_gone())
 		{
 			ereport(LOG,

@@ -168,6 +168,11 @@ sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
 	dterr = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
 	if (dterr == 0)
 		dterr = DecodeDateTime(field, ftype, nf, &dtype, tm, &fsec, &tz);
+	if (dterr == 0 && dtype == DTK_EPOCH)
+	{
+		*result = SetEpochTimestamp();
+		return true;
+	}
 	if (dterr != 0 || dtype != DTK_DATE)
 	{
 		*error = psprintf("invalid input syntax for type %s: \"%s\"",
