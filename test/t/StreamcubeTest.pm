@@ -239,28 +239,7 @@ sub _cents
 sub sc_check_exact
 {
 	my ($node, $cube, $k, $label) = @_;
-	my $count = $node->safe_psql('postgres', "SELECT count(*) FROM $cube");
-	is($count, $k->{good},
-		"$label: row count equals the $k->{good} good messages in Kafka");
-	is( $node->safe_psql('postgres',
-			"SELECT count(*) = count(DISTINCT (_partition, _offset)) FROM $cube"),
-		't',
-		"$label: (_partition, _offset) is unique");
-
-	my $want = join("\n",
-		map {
-			my $s = $k->{partitions}{$_};
-			"$_|$s->{good}|$s->{high}"
-		} sort { $a <=> $b } keys %{ $k->{partitions} });
-	is( $node->safe_psql('postgres',
-			"SELECT _partition, count(*), max(_offset) + 1 FROM $cube "
-			  . "GROUP BY 1 ORDER BY 1"),
-		$want,
-		"$label: per partition, rows and max(_offset) + 1 match Kafka");
-	is( $node->safe_psql('postgres',
-			"SELECT sum(qty), sum(amount) FROM $cube"),
-		"$k->{qty}|" . _cents($k->{amount_cents}),
-		"$label: sum(qty) and sum(amount) match Kafka");
+	sc_check_exact_where($node, $cube, $k, $label, 'true');
 	return;
 }
 
@@ -448,5 +427,94 @@ sub sc_delete_records
 	note "delete-records: $out";
 	return;
 }
+
+# ---------------------------------------------------------------- added for
+# 016_topic_recreated, 017_owner_and_extension and 018_fuzz
+
+# create-topic with topic configs: sc_create_topic_config($topic, $n,
+# 'max.message.bytes' => 20000000, ...).
+sub sc_create_topic_config
+{
+	my ($topic, $partitions, %config) = @_;
+	_run('create-topic', $ENV{SC_SCKAFKA}, 'create-topic',
+		'--bootstrap', $ENV{SC_KAFKA}, $topic, $partitions,
+		map { ('--config', "$_=$config{$_}") } sort keys %config);
+	return;
+}
+push @EXPORT, 'sc_create_topic_config';
+
+# Delete a topic; returns once metadata no longer lists it.
+sub sc_delete_topic
+{
+	my ($topic) = @_;
+	my ($out) = _run('delete-topic', $ENV{SC_SCKAFKA}, 'delete-topic',
+		'--bootstrap', $ENV{SC_KAFKA}, $topic);
+	$out =~ s/\s+$//;
+	note "delete-topic: $out";
+	return;
+}
+push @EXPORT, 'sc_delete_topic';
+
+# Raise a topic's partition count to $total.
+sub sc_add_partitions
+{
+	my ($topic, $total) = @_;
+	_run('add-partitions', $ENV{SC_SCKAFKA}, 'add-partitions',
+		'--bootstrap', $ENV{SC_KAFKA}, $topic, $total);
+	return;
+}
+push @EXPORT, 'sc_add_partitions';
+
+# Kill a background producer (SIGKILL: what it had not delivered is lost)
+# and reap it.
+sub sc_produce_kill
+{
+	my ($h) = @_;
+	eval { $h->{harness}->signal('KILL'); 1 } or note "signal: $@";
+	eval { $h->{harness}->finish; 1 };
+	note 'background producer killed: '
+	  . ($h->{err} =~ /(produced .*)/ ? $1 : 'no summary');
+	return;
+}
+push @EXPORT, 'sc_produce_kill';
+
+# sc_check_exact for the rows of $cube that satisfy $where only (an SQL
+# condition), e.g. the rows of one incarnation of a topic, told apart by
+# their time range.
+sub sc_check_exact_where
+{
+	my ($node, $cube, $k, $label, $where) = @_;
+	my $from = "$cube WHERE $where";
+	is($node->safe_psql('postgres', "SELECT count(*) FROM $from"),
+		$k->{good},
+		"$label: row count equals the $k->{good} good messages in Kafka");
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) = count(DISTINCT (_partition, _offset)) FROM $from"),
+		't', "$label: (_partition, _offset) is unique");
+	my $want = join("\n",
+		map {
+			my $s = $k->{partitions}{$_};
+			"$_|$s->{good}|$s->{high}"
+		} sort { $a <=> $b } keys %{ $k->{partitions} });
+	is( $node->safe_psql('postgres',
+			"SELECT _partition, count(*), max(_offset) + 1 FROM $from "
+			  . "GROUP BY 1 ORDER BY 1"),
+		$want,
+		"$label: per partition, rows and max(_offset) + 1 match Kafka");
+	is( $node->safe_psql('postgres',
+			"SELECT coalesce(sum(qty), 0), coalesce(sum(amount), 0.00) FROM $from"),
+		"$k->{qty}|" . _cents($k->{amount_cents}),
+		"$label: sum(qty) and sum(amount) match Kafka");
+	return;
+}
+push @EXPORT, 'sc_check_exact_where';
+
+# The server log of a node from byte $offset on.
+sub sc_log_since
+{
+	my ($node, $offset) = @_;
+	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+}
+push @EXPORT, 'sc_log_since';
 
 1;
