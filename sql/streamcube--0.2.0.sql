@@ -373,8 +373,8 @@ CREATE EVENT TRIGGER streamcube_sql_drop ON sql_drop
 
 -- ---------------------------------------------------------------------
 -- pg_dump: catalogs are extension configuration, dumped with their rows.
--- Tables are referenced as regclass and roles as regrole, so a restore
--- maps them by name.  Rows, consume positions and dead letters come from
+-- Tables are referenced as regclass, so a restore maps them by name (the
+-- owner of a cube is the owner of its table).  Rows, consume positions and dead letters come from
 -- one pg_dump snapshot; restored in one transaction, a cube resumes
 -- exactly once (docs/operations.md).
 -- ---------------------------------------------------------------------
