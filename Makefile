@@ -22,6 +22,7 @@ OBJS = \
 	src/cube_options.o \
 	src/positions.o \
 	src/segments.o \
+	src/seal.o \
 	src/ingest.o \
 	src/receiver.o \
 	src/consumers.o
@@ -33,7 +34,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

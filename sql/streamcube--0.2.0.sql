@@ -165,6 +165,7 @@ CREATE TABLE streamcube.segment_catalog (
     state        text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'sealing', 'sealed')),
     relid        regclass NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
+    sealed_at    timestamptz,
     PRIMARY KEY (cube_id, window_start)
 );
 REVOKE ALL ON streamcube.segment_catalog FROM PUBLIC;
@@ -268,6 +269,86 @@ GRANT EXECUTE ON FUNCTION streamcube_create_cube(text, text, text, text, text, i
 -- can manage their cubes.
 
 -- ---------------------------------------------------------------------
+-- Sealing
+-- ---------------------------------------------------------------------
+
+-- Per sealed window and Kafka partition: every message of the window with
+-- an offset below this one is in the sealed partition.  A re-read message
+-- below it (after a crash) is skipped; a late row appended to the window
+-- moves it, in the same transaction.
+CREATE TABLE streamcube.sealed_upto (
+    cube_id      integer NOT NULL,
+    window_start timestamptz NOT NULL,
+    partition    integer NOT NULL,
+    "offset"     bigint NOT NULL,
+    PRIMARY KEY (cube_id, window_start, partition),
+    FOREIGN KEY (cube_id, window_start) REFERENCES streamcube.segment_catalog ON DELETE CASCADE
+);
+REVOKE ALL ON streamcube.sealed_upto FROM PUBLIC;
+
+-- The first offset of each Kafka partition in each active window, written
+-- with the rows: a seal moves a partition's checkpoint to the smallest
+-- first offset still in an active window.  UNLOGGED like the rows.
+CREATE UNLOGGED TABLE streamcube.window_offsets (
+    cube_id      integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    window_start timestamptz NOT NULL,
+    partition    integer NOT NULL,
+    first_offset bigint NOT NULL,
+    PRIMARY KEY (cube_id, window_start, partition)
+);
+REVOKE ALL ON streamcube.window_offsets FROM PUBLIC;
+
+-- Seals and retention drops, journalled.  Readable by the cube's readers.
+CREATE TABLE streamcube.segment_log (
+    log_id       bigserial PRIMARY KEY,
+    cube_id      integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube         regclass NOT NULL,
+    window_start timestamptz NOT NULL,
+    window_end   timestamptz NOT NULL,
+    action       text NOT NULL CHECK (action IN ('sealed', 'dropped')),
+    rows         bigint,
+    done_by      name NOT NULL,
+    done_at      timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON streamcube.segment_log FROM PUBLIC;
+GRANT SELECT ON streamcube.segment_log TO PUBLIC;
+ALTER TABLE streamcube.segment_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY cube_readers ON streamcube.segment_log FOR SELECT
+    USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
+COMMENT ON TABLE streamcube.segment_log IS
+    'Journal of seals and retention drops of windows';
+
+CREATE FUNCTION streamcube_seal(cube text, older_than timestamptz DEFAULT NULL)
+    RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_seal';
+COMMENT ON FUNCTION streamcube_seal(text, timestamptz) IS
+    'Seal every active window of a cube that ends at or before older_than (default: now minus the cube''s grace) into a logged, immutable partition';
+
+CREATE FUNCTION streamcube_seal_due()
+    RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_seal_due';
+COMMENT ON FUNCTION streamcube_seal_due() IS
+    'Seal the due windows of every cube and drop sealed windows past their cube''s retention; what pg_cron runs';
+
+CREATE FUNCTION streamcube_schedule_sealing(schedule text DEFAULT '* * * * *')
+    RETURNS bigint LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_schedule_sealing';
+COMMENT ON FUNCTION streamcube_schedule_sealing(text) IS
+    'Register (or update) the pg_cron job that runs streamcube_seal_due(); returns its job id';
+
+REVOKE EXECUTE ON FUNCTION streamcube_seal_due() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_seal_due() TO streamcube_admin;
+REVOKE EXECUTE ON FUNCTION streamcube_schedule_sealing(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_schedule_sealing(text) TO streamcube_admin;
+-- streamcube_seal stays executable by PUBLIC: the C code admits the cube's
+-- owner, superusers and streamcube_admin.
+
+-- The trigger that makes a sealed partition immutable to ordinary writes.
+CREATE FUNCTION streamcube._sealed_guard() RETURNS trigger
+    LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_sealed_guard';
+
+-- ---------------------------------------------------------------------
 -- Monitoring
 -- ---------------------------------------------------------------------
 
@@ -307,7 +388,11 @@ SELECT r.pid,
              WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
                                WHERE a.cube_id = c.cube_id AND a.partition = p)
              ORDER BY p) AS unassigned_partitions,
-       r.tombstones_skipped
+       r.tombstones_skipped,
+       -- the logged restart point of each partition: where a crash restarts it
+       ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
+             JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.p
+             ORDER BY u.i) AS checkpoints
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
@@ -330,13 +415,18 @@ SELECT c.relid::regclass AS cube,
        s.state,
        streamcube._segment_rows(c.relid, s.relid) AS rows,
        pg_catalog.pg_total_relation_size(s.relid) AS bytes,
-       s.relid::regclass AS relation
+       s.relid::regclass AS relation,
+       s.sealed_at,
+       -- per Kafka partition: every message of the window below this offset is in it
+       (SELECT pg_catalog.jsonb_object_agg(u.partition, u."offset" ORDER BY u.partition)
+        FROM streamcube.sealed_upto u
+        WHERE u.cube_id = s.cube_id AND u.window_start = s.window_start) AS sealed_upto
 FROM streamcube.segment_catalog s
 JOIN streamcube.cubes c USING (cube_id)
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid);
 GRANT SELECT ON streamcube.segments TO PUBLIC;
 COMMENT ON VIEW streamcube.segments IS
-    'One row per time window of each cube: state, exact row count, size and partition';
+    'One row per time window of each cube: state (active or sealed), exact row count, size, partition, when it was sealed and its sealed_upto offsets';
 
 -- ---------------------------------------------------------------------
 -- DROP TABLE of a cube (or of one of its windows) forgets it in the
@@ -389,3 +479,7 @@ SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.dead_letters', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.position_changes', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.position_changes_change_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.sealed_upto', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.window_offsets', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log_log_id_seq', '');

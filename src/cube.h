@@ -61,6 +61,8 @@ typedef struct ScCube
 	int64		grace;			/* microseconds */
 	int64		reject_early;	/* dead-letter times this far after now; -1 off */
 	int64		reject_late;	/* dead-letter times this far before now; -1 off */
+	bool		late_dead_letter;	/* option late: dead_letter, not append */
+	int64		retention;		/* drop sealed windows older than this; -1 off */
 	char		csv_delimiter;
 	char		csv_quote;
 	char	   *csv_null;
@@ -90,6 +92,20 @@ extern List *sc_cube_copy_options(const ScCube *cube);
 extern int64 sc_window_start(const ScCube *cube, int64 ts);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
-extern void sc_segment_ensure(const ScCube *cube, int64 window_start);
+extern bool sc_segment_ensure(const ScCube *cube, int64 window_start);
+extern char *sc_bound_literal(const ScCube *cube, int64 ts);
+
+/* What a receiver needs to know of one window. */
+typedef struct ScWindowState
+{
+	bool		sealed;
+	Oid			relid;			/* the window's partition */
+	int			nupto;			/* sealed: per Kafka partition ... */
+	int32	   *upto_partitions;
+	int64	   *upto_offsets;	/* ... every message below is in the window */
+} ScWindowState;
+
+extern bool sc_segment_state(const ScCube *cube, int64 window_start, ScWindowState *state,
+							 MemoryContext cxt);
 
 #endif							/* SC_CUBE_H */

@@ -38,8 +38,8 @@
 #define SC_DEFAULT_EARLY_REJECTION USECS_PER_DAY
 
 static const char *const valid_options =
-"start, grace, bad_message, tombstones, early_rejection_period, late_rejection_period, "
-"fields, replica_sets, delimiter, quote, null";
+"start, grace, late, retention, bad_message, tombstones, early_rejection_period, "
+"late_rejection_period, fields, replica_sets, delimiter, quote, null";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -320,6 +320,8 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
 	cube->reject_late = -1;
+	cube->late_dead_letter = false;
+	cube->retention = -1;
 	cube->csv_delimiter = ',';
 	cube->csv_quote = '"';
 	cube->csv_null = "";
@@ -365,6 +367,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			continue;
 		}
 		if (strcmp(key, "start") != 0 && strcmp(key, "grace") != 0 &&
+			strcmp(key, "late") != 0 && strcmp(key, "retention") != 0 &&
 			strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
 			strcmp(key, "early_rejection_period") != 0 &&
 			strcmp(key, "late_rejection_period") != 0 &&
@@ -383,6 +386,10 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
 		else if (strcmp(key, "grace") == 0)
 			cube->grace = sc_option_interval(key, value, false);
+		else if (strcmp(key, "late") == 0)
+			cube->late_dead_letter = sc_option_choice(key, value, "append", "dead_letter");
+		else if (strcmp(key, "retention") == 0)
+			cube->retention = sc_option_interval(key, value, true);
 		else if (strcmp(key, "early_rejection_period") == 0)
 			cube->reject_early = sc_option_interval(key, value, true);
 		else if (strcmp(key, "late_rejection_period") == 0)

@@ -47,6 +47,9 @@
 #include "streamcube.h"
 
 #include "access/table.h"
+#include "catalog/partition.h"
+#include "storage/lmgr.h"
+#include "utils/syscache.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/copy.h"
@@ -67,6 +70,30 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
+/* (window, Kafka partition): its first offset is in streamcube.window_offsets */
+typedef struct ScFirstKey
+{
+	int64		start;
+	int32		partition;
+} ScFirstKey;
+
+/*
+ * What the receiver knows of one window, committed: active or sealed, its
+ * partition, and for a sealed window the offsets below which every message
+ * of it is in it (sealed_upto).  Forgotten whenever the cube's table
+ * changes (a window sealed, detached, dropped).
+ */
+typedef struct ScWindowEntry
+{
+	int64		start;			/* hash key */
+	bool		sealed;
+	Oid			relid;
+	uint64		locked_batch;	/* batch whose transaction holds its lock */
+	int			nupto;
+	int32	   *upto_partitions;
+	int64	   *upto_offsets;
+} ScWindowEntry;
+
 /* JSON nested deeper than this is a bad message (pg_parse_json recurses). */
 #define SC_MAX_JSON_DEPTH 256
 
@@ -85,11 +112,17 @@ struct ScIngest
 	int			max_pathlen;
 	bool	  **match;			/* [level][column] key-path prefix matches */
 
-	/* windows known to have their partition (committed) */
+	/* windows known from the catalog (committed), ScWindowEntry */
 	HTAB	   *windows;
+	MemoryContext windows_cxt;	/* their sealed_upto arrays */
+	uint64		batch_no;		/* counts transactions that use windows */
 	int64	   *pending_windows;	/* created in the current transaction */
 	int			npending;
 	int			maxpending;
+	HTAB	   *firsts;			/* ScFirstKey recorded in window_offsets */
+	ScFirstKey *firsts_pending;	/* recorded by the current transaction */
+	int			nfirsts_pending;
+	int			maxfirsts_pending;
 
 	/* buffers kept from batch to batch, so the hot path allocates little */
 	StringInfoData scratch;		/* a CSV time field */
@@ -114,7 +147,9 @@ struct ScIngest
 	int			nlines;
 	ScKafkaMessage *messages;
 	char	  **bad_error;		/* per message; NULL when fine */
-	bool	   *skipped;		/* per message: a tombstone skipped */
+	char	   *fate;			/* per message: 'T' tombstone or 'R' re-read, skipped */
+	int64	   *line_window;	/* per line: its window */
+	bool	   *line_late;		/* per line: into a sealed window */
 	int			parse_mark;		/* ing->lines.len before the message being parsed */
 
 	SPIPlanPtr	dead_letter_plan;
@@ -217,8 +252,17 @@ sc_ingest_create(ScCube *cube)
 	}
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(int64);
+	ctl.entrysize = sizeof(ScWindowEntry);
 	ing->windows = hash_create("streamcube windows", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	ing->windows_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube windows",
+											 ALLOCSET_SMALL_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(ScFirstKey);
+	ctl.entrysize = sizeof(ScFirstKey);
+	ing->firsts = hash_create("streamcube first offsets", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	ing->maxfirsts_pending = 64;
+	ing->firsts_pending = MemoryContextAlloc(TopMemoryContext,
+											 sizeof(ScFirstKey) * ing->maxfirsts_pending);
 	ing->maxpending = 16;
 	ing->pending_windows = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * ing->maxpending);
 	sc_ingest_set_cube(ing, cube);
@@ -290,6 +334,8 @@ typedef struct ScWindowWork
 {
 	ScIngest   *ing;
 	int64		window;
+	bool		created;
+	ScWindowState state;
 } ScWindowWork;
 
 static void
@@ -297,48 +343,106 @@ sc_window_work(void *arg)
 {
 	ScWindowWork *w = arg;
 
-	sc_segment_ensure(w->ing->cube, w->window);
+	w->created = sc_segment_ensure(w->ing->cube, w->window);
+	SPI_connect();
+	if (!sc_segment_state(w->ing->cube, w->window, &w->state, w->ing->windows_cxt))
+		elog(ERROR, "window of cube %s vanished while it was created", w->ing->cube->qualified);
+	SPI_finish();
+}
+
+/* Outcomes of sc_need_window() other than an error text or NULL. */
+static const char sc_window_budget_used[] = "window budget of the batch used up";
+static const char sc_window_busy[] = "window is being sealed";
+
+static bool
+sc_window_pending(ScIngest *ing, int64 window)
+{
+	for (int i = 0; i < ing->npending; i++)
+		if (ing->pending_windows[i] == window)
+			return true;
+	return false;
 }
 
 /*
- * Make sure a window's partition exists.  A new window is created in a
- * subtransaction: a time value whose window cannot be created (beyond the
- * range of timestamps, say) makes its message bad, not the batch.  The
- * error is returned; NULL means the window is there.
+ * The window a message goes to, in *entry (NULL for a window created in
+ * this batch: active, and locked by us already).  Returns NULL when the
+ * message may go on, sc_window_budget_used or sc_window_busy when it must
+ * wait for the next batch, or an error text that makes the message bad.
+ *
+ * An unknown window is created (at most streamcube.batch_max_windows per
+ * batch when budgeted), in a subtransaction: a time value whose window
+ * cannot be created makes its message bad, not the batch.  An active
+ * window is locked ROW EXCLUSIVE once per batch, without waiting: a seal
+ * holds a SHARE lock on it while it copies, and messages for it wait until
+ * the seal is done (then they are late).
  */
-/* sc_need_window(): the batch has created all the windows it may. */
-static const char sc_window_budget_used[] = "window budget of the batch used up";
-
-static char *
-sc_need_window(ScIngest *ing, int64 window, bool budgeted)
+static const char *
+sc_need_window(ScIngest *ing, int64 window, bool budgeted, ScWindowEntry **entry)
 {
-	ScWindowWork work = {ing, window};
+	ScWindowWork work = {.ing = ing, .window = window};
 	ErrorData  *edata;
+	ScWindowEntry *e;
 	bool		found;
 
-	hash_search(ing->windows, &window, HASH_FIND, &found);
-	if (found)
-		return NULL;
-	for (int i = 0; i < ing->npending; i++)
-		if (ing->pending_windows[i] == window)
-			return NULL;
-
-	if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
-		return "time value is outside the range of timestamps streamcube can partition";
-	if (budgeted && ing->npending >= sc_batch_max_windows)
-		return (char *) sc_window_budget_used;
-
-	edata = sc_try_subtransaction(sc_window_work, &work);
-	if (edata != NULL)
-		return psprintf("could not create the window of this time value: %s", edata->message);
-
-	if (ing->npending == ing->maxpending)
+	*entry = NULL;
+	e = hash_search(ing->windows, &window, HASH_FIND, &found);
+	if (!found)
 	{
-		ing->maxpending *= 2;
-		ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
+		if (sc_window_pending(ing, window))
+			return NULL;
+		if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
+			return "time value is outside the range of timestamps streamcube can partition";
+		if (budgeted && ing->npending >= sc_batch_max_windows)
+			return sc_window_budget_used;
+
+		edata = sc_try_subtransaction(sc_window_work, &work);
+		if (edata != NULL)
+			return psprintf("could not create the window of this time value: %s", edata->message);
+		if (work.created)
+		{
+			if (ing->npending == ing->maxpending)
+			{
+				ing->maxpending *= 2;
+				ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
+			}
+			ing->pending_windows[ing->npending++] = window;
+			return NULL;
+		}
+		e = hash_search(ing->windows, &window, HASH_ENTER, NULL);
+		e->sealed = work.state.sealed;
+		e->relid = work.state.relid;
+		e->locked_batch = 0;
+		e->nupto = work.state.nupto;
+		e->upto_partitions = work.state.upto_partitions;
+		e->upto_offsets = work.state.upto_offsets;
 	}
-	ing->pending_windows[ing->npending++] = window;
+	*entry = e;
+	if (e->sealed || e->locked_batch == ing->batch_no)
+		return NULL;
+
+	if (!ConditionalLockRelationOid(e->relid, RowExclusiveLock))
+		return sc_window_busy;
+	/* Taking the lock took in invalidations: is it still our partition? */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->relid)) ||
+		get_partition_parent(e->relid, true) != ing->cube->relid)
+	{
+		UnlockRelationOid(e->relid, RowExclusiveLock);
+		hash_search(ing->windows, &window, HASH_REMOVE, NULL);
+		*entry = NULL;
+		return sc_window_busy;
+	}
+	e->locked_batch = ing->batch_no;
 	return NULL;
+}
+
+/* sealed_upto of a sealed window for one Kafka partition (0: none). */
+static int64
+sc_window_upto(const ScWindowEntry *e, int32 partition)
+{
+	for (int i = 0; i < e->nupto; i++)
+		if (e->upto_partitions[i] == partition)
+			return e->upto_offsets[i];
+	return 0;
 }
 
 /* Create the window of `now` and the next one; call inside a transaction. */
@@ -346,10 +450,15 @@ void
 sc_ingest_prepare_windows(ScIngest *ing, int64 now)
 {
 	int64		w = sc_window_start(ing->cube, now);
-	char	   *error;
+	ScWindowEntry *e;
+	const char *error;
 
-	if ((error = sc_need_window(ing, w, false)) != NULL ||
-		(error = sc_need_window(ing, w + ing->cube->width, false)) != NULL)
+	ing->batch_no++;
+	if ((error = sc_need_window(ing, w, false, &e)) == sc_window_busy)
+		error = NULL;
+	if (error == NULL && (error = sc_need_window(ing, w + ing->cube->width, false, &e)) == sc_window_busy)
+		error = NULL;
+	if (error != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("could not create the current windows of cube %s: %s",
@@ -357,28 +466,39 @@ sc_ingest_prepare_windows(ScIngest *ing, int64 now)
 }
 
 /*
- * The cube's table changed (a window detached or dropped, say): check every
- * window again before using it.
+ * The cube's table changed (a window sealed, detached or dropped, say):
+ * read every window's state again before using it.
  */
 void
 sc_ingest_forget_windows(ScIngest *ing)
 {
 	HASH_SEQ_STATUS seq;
-	int64	   *entry;
+	void	   *entry;
 
 	hash_seq_init(&seq, ing->windows);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		hash_search(ing->windows, entry, HASH_REMOVE, NULL);
+	hash_seq_init(&seq, ing->firsts);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		hash_search(ing->firsts, entry, HASH_REMOVE, NULL);
+	MemoryContextReset(ing->windows_cxt);
 }
 
-/* After COMMIT the windows created by the batch are known; after abort not. */
+/*
+ * After COMMIT, what the batch created and recorded is known; after an
+ * abort, not.
+ */
 void
 sc_ingest_end_batch(ScIngest *ing, bool committed)
 {
 	if (committed)
-		for (int i = 0; i < ing->npending; i++)
-			hash_search(ing->windows, &ing->pending_windows[i], HASH_ENTER, NULL);
+	{
+		for (int i = 0; i < ing->nfirsts_pending; i++)
+			hash_search(ing->firsts, &ing->firsts_pending[i], HASH_ENTER, NULL);
+		/* new windows: read their state when next needed */
+	}
 	ing->npending = 0;
+	ing->nfirsts_pending = 0;
 	MemoryContextReset(ing->batch_cxt);
 }
 
@@ -1213,12 +1333,14 @@ sc_cube_now(const ScCube *cube)
  * sc_window_budget_used when its window must wait for the next batch.  On
  * success its COPY line is appended to ing->lines.
  */
-static char *
-sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now)
+static const char *
+sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window, char *kind)
 {
 	ScCube	   *cube = ing->cube;
+	ScWindowEntry *e;
 	int64		ts;
 	char	   *error = NULL;
+	const char *why;
 	bool		ok;
 
 	if (m->payload == NULL)
@@ -1234,7 +1356,22 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now)
 	if (cube->reject_late >= 0 && ts < now && now - ts > cube->reject_late)
 		return psprintf("time value is more than late_rejection_period (%s) before now",
 						sc_usecs_text(cube->reject_late));
-	return sc_need_window(ing, sc_window_start(cube, ts), true);
+	*window = sc_window_start(cube, ts);
+	if ((why = sc_need_window(ing, *window, true, &e)) != NULL)
+		return why;
+	*kind = 'a';
+	if (e != NULL && e->sealed)
+	{
+		/* Read again after a crash: it is in the sealed window already. */
+		if (m->offset < sc_window_upto(e, m->partition))
+			*kind = 'R';
+		else if (cube->late_dead_letter)
+			return psprintf("late: window %s of the cube is sealed (option late = dead_letter)",
+							sc_bound_literal(cube, *window));
+		else
+			*kind = 'l';
+	}
+	return NULL;
 }
 
 /*
@@ -1246,7 +1383,7 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now)
  */
 static int
 sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
-				  int64 now, bool pause, int *skip_index, bool *budget_used)
+				  int64 now, bool pause, int *skip_index, bool *deferred)
 {
 	ScCube	   *cube = ing->cube;
 	MemoryContext cxt = CurrentMemoryContext;
@@ -1260,7 +1397,9 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 			{
 				ScKafkaMessage *m = &messages[i];
 				int			mark = ing->parse_mark = ing->lines.len;
-				char	   *error;
+				const char *error;
+				int64		window = 0;
+				char		kind = 0;
 
 				if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
 				{
@@ -1271,28 +1410,35 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				}
 				if (m->payload == NULL && cube->skip_tombstones)
 				{
-					ing->skipped[i] = true;
+					ing->fate[i] = 'T';
 					continue;
 				}
-				error = sc_message_line(ing, m, now);
-				if (error == sc_window_budget_used)
+				error = sc_message_line(ing, m, now, &window, &kind);
+				if (error == sc_window_budget_used || error == sc_window_busy)
 				{
 					ing->lines.len = mark;
 					ing->lines.data[mark] = '\0';
-					*budget_used = true;
+					*deferred = true;
 					return i;
 				}
-				if (error != NULL)
+				if (error != NULL || kind == 'R')
 				{
 					ing->lines.len = mark;
 					ing->lines.data[mark] = '\0';
-					ing->bad_error[i] = error;
+					if (kind == 'R')
+					{
+						ing->fate[i] = 'R';
+						continue;
+					}
+					ing->bad_error[i] = (char *) error;
 					if (pause)
 						return i;
 					continue;
 				}
 				ing->line_start[ing->nlines] = mark;
 				ing->line_msg[ing->nlines] = i;
+				ing->line_window[ing->nlines] = window;
+				ing->line_late[ing->nlines] = kind == 'l';
 				ing->nlines++;
 			}
 		}
@@ -1320,6 +1466,78 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 }
 
 /*
+ * What the rows of a batch tell the catalog, in the batch's transaction:
+ * a late row appended to a sealed window moves that window's sealed_upto
+ * past it (so it is never appended twice); the first row of a Kafka
+ * partition in an active window records its offset in window_offsets
+ * (where a seal finds the partition's next checkpoint).
+ */
+static void
+sc_record_windows(ScIngest *ing, int nlines_done)
+{
+	ScPrivilegeSave save;
+	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
+	Datum		values[4];
+
+	values[0] = Int32GetDatum(ing->cube->cube_id);
+	for (int l = 0; l < nlines_done; l++)
+	{
+		const ScKafkaMessage *m = &ing->messages[ing->line_msg[l]];
+		ScFirstKey key = {ing->line_window[l], m->partition};
+		bool		seen;
+
+		if (ing->bad_error[ing->line_msg[l]] != NULL)
+			continue;
+		values[1] = TimestampTzGetDatum(key.start);
+		values[2] = Int32GetDatum(key.partition);
+		if (ing->line_late[l])
+		{
+			/* lines are in offset order per partition: the last one wins */
+			bool		last = true;
+
+			for (int k = l + 1; k < nlines_done && last; k++)
+				if (ing->line_late[k] && ing->line_window[k] == key.start &&
+					ing->messages[ing->line_msg[k]].partition == key.partition &&
+					ing->bad_error[ing->line_msg[k]] == NULL)
+					last = false;
+			if (!last)
+				continue;
+			values[3] = Int64GetDatum(m->offset + 1);
+			sc_catalog_enter(&save);
+			if (SPI_execute_with_args("INSERT INTO streamcube.sealed_upto AS u "
+									  "(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
+									  "ON CONFLICT (cube_id, window_start, partition) "
+									  "DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
+									  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not advance streamcube.sealed_upto");
+			sc_catalog_leave(&save);
+			continue;
+		}
+		hash_search(ing->firsts, &key, HASH_FIND, &seen);
+		for (int k = 0; k < ing->nfirsts_pending && !seen; k++)
+			seen = ing->firsts_pending[k].start == key.start &&
+				ing->firsts_pending[k].partition == key.partition;
+		if (seen)
+			continue;
+		values[3] = Int64GetDatum(m->offset);
+		sc_catalog_enter(&save);
+		if (SPI_execute_with_args("INSERT INTO streamcube.window_offsets "
+								  "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
+								  "ON CONFLICT DO NOTHING",
+								  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not record streamcube.window_offsets");
+		sc_catalog_leave(&save);
+		if (ing->nfirsts_pending == ing->maxfirsts_pending)
+		{
+			ing->maxfirsts_pending *= 2;
+			ing->firsts_pending = repalloc(ing->firsts_pending,
+										   sizeof(ScFirstKey) * ing->maxfirsts_pending);
+		}
+		ing->firsts_pending[ing->nfirsts_pending++] = key;
+	}
+}
+
+/*
  * Ingest messages [0, n) inside the caller's transaction (with an active
  * snapshot).  The caller advances positions for messages [0, outcome->cut);
  * the messages after the cut were not looked at for good.
@@ -1330,11 +1548,11 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	ScCube	   *cube = ing->cube;
 	MemoryContext old = MemoryContextSwitchTo(ing->batch_cxt);
 	bool		pause = cube->bad_policy == SC_BAD_PAUSE;
-	bool		budget_used = false;
+	bool		deferred = false;
 	int			skip_index = -1;
 	int			stop;
 	int			first_bad;
-	int			stop_line;
+	volatile int stop_line = -1;
 
 	memset(outcome, 0, sizeof(*outcome));
 	ing->messages = messages;
@@ -1343,18 +1561,23 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		if (ing->maxbatch > 0)
 		{
 			pfree(ing->bad_error);
-			pfree(ing->skipped);
+			pfree(ing->fate);
 			pfree(ing->line_start);
 			pfree(ing->line_msg);
+			pfree(ing->line_window);
+			pfree(ing->line_late);
 		}
 		ing->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
-		ing->skipped = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * n);
+		ing->fate = MemoryContextAlloc(TopMemoryContext, sizeof(char) * n);
+		ing->line_window = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+		ing->line_late = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * n);
 		ing->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
 		ing->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
 		ing->maxbatch = n;
 	}
 	memset(ing->bad_error, 0, sizeof(char *) * n);
-	memset(ing->skipped, 0, sizeof(bool) * n);
+	memset(ing->fate, 0, sizeof(char) * n);
+	ing->batch_no++;
 	ing->nlines = 0;
 	resetStringInfo(&ing->lines);
 
@@ -1362,12 +1585,21 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 
 	/* Parse every message into a line, or into a reason why not. */
 	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_now(cube), pause,
-							 &skip_index, &budget_used);
+							 &skip_index, &deferred);
 	ing->line_start[ing->nlines] = ing->lines.len;
-	first_bad = (stop < n && !budget_used) ? stop : n;
+	first_bad = (stop < n && !deferred) ? stop : n;
 
-	/* Write the lines; isolate what COPY rejects. */
-	stop_line = sc_copy_lines(ing, 0, ing->nlines, pause);
+	/* Write the lines (late ones into sealed windows); isolate what COPY rejects. */
+	sc_seal_writes_allowed = true;
+	PG_TRY();
+	{
+		stop_line = sc_copy_lines(ing, 0, ing->nlines, pause);
+	}
+	PG_FINALLY();
+	{
+		sc_seal_writes_allowed = false;
+	}
+	PG_END_TRY();
 	if (stop_line >= 0)
 		first_bad = Min(first_bad, ing->line_msg[stop_line]);
 	outcome->cut = Min(first_bad, stop);
@@ -1377,7 +1609,9 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		if (ing->bad_error[ing->line_msg[l]] == NULL)
 			outcome->rows++;
 
-	/* Dead letters for what is bad before the cut; skipped tombstones. */
+	sc_record_windows(ing, stop_line >= 0 ? stop_line : ing->nlines);
+
+	/* Dead letters for what is bad before the cut; what was skipped. */
 	for (int i = 0; i < outcome->cut; i++)
 	{
 		if (ing->bad_error[i] != NULL)
@@ -1385,8 +1619,10 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 			sc_dead_letter(ing, &messages[i], ing->bad_error[i]);
 			outcome->dead_letters++;
 		}
-		else if (ing->skipped[i])
+		else if (ing->fate[i] == 'T')
 			outcome->tombstones_skipped++;
+		else if (ing->fate[i] == 'R')
+			outcome->replayed_skipped++;
 	}
 	if (pause && first_bad < n && first_bad == outcome->cut)
 	{

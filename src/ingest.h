@@ -20,6 +20,7 @@ typedef struct ScBatchOutcome
 	int64		rows;			/* rows inserted */
 	int			dead_letters;	/* messages sent to streamcube.dead_letters */
 	int			tombstones_skipped; /* NULL values skipped (option tombstones) */
+	int			replayed_skipped;	/* re-read messages already in a sealed window */
 	bool		skip_used;		/* the skip_bad_message message was met */
 	bool		paused;			/* a bad message under policy "pause" */
 	int32		bad_partition;

@@ -776,6 +776,9 @@ sc_receiver_process(int n)
 		memmove(receiver.messages, receiver.messages + outcome.cut,
 				sizeof(ScKafkaMessage) * (n - outcome.cut));
 		receiver.carried = n - outcome.cut;
+		/* A window being sealed holds the rest back: do not spin. */
+		if (outcome.cut == 0)
+			sc_receiver_wait(100);
 	}
 
 	if (outcome.skip_used)

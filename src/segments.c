@@ -32,6 +32,7 @@
 #include "cube.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
@@ -193,7 +194,7 @@ sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
 }
 
 /* An ISO 8601 literal of a window bound, independent of DateStyle. */
-static char *
+char *
 sc_bound_literal(const ScCube *cube, int64 ts)
 {
 	struct pg_tm tm;
@@ -293,10 +294,11 @@ sc_segment_known(const ScCube *cube, int64 start)
 }
 
 /*
- * Make sure the window starting at `start` has its partition.  Runs inside
- * the caller's transaction; DDL runs as the current user (the cube owner).
+ * Make sure the window starting at `start` has its partition; true when
+ * this call created it.  Runs inside the caller's transaction; DDL runs as
+ * the current user (the cube owner).
  */
-void
+bool
 sc_segment_ensure(const ScCube *cube, int64 start)
 {
 	char	   *relname;
@@ -308,7 +310,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 	if (sc_segment_known(cube, start))
 	{
 		SPI_finish();
-		return;
+		return false;
 	}
 
 	/* Serialise with other receivers of this cube, then look again. */
@@ -319,7 +321,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 	if (sc_segment_known(cube, start))
 	{
 		SPI_finish();
-		return;
+		return false;
 	}
 
 	relname = sc_partition_name(cube, start);
@@ -348,4 +350,60 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 						  NULL, false, 0);
 	sc_catalog_leave(&save);
 	SPI_finish();
+	return true;
+}
+
+/*
+ * The state of a window as the catalog has it: active or sealed, its
+ * partition, and for a sealed window its sealed_upto offsets (allocated in
+ * cxt).  False when the catalog does not know the window.  Call inside a
+ * transaction, connected to SPI.
+ */
+bool
+sc_segment_state(const ScCube *cube, int64 start, ScWindowState *state, MemoryContext cxt)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+	ScPrivilegeSave save;
+	bool		isnull;
+
+	memset(state, 0, sizeof(*state));
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT s.state = 'sealed', s.relid::oid, "
+							  "       array_agg(u.partition ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL), "
+							  "       array_agg(u.\"offset\" ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL) "
+							  "FROM streamcube.segment_catalog s "
+							  "LEFT JOIN streamcube.sealed_upto u USING (cube_id, window_start) "
+							  "WHERE s.cube_id = $1 AND s.window_start = $2 "
+							  "GROUP BY s.state, s.relid",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	sc_catalog_leave(&save);
+	if (SPI_processed == 0)
+		return false;
+	state->sealed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	state->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	{
+		Datum		parts = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		Datum		offs;
+		Datum	   *pe,
+				   *oe;
+		int			np,
+					no;
+
+		if (isnull)
+			return true;
+		offs = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull);
+		deconstruct_array(DatumGetArrayTypeP(parts), INT4OID, 4, true, TYPALIGN_INT, &pe, NULL, &np);
+		deconstruct_array(DatumGetArrayTypeP(offs), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &oe, NULL, &no);
+		state->nupto = np;
+		state->upto_partitions = MemoryContextAlloc(cxt, sizeof(int32) * Max(np, 1));
+		state->upto_offsets = MemoryContextAlloc(cxt, sizeof(int64) * Max(np, 1));
+		for (int i = 0; i < np; i++)
+		{
+			state->upto_partitions[i] = DatumGetInt32(pe[i]);
+			state->upto_offsets[i] = DatumGetInt64(oe[i]);
+		}
+	}
+	return true;
 }

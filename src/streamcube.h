@@ -136,6 +136,12 @@ extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
 
 /* ----------------------------------------------------------------
+ * seal.c
+ * ----------------------------------------------------------------
+ */
+extern bool sc_seal_writes_allowed;
+
+/* ----------------------------------------------------------------
  * launcher.c
  * ----------------------------------------------------------------
  */

@@ -1,0 +1,787 @@
+/*-------------------------------------------------------------------------
+ *
+ * seal.c
+ *		Sealing: closed windows become logged, immutable partitions.
+ *		streamcube_seal, streamcube_seal_due, streamcube_schedule_sealing,
+ *		and the trigger that keeps sealed partitions immutable.
+ *
+ * A seal runs in the caller's transaction (a function cannot commit), in
+ * two phases, so that the one step that blocks queries on the cube is
+ * short and comes last:
+ *
+ *	1. copy, per due window: take a SHARE lock on the window's UNLOGGED
+ *	   partition (it waits for a receiver batch writing there and keeps the
+ *	   next ones out: receivers lock a window without waiting, and keep a
+ *	   message for a window they cannot lock for a later batch, so ingest
+ *	   into other windows goes on); create a logged twin with the cube's
+ *	   columns, indexes and a CHECK constraint that equals the partition
+ *	   bound (so ATTACH needs no scan); copy the rows; add the triggers
+ *	   that refuse ordinary writes.  Nothing here blocks a query.
+ *	2. swap, per window: DETACH the unlogged partition, DROP it, RENAME the
+ *	   twin to its name, ATTACH it.  DETACH takes an ACCESS EXCLUSIVE lock on
+ *	   the cube: it is tried with lock_timeout = 100 ms and retried every
+ *	   300 ms, at most 50 times, so a seal never queues behind a long query
+ *	   and stalls every query after it; after the last try the seal fails
+ *	   and changes nothing.
+ *
+ * Then the catalog, in the same transaction: the window is sealed; per
+ * Kafka partition sealed_upto is the consume position (every message of
+ * the window below it is in the partition: a message for the window past
+ * it was kept back by its receiver while the window was locked); each
+ * partition's logged checkpoint moves to the smallest first offset still
+ * in an active window (streamcube.window_offsets), or to its position.
+ * After a crash, receivers restart from the checkpoints and skip re-read
+ * messages of sealed windows below sealed_upto.
+ *
+ * The copy reads with a new snapshot after the lock is held, so the caller
+ * must run in READ COMMITTED.  Seals of one cube are serialised by a
+ * transaction-scoped advisory lock.
+ *
+ * DDL on the cube's partitions runs as the cube's owner, with
+ * SECURITY_RESTRICTED_OPERATION; catalog rows are written through
+ * sc_catalog_enter().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "cube.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(sc_seal);
+PG_FUNCTION_INFO_V1(sc_seal_due);
+PG_FUNCTION_INFO_V1(sc_schedule_sealing);
+PG_FUNCTION_INFO_V1(sc_sealed_guard);
+
+/* Lock class of the advisory lock that serialises seals of one cube. */
+#define SC_SEAL_LOCK_CLASS 0x5EA1
+
+/* The swap: lock timeout, pause between tries, tries. */
+#define SC_SWAP_LOCK_TIMEOUT "100ms"
+#define SC_SWAP_RETRY_MS 300
+#define SC_SWAP_TRIES 50
+
+/* Set by receivers around their COPY: late rows may enter a sealed window. */
+bool		sc_seal_writes_allowed = false;
+
+/* One window being sealed. */
+typedef struct ScSealJob
+{
+	ScCube	   *cube;
+	int64		start;
+	Oid			active;			/* the unlogged partition */
+	char	   *active_name;	/* its unqualified name */
+	char	   *twin_name;		/* the logged twin, until the swap */
+	Oid			twin;
+	int64		rows;
+} ScSealJob;
+
+/* ----------------------------------------------------------------
+ * The guard trigger
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * BEFORE INSERT OR UPDATE OR DELETE (row) and BEFORE TRUNCATE (statement)
+ * on every sealed partition: ordinary writes are refused.  Receivers
+ * append late rows (sc_seal_writes_allowed).  An owner who must correct
+ * data disables the triggers on purpose: ALTER TABLE ... DISABLE TRIGGER
+ * streamcube_sealed (docs/operations.md).
+ */
+Datum
+sc_sealed_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("streamcube._sealed_guard() must be called as a trigger")));
+	if (!sc_seal_writes_allowed)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("window partition %s is sealed", RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("A sealed window of a cube is immutable: its rows are exactly the messages streamcube consumed."),
+				 errhint("To correct data on purpose, its owner may ALTER TABLE %s DISABLE TRIGGER USER, change it, then ENABLE TRIGGER USER.",
+						 quote_identifier(RelationGetRelationName(trigdata->tg_relation)))));
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		return PointerGetDatum(NULL);
+	return PointerGetDatum(trigdata->tg_trigtuple);
+}
+
+/* ----------------------------------------------------------------
+ * Helpers
+ * ----------------------------------------------------------------
+ */
+static void
+sc_seal_exec(const char *sql)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret < 0)
+		elog(ERROR, "statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/* Run DDL as the cube's owner, with restricted rights. */
+typedef struct ScAsOwner
+{
+	Oid			userid;
+	int			sec_context;
+} ScAsOwner;
+
+static void
+sc_as_owner_enter(ScAsOwner *save, Oid owner)
+{
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+static void
+sc_as_owner_leave(ScAsOwner *save)
+{
+	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/* The cube's columns as a quoted, comma-separated list, in table order. */
+static char *
+sc_column_list(Oid relid)
+{
+	StringInfoData out;
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	initStringInfo(&out);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attisdropped)
+			continue;
+		if (out.len > 0)
+			appendStringInfoString(&out, ", ");
+		appendStringInfoString(&out, quote_identifier(NameStr(att->attname)));
+	}
+	table_close(rel, NoLock);
+	return out.data;
+}
+
+/* A free name in a schema: base, then base_2, base_3 ... */
+static char *
+sc_free_name(Oid nsp, const char *base)
+{
+	for (int attempt = 1;; attempt++)
+	{
+		char		suffix[16] = "";
+		char	   *name;
+		int			room;
+
+		if (attempt > 1)
+			snprintf(suffix, sizeof(suffix), "_%d", attempt);
+		room = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - (int) strlen(suffix));
+		name = psprintf("%.*s%s", room, base, suffix);
+		if (!OidIsValid(get_relname_relid(name, nsp)))
+			return name;
+	}
+}
+
+/* The time column of a cube, quoted. */
+static const char *
+sc_time_column(const ScCube *cube)
+{
+	return quote_identifier(cube->columns[cube->time_index].name);
+}
+
+/* ----------------------------------------------------------------
+ * Phase 1: copy
+ * ----------------------------------------------------------------
+ */
+static void
+sc_seal_copy(ScSealJob *job)
+{
+	ScCube	   *cube = job->cube;
+	Oid			nsp = get_rel_namespace(cube->relid);
+	const char *lo = sc_bound_literal(cube, job->start);
+	const char *hi = sc_bound_literal(cube, job->start + cube->width);
+	char	   *columns = sc_column_list(cube->relid);
+	char	   *twin;
+	StringInfoData sql;
+	ScAsOwner	save;
+
+	/* Writers finish; receivers keep this window's messages until we commit. */
+	LockRelationOid(job->active, ShareLock);
+	if (get_rel_relkind(job->active) != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("window %s of cube %s is not a plain table", lo, cube->qualified)));
+
+	job->twin_name = sc_free_name(nsp, psprintf("%s_sealing", job->active_name));
+	twin = quote_qualified_identifier(cube->schema, job->twin_name);
+
+	sc_as_owner_enter(&save, cube->owner);
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+					 "INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
+					 twin, cube->qualified);
+	sc_seal_exec(sql.data);
+
+	/* The partition bound as a constraint: ATTACH then skips its scan. */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+					 "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
+					 twin, sc_time_column(cube), sc_time_column(cube), lo, sc_time_column(cube), hi);
+	sc_seal_exec(sql.data);
+
+	/* A new snapshot: every row committed before the lock. */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (%s) SELECT %s FROM ONLY %s",
+					 twin, columns, columns,
+					 quote_qualified_identifier(cube->schema, job->active_name));
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not copy window %s of cube %s", lo, cube->qualified);
+	job->rows = (int64) SPI_processed;
+	job->twin = get_relname_relid(job->twin_name, nsp);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TRIGGER streamcube_sealed BEFORE INSERT OR UPDATE OR DELETE ON %s "
+					 "FOR EACH ROW EXECUTE FUNCTION streamcube._sealed_guard()", twin);
+	sc_seal_exec(sql.data);
+	resetStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TRIGGER streamcube_sealed_truncate BEFORE TRUNCATE ON %s "
+					 "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", twin);
+	sc_seal_exec(sql.data);
+	sc_as_owner_leave(&save);
+}
+
+/* ----------------------------------------------------------------
+ * Phase 2: swap
+ * ----------------------------------------------------------------
+ */
+static void
+sc_seal_swap_statements(ScSealJob *job)
+{
+	ScCube	   *cube = job->cube;
+	StringInfoData sql;
+	char	   *active = quote_qualified_identifier(cube->schema, job->active_name);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified, active);
+	sc_seal_exec(sql.data);
+
+	/* The window is the twin now: the sql_drop trigger must not forget it. */
+	{
+		ScPrivilegeSave save;
+		Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
+		Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(job->start),
+		ObjectIdGetDatum(job->twin)};
+
+		sc_catalog_enter(&save);
+		if (SPI_execute_with_args("UPDATE streamcube.segment_catalog SET relid = $3 "
+								  "WHERE cube_id = $1 AND window_start = $2",
+								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+			SPI_processed != 1)
+			elog(ERROR, "could not point window %s of cube %s at its sealed partition",
+				 sc_bound_literal(cube, job->start), cube->qualified);
+		sc_catalog_leave(&save);
+	}
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "DROP TABLE %s", active);
+	sc_seal_exec(sql.data);
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s RENAME TO %s",
+					 quote_qualified_identifier(cube->schema, job->twin_name),
+					 quote_identifier(job->active_name));
+	sc_seal_exec(sql.data);
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+					 cube->qualified, active,
+					 sc_bound_literal(cube, job->start),
+					 sc_bound_literal(cube, job->start + cube->width));
+	sc_seal_exec(sql.data);
+}
+
+/*
+ * Swap the twin in, each try in a subtransaction with a short lock
+ * timeout, so that the ACCESS EXCLUSIVE lock on the cube is never queued
+ * behind a long query.
+ */
+/* One try of the swap, in a subtransaction; the error when it failed. */
+static ErrorData *
+sc_seal_swap_try(ScSealJob *job)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		int			nestlevel = NewGUCNestLevel();
+		ScAsOwner	save;
+
+		(void) set_config_option("lock_timeout", SC_SWAP_LOCK_TIMEOUT, PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		sc_as_owner_enter(&save, job->cube->owner);
+		SPI_connect();
+		sc_seal_swap_statements(job);
+		SPI_finish();
+		sc_as_owner_leave(&save);
+		AtEOXact_GUC(true, nestlevel);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+/*
+ * Swap the twin in, each try with a short lock timeout, so that the
+ * ACCESS EXCLUSIVE lock on the cube is never queued behind a long query.
+ */
+static void
+sc_seal_swap(ScSealJob *job)
+{
+	for (int attempt = 1;; attempt++)
+	{
+		ErrorData  *edata = sc_seal_swap_try(job);
+
+		if (edata == NULL)
+			return;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		if (attempt >= SC_SWAP_TRIES)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not seal window %s of cube %s: its table stayed locked",
+							sc_bound_literal(job->cube, job->start), job->cube->qualified),
+					 errdetail("Swapping the sealed partition in needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
+							   SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT),
+					 errhint("A long query or transaction holds the cube. Nothing was changed; the window seals at the next attempt.")));
+		FreeErrorData(edata);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SC_SWAP_RETRY_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Phase 3: the catalog
+ * ----------------------------------------------------------------
+ */
+static void
+sc_seal_record(ScSealJob *job)
+{
+	ScCube	   *cube = job->cube;
+	ScPrivilegeSave save;
+	Oid			types[5] = {INT4OID, TIMESTAMPTZOID, TEXTOID, INT8OID, NAMEOID};
+	Datum		values[5];
+	values[0] = Int32GetDatum(cube->cube_id);
+	values[1] = TimestampTzGetDatum(job->start);
+	values[2] = (Datum) 0;
+	values[3] = Int64GetDatum(job->rows);
+	values[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("UPDATE streamcube.segment_catalog "
+							  "SET state = 'sealed', sealed_at = now() "
+							  "WHERE cube_id = $1 AND window_start = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "could not mark window sealed");
+
+	/* Every message of the window below the position is in it. */
+	if (SPI_execute_with_args("INSERT INTO streamcube.sealed_upto (cube_id, window_start, partition, \"offset\") "
+							  "SELECT k.cube_id, $2, k.partition, coalesce(p.position, k.\"offset\") "
+							  "FROM streamcube.checkpoints k "
+							  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+							  "WHERE k.cube_id = $1",
+							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record sealed_upto");
+	if (SPI_execute_with_args("DELETE FROM streamcube.window_offsets "
+							  "WHERE cube_id = $1 AND window_start = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not update window_offsets");
+
+	/*
+	 * The logged restart point: the smallest first offset still in an
+	 * active window, or the position.  It only moves forward.
+	 */
+	if (SPI_execute_with_args("UPDATE streamcube.checkpoints k SET \"offset\" = n.ckpt "
+							  "FROM (SELECT k2.partition, coalesce("
+							  "        (SELECT min(w.first_offset) FROM streamcube.window_offsets w "
+							  "         JOIN streamcube.segment_catalog s USING (cube_id, window_start) "
+							  "         WHERE w.cube_id = $1 AND w.partition = k2.partition AND s.state = 'active'), "
+							  "        p.position, k2.\"offset\") AS ckpt "
+							  "      FROM streamcube.checkpoints k2 "
+							  "      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+							  "      WHERE k2.cube_id = $1) n "
+							  "WHERE k.cube_id = $1 AND k.partition = n.partition AND n.ckpt > k.\"offset\"",
+							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not move checkpoints");
+
+	if (SPI_execute_with_args("INSERT INTO streamcube.segment_log "
+							  "(cube_id, cube, window_start, window_end, action, rows, done_by) "
+							  "SELECT $1, c.relid, $2, s.window_end, 'sealed', $4, $5 "
+							  "FROM streamcube.cubes c JOIN streamcube.segment_catalog s USING (cube_id) "
+							  "WHERE c.cube_id = $1 AND s.window_start = $2",
+							  5, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not journal the seal");
+	sc_catalog_leave(&save);
+}
+
+/* ----------------------------------------------------------------
+ * Sealing a cube
+ * ----------------------------------------------------------------
+ */
+
+/* The active windows of a cube that end at or before older_than. */
+static List *
+sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
+{
+	ScPrivilegeSave save;
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(older_than)};
+	List	   *jobs = NIL;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT s.window_start, s.relid::oid, r.relname "
+							  "FROM streamcube.segment_catalog s "
+							  "JOIN pg_class r ON r.oid = s.relid "
+							  "WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2 "
+							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
+							  "ORDER BY s.window_start FOR UPDATE OF s",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	sc_catalog_leave(&save);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		ScSealJob  *job = palloc0(sizeof(ScSealJob));
+		bool		isnull;
+
+		job->cube = cube;
+		job->start = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		job->active = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		job->active_name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		jobs = lappend(jobs, job);
+	}
+	return jobs;
+}
+
+/*
+ * Seal the due windows of a cube: copy them all, then swap them all, then
+ * record them.  Returns how many were sealed.
+ */
+static int
+sc_seal_cube(ScCube *cube, TimestampTz older_than)
+{
+	List	   *jobs;
+	ListCell   *lc;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("sealing needs the READ COMMITTED isolation level"),
+				 errdetail("The copy of a window must see every row committed before its lock."),
+				 errhint("Call it outside an explicit REPEATABLE READ or SERIALIZABLE transaction.")));
+
+	/* One seal of a cube at a time: a second waits, then finds less to do. */
+	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
+							  (Oid[]) {INT4OID, INT4OID},
+							  (Datum[]) {Int32GetDatum(SC_SEAL_LOCK_CLASS), Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the seal lock");
+
+	jobs = sc_seal_due_windows(cube, older_than);
+	foreach(lc, jobs)
+		sc_seal_copy(lfirst(lc));
+	foreach(lc, jobs)
+		sc_seal_swap(lfirst(lc));
+	foreach(lc, jobs)
+		sc_seal_record(lfirst(lc));
+	return list_length(jobs);
+}
+
+/* now() as the cube's time column sees it. */
+static TimestampTz
+sc_seal_now(const ScCube *cube)
+{
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+
+	if (cube->time_type == TIMESTAMPOID)
+		return (TimestampTz) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
+																   TimestampTzGetDatum(now)));
+	return now;
+}
+
+/*
+ * streamcube_seal(cube text, older_than timestamptz DEFAULT NULL)
+ *	RETURNS integer
+ */
+Datum
+sc_seal(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	TimestampTz now;
+	TimestampTz older_than;
+	int			sealed;
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "seal", &relid, &owner);
+	cube = sc_cube_load(cube_id, false);
+	now = sc_seal_now(cube);
+	if (PG_ARGISNULL(1))
+		older_than = now - cube->grace;
+	else
+	{
+		older_than = PG_GETARG_TIMESTAMPTZ(1);
+		if (cube->time_type == TIMESTAMPOID)
+			older_than = (TimestampTz) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
+																			 TimestampTzGetDatum(older_than)));
+		if (older_than > now)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cannot seal windows of cube \"%s\" that end after now", name),
+					 errdetail("A window still open can receive rows; older_than is in the future."),
+					 errhint("Call streamcube_seal('%s') to seal what is due (now minus the cube's grace), or give a time in the past.",
+							 name)));
+	}
+	sealed = sc_seal_cube(cube, older_than);
+	SPI_finish();
+	PG_RETURN_INT32(sealed);
+}
+
+/*
+ * Drop the sealed windows of a cube that ended before now - retention;
+ * journalled.  Returns how many.
+ */
+static int
+sc_seal_retention(ScCube *cube)
+{
+	ScPrivilegeSave save;
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, NAMEOID};
+	Datum		values[3];
+	uint64		n;
+	SPITupleTable *tab;
+
+	if (cube->retention < 0)
+		return 0;
+	values[0] = Int32GetDatum(cube->cube_id);
+	values[1] = TimestampTzGetDatum(sc_seal_now(cube) - cube->retention);
+	values[2] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end <= $2 "
+							  "ORDER BY s.window_start",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	n = SPI_processed;
+	tab = SPI_tuptable;
+	if (n > 0 &&
+		SPI_execute_with_args("INSERT INTO streamcube.segment_log "
+							  "(cube_id, cube, window_start, window_end, action, done_by) "
+							  "SELECT s.cube_id, c.relid, s.window_start, s.window_end, 'dropped', $3 "
+							  "FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end <= $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not journal retention");
+	sc_catalog_leave(&save);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Oid			part = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+		char	   *relname = get_rel_name(part);
+		ScAsOwner	as;
+
+		if (relname == NULL)
+			continue;
+		/* DROP TABLE fires the sql_drop trigger, which forgets the window. */
+		sc_as_owner_enter(&as, cube->owner);
+		sc_seal_exec(psprintf("DROP TABLE %s",
+							  quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+														 relname)));
+		sc_as_owner_leave(&as);
+	}
+	return (int) n;
+}
+
+/* The ids of every cube. */
+static List *
+sc_all_cubes(void)
+{
+	ScPrivilegeSave save;
+	List	   *ids = NIL;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute("SELECT cube_id FROM streamcube.cubes ORDER BY cube_id", false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes");
+	sc_catalog_leave(&save);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		ids = lappend_int(ids, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	return ids;
+}
+
+/*
+ * streamcube_seal_due() RETURNS integer
+ *
+ * Seal what is due in every cube, then apply retention; returns how many
+ * windows were sealed.  A cube that fails (its table locked too long, say)
+ * is reported in a WARNING and left as it was; the others go on.
+ */
+/* Seal and apply retention to one cube, in a subtransaction. */
+static ErrorData *
+sc_seal_due_cube(int32 cube_id, int *sealed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	*sealed = 0;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		ScCube	   *cube;
+
+		SPI_connect();
+		cube = sc_cube_load(cube_id, true);
+		if (cube != NULL)
+		{
+			*sealed = sc_seal_cube(cube, sc_seal_now(cube) - cube->grace);
+			sc_seal_retention(cube);
+		}
+		SPI_finish();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		*sealed = 0;
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+Datum
+sc_seal_due(PG_FUNCTION_ARGS)
+{
+	List	   *ids;
+	ListCell   *lc;
+	int			sealed = 0;
+
+	sc_require_admin("seal the windows of every cube");
+	SPI_connect();
+	ids = sc_all_cubes();
+	foreach(lc, ids)
+	{
+		int32		cube_id = lfirst_int(lc);
+		int			n;
+		ErrorData  *edata = sc_seal_due_cube(cube_id, &n);
+
+		if (edata != NULL)
+		{
+			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
+				ReThrowError(edata);
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("could not seal cube %d: %s", cube_id, edata->message),
+					 edata->hint ? errhint("%s", edata->hint) : 0));
+			FreeErrorData(edata);
+		}
+		sealed += n;
+	}
+	SPI_finish();
+	PG_RETURN_INT32(sealed);
+}
+
+/*
+ * streamcube_schedule_sealing(schedule text DEFAULT '* * * * *')
+ *	RETURNS bigint
+ *
+ * Registers streamcube_seal_due() with pg_cron under the job name
+ * "streamcube-seal-due"; pg_cron updates a job of the same name and user
+ * instead of adding one.  The job runs as the caller.
+ */
+Datum
+sc_schedule_sealing(PG_FUNCTION_ARGS)
+{
+	char	   *schedule = PG_ARGISNULL(0) ? "* * * * *" : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int64		jobid;
+	bool		isnull;
+	char	   *command;
+
+	sc_require_admin("schedule sealing");
+	if (!OidIsValid(get_extension_oid("pg_cron", true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pg_cron is not installed in database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("streamcube_schedule_sealing() registers streamcube_seal_due() as a pg_cron job."),
+				 errhint("Install postgresql-15-cron, set shared_preload_libraries = 'streamcube,pg_cron' and cron.database_name = '%s' in postgresql.conf, restart, then CREATE EXTENSION pg_cron. Or run SELECT streamcube_seal_due() from any scheduler.",
+						 get_database_name(MyDatabaseId))));
+	SPI_connect();
+	if (SPI_execute("SELECT format('SELECT %I.streamcube_seal_due()', extnamespace::regnamespace::text) "
+					"FROM pg_catalog.pg_extension WHERE extname = 'streamcube'", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not find the schema of extension streamcube");
+	command = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (SPI_execute_with_args("SELECT cron.schedule('streamcube-seal-due', $1, $2)",
+							  2, (Oid[]) {TEXTOID, TEXTOID},
+							  (Datum[]) {CStringGetTextDatum(schedule), CStringGetTextDatum(command)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not schedule the pg_cron job");
+	jobid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	PG_RETURN_INT64(jobid);
+}
