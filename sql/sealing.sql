@@ -60,6 +60,14 @@ SELECT count(*) FILTER (WHERE state = 'sealed') AS sealed, count(*) FILTER (WHER
 FROM streamcube.segments WHERE cube = 'seal_events'::regclass AND window_start < '2026-01-02';
 SELECT count(*), count(DISTINCT (_partition, _offset)) FROM seal_events;
 
+-- The view <cube>_sealed holds the sealed windows only: what a physical
+-- standby can read, now()-relative predicates included.
+SELECT sealed_view FROM streamcube.cubes WHERE relid = 'seal_events'::regclass;
+SELECT count(*) AS sealed_rows, min(ts) AT TIME ZONE 'UTC' AS first, max(ts) AT TIME ZONE 'UTC' AS last
+FROM seal_events_sealed WHERE ts > now() - interval '10 years';
+SELECT (SELECT count(*) FROM seal_events_sealed) =
+       (SELECT sum(rows) FROM streamcube.segments WHERE cube = 'seal_events'::regclass AND state = 'sealed') AS same_rows;
+
 -- Option late = dead_letter: a row for a sealed window is a dead letter.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" seal_late 1 >/dev/null
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","qty":1}' '{"ts":"2026-01-01T00:00:02Z","qty":2}' | kcat -P -b "$SC_KAFKA" -t seal_late -p 0

@@ -26,6 +26,7 @@ COMMENT ON FUNCTION streamcube_kafka_properties() IS
 
 ALTER TABLE streamcube.cubes DROP COLUMN owner;
 ALTER TABLE streamcube.cubes ADD COLUMN paused_reason text;
+ALTER TABLE streamcube.cubes ADD COLUMN sealed_view regclass;
 ALTER TABLE streamcube.dead_letters ADD COLUMN key bytea;
 ALTER TABLE streamcube.segment_catalog ADD COLUMN sealed_at timestamptz;
 ALTER POLICY cube_readers ON streamcube.dead_letters

@@ -108,6 +108,7 @@ CREATE TABLE streamcube.cubes (
     -- then fails as for any table, and ALTER TABLE OWNER TO moves the cube
     paused           boolean NOT NULL DEFAULT false,
     paused_reason    text,                           -- why streamcube paused it (NULL: a user did)
+    sealed_view      regclass,                       -- <cube>_sealed: the sealed windows only (standbys)
     config_version   bigint NOT NULL DEFAULT 1,      -- bumped on every change receivers must see
     bad_partition    integer,                        -- set when a bad message paused the cube
     bad_offset       bigint,

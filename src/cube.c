@@ -543,12 +543,28 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	bool		keep_data = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			relid,
-				owner;
+				owner,
+				view = InvalidOid;
 	Oid			t[1] = {INT4OID};
 	Datum		v[1];
 
 	SPI_connect();
 	v[0] = Int32GetDatum(sc_cube_for_action(name, "drop", &relid, &owner));
+	{
+		ScPrivilegeSave save;
+		bool		isnull;
+
+		sc_catalog_enter(&save);
+		if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
+								  1, t, v, NULL, false, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+				view = DatumGetObjectId(d);
+		}
+		sc_catalog_leave(&save);
+	}
 	sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1", 1, t, v);
 	if (!keep_data)
 	{
@@ -557,6 +573,11 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 		int			save_sec_context;
 
 		initStringInfo(&sql);
+		/* The sealed view goes first: it depends on the sealed windows. */
+		if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
+			appendStringInfo(&sql, "DROP VIEW %s; ",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
+														get_rel_name(view)));
 		appendStringInfo(&sql, "DROP TABLE %s",
 						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 													get_rel_name(relid)));

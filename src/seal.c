@@ -60,6 +60,7 @@
 #include "utils/acl.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -465,6 +466,140 @@ sc_seal_record(ScSealJob *job)
 }
 
 /* ----------------------------------------------------------------
+ * The sealed view
+ * ----------------------------------------------------------------
+ */
+
+/* CREATE [OR REPLACE] VIEW, in a subtransaction; false when it failed. */
+static bool
+sc_seal_try_view(const char *sql)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		SPI_connect();
+		sc_seal_exec(sql);
+		SPI_finish();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * The view <cube>_sealed: the cube's sealed windows only, UNION ALL.  On a
+ * physical standby any query that touches an UNLOGGED partition fails, so
+ * standby readers query the sealed data through it, with ordinary SQL and
+ * now()-relative predicates.  Rebuilt (as the cube's owner, keeping its
+ * grants) whenever the set of sealed windows changes; windows ending at or
+ * before drop_before are left out (retention drops them next).
+ */
+static void
+sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
+{
+	ScPrivilegeSave save;
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before)};
+	char	   *columns = sc_column_list(cube->relid);
+	StringInfoData body;
+	StringInfoData sql;
+	Oid			view = InvalidOid;
+	char	   *qualified;
+	bool		isnull;
+	ScAsOwner	as;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end > $2 "
+							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
+							  "ORDER BY s.window_start",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	sc_catalog_leave(&save);
+
+	initStringInfo(&body);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Oid			part = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (body.len > 0)
+			appendStringInfoString(&body, "\nUNION ALL ");
+		appendStringInfo(&body, "SELECT %s FROM ONLY %s", columns,
+						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+													get_rel_name(part)));
+	}
+	if (body.len == 0)
+		appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, cube->qualified);
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
+							  1, types, values, NULL, false, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && get_rel_relkind(DatumGetObjectId(d)) == RELKIND_VIEW)
+			view = DatumGetObjectId(d);
+	}
+	sc_catalog_leave(&save);
+
+	sc_as_owner_enter(&as, cube->owner);
+	initStringInfo(&sql);
+	if (OidIsValid(view))
+	{
+		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
+											   get_rel_name(view));
+		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body.data);
+		if (!sc_seal_try_view(sql.data))
+		{
+			/* The columns changed in a way a view cannot follow: again. */
+			sc_seal_exec(psprintf("DROP VIEW %s", qualified));
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
+			sc_seal_exec(sql.data);
+		}
+	}
+	else
+	{
+		qualified = quote_qualified_identifier(cube->schema,
+											   sc_free_name(get_rel_namespace(cube->relid),
+															psprintf("%s_sealed", cube->relname)));
+		appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
+		sc_seal_exec(sql.data);
+	}
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "COMMENT ON VIEW %s IS 'The sealed windows of cube %s (logged partitions only): "
+					 "what a physical standby can read. Maintained by streamcube.'",
+					 qualified, cube->qualified);
+	sc_seal_exec(sql.data);
+	sc_as_owner_leave(&as);
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("UPDATE streamcube.cubes SET sealed_view = $2::regclass WHERE cube_id = $1",
+							  2, (Oid[]) {INT4OID, TEXTOID},
+							  (Datum[]) {Int32GetDatum(cube->cube_id), CStringGetTextDatum(qualified)},
+							  NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the sealed view");
+	sc_catalog_leave(&save);
+}
+
+/* ----------------------------------------------------------------
  * Sealing a cube
  * ----------------------------------------------------------------
  */
@@ -533,6 +668,8 @@ sc_seal_cube(ScCube *cube, TimestampTz older_than)
 		sc_seal_swap(lfirst(lc));
 	foreach(lc, jobs)
 		sc_seal_record(lfirst(lc));
+	if (jobs != NIL)
+		sc_seal_refresh_view(cube, DT_NOBEGIN);
 	return list_length(jobs);
 }
 
@@ -601,6 +738,7 @@ sc_seal_retention(ScCube *cube)
 	Datum		values[3];
 	uint64		n;
 	SPITupleTable *tab;
+	Oid		   *parts;
 
 	if (cube->retention < 0)
 		return 0;
@@ -625,10 +763,19 @@ sc_seal_retention(ScCube *cube)
 							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not journal retention");
 	sc_catalog_leave(&save);
+	parts = palloc(sizeof(Oid) * Max(n, 1));
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
-		Oid			part = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+
+		parts[i] = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+	}
+	/* The view must not hold what is dropped next. */
+	if (n > 0)
+		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]));
+	for (uint64 i = 0; i < n; i++)
+	{
+		Oid			part = parts[i];
 		char	   *relname = get_rel_name(part);
 		ScAsOwner	as;
 
