@@ -1357,6 +1357,9 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 		return psprintf("time value is more than late_rejection_period (%s) before now",
 						sc_usecs_text(cube->reject_late));
 	*window = sc_window_start(cube, ts);
+	if (cube->retention >= 0 && *window + cube->width <= now - cube->retention)
+		return psprintf("time value is older than the cube's retention (%s): its window is dropped",
+						sc_usecs_text(cube->retention));
 	if ((why = sc_need_window(ing, *window, true, &e)) != NULL)
 		return why;
 	*kind = 'a';
