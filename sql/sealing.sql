@@ -72,7 +72,7 @@ SELECT (SELECT count(*) FROM seal_events_sealed) =
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" seal_late 1 >/dev/null
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","qty":1}' '{"ts":"2026-01-01T00:00:02Z","qty":2}' | kcat -P -b "$SC_KAFKA" -t seal_late -p 0
 SELECT streamcube_create_cube('seal_late', 'kafka', 'seal_late', 'ts timestamptz, qty int', 'ts', '1 hour', 'json',
-       '{"late": "dead_letter", "retention": "1 day"}');
+       '{"late": "dead_letter"}');
 SELECT streamcube_wait('seal_late', '60 s');
 SELECT streamcube_seal('seal_late');
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:03Z","qty":3}' | kcat -P -b "$SC_KAFKA" -t seal_late -p 0
@@ -81,14 +81,27 @@ SELECT streamcube_wait('seal_late', '60 s');
 SELECT _offset, qty FROM seal_late ORDER BY 1;
 SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'seal_late'::regclass;
 
--- streamcube_seal_due(): every cube, then retention (seal_late keeps one
--- day of sealed windows: its window of 2026-01-01 goes).
+-- streamcube_seal_due(): every cube, then retention.  Retention is set in
+-- the catalog here, as if seal_late had kept its sealed windows for a
+-- day all along (options cannot be changed by a function yet): its window
+-- of 2026-01-01 goes.  A message older than the retention is a dead
+-- letter (its window would only be dropped again).
+UPDATE streamcube.cubes SET options = options || '{"retention": "1 day"}'
+WHERE relid = 'seal_late'::regclass;
 SELECT streamcube_seal_due() >= 0 AS ran;
 SELECT count(*) AS windows_of_2026_01_01 FROM streamcube.segments
 WHERE cube = 'seal_late'::regclass AND window_start < '2026-01-02';
 SELECT action, window_start AT TIME ZONE 'UTC' AS window_start FROM streamcube.segment_log
 WHERE cube = 'seal_late'::regclass ORDER BY log_id;
 SELECT count(*) AS rows_left FROM seal_late;
+SELECT streamcube_pause('seal_late');
+SELECT streamcube_resume('seal_late');
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:04Z","qty":4}' | kcat -P -b "$SC_KAFKA" -t seal_late -p 0
+SELECT sc_test.wait_for($$SELECT sum(high_watermark) = 4 FROM streamcube_check_cluster('kafka') WHERE topic = 'seal_late'$$);
+SELECT streamcube_wait('seal_late', '60 s');
+SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'seal_late'::regclass ORDER BY 1;
+SELECT count(*) AS windows_of_2026_01_01 FROM streamcube.segments
+WHERE cube = 'seal_late'::regclass AND window_start < '2026-01-02';
 
 -- The pg_cron schedule: without pg_cron a clear error, then one job.
 SELECT streamcube_schedule_sealing();

@@ -57,6 +57,7 @@
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "ingest.h"
+#include "positions.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -1478,21 +1479,14 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 static void
 sc_record_windows(ScIngest *ing, int nlines_done)
 {
-	ScPrivilegeSave save;
-	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
-	Datum		values[4];
-
-	values[0] = Int32GetDatum(ing->cube->cube_id);
 	for (int l = 0; l < nlines_done; l++)
 	{
 		const ScKafkaMessage *m = &ing->messages[ing->line_msg[l]];
-		ScFirstKey key = {ing->line_window[l], m->partition};
+		ScFirstKey	key = {ing->line_window[l], m->partition};
 		bool		seen;
 
 		if (ing->bad_error[ing->line_msg[l]] != NULL)
 			continue;
-		values[1] = TimestampTzGetDatum(key.start);
-		values[2] = Int32GetDatum(key.partition);
 		if (ing->line_late[l])
 		{
 			/* lines are in offset order per partition: the last one wins */
@@ -1503,17 +1497,8 @@ sc_record_windows(ScIngest *ing, int nlines_done)
 					ing->messages[ing->line_msg[k]].partition == key.partition &&
 					ing->bad_error[ing->line_msg[k]] == NULL)
 					last = false;
-			if (!last)
-				continue;
-			values[3] = Int64GetDatum(m->offset + 1);
-			sc_catalog_enter(&save);
-			if (SPI_execute_with_args("INSERT INTO streamcube.sealed_upto AS u "
-									  "(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
-									  "ON CONFLICT (cube_id, window_start, partition) "
-									  "DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
-									  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not advance streamcube.sealed_upto");
-			sc_catalog_leave(&save);
+			if (last)
+				sc_positions_late(ing->cube->cube_id, key.start, key.partition, m->offset + 1);
 			continue;
 		}
 		hash_search(ing->firsts, &key, HASH_FIND, &seen);
@@ -1522,14 +1507,7 @@ sc_record_windows(ScIngest *ing, int nlines_done)
 				ing->firsts_pending[k].partition == key.partition;
 		if (seen)
 			continue;
-		values[3] = Int64GetDatum(m->offset);
-		sc_catalog_enter(&save);
-		if (SPI_execute_with_args("INSERT INTO streamcube.window_offsets "
-								  "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
-								  "ON CONFLICT DO NOTHING",
-								  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not record streamcube.window_offsets");
-		sc_catalog_leave(&save);
+		sc_positions_first_offset(ing->cube->cube_id, key.start, key.partition, m->offset);
 		if (ing->nfirsts_pending == ing->maxfirsts_pending)
 		{
 			ing->maxfirsts_pending *= 2;

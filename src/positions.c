@@ -10,6 +10,12 @@
  * checkpoint is the logged restart point of the partition: where a
  * receiver starts when no position survived (first start, or a crash).
  *
+ * Sealing a window records here, per partition, its sealed_upto (every
+ * message of the window below it is in the sealed partition) and moves the
+ * checkpoint to the smallest first offset still in an active window
+ * (streamcube.window_offsets, written with the rows); a late row appended
+ * to a sealed window moves its sealed_upto in the batch's transaction.
+ *
  * Receivers load and advance positions here; streamcube_set_positions(),
  * the operator's way out when Kafka no longer holds what a cube needs (a
  * topic deleted and created again, offsets lost to retention), sets both
@@ -32,6 +38,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(sc_set_positions);
 
@@ -150,6 +157,82 @@ sc_positions_advance(int32 cube_id, const char *cube_name, int32 partition, int6
 						partition, cube_name, from),
 				 errdetail("Another receiver or streamcube_set_positions() moved it, or the cube was dropped; this batch is rolled back.")));
 	SPI_finish();
+}
+
+/* ----------------------------------------------------------------
+ * Sealed windows
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The first offset of a Kafka partition in an active window, in the
+ * transaction that inserts its row.  Caller is connected to SPI.
+ */
+void
+sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition, int64 offset)
+{
+	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
+	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
+	Int32GetDatum(partition), Int64GetDatum(offset)};
+
+	sc_positions_exec("INSERT INTO streamcube.window_offsets "
+					  "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
+					  "ON CONFLICT DO NOTHING", 4, types, values, false);
+}
+
+/*
+ * A late row of a sealed window was appended, in this transaction: the
+ * window holds every message of it below `upto` now.  Caller is connected
+ * to SPI.
+ */
+void
+sc_positions_late(int32 cube_id, int64 window_start, int32 partition, int64 upto)
+{
+	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
+	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
+	Int32GetDatum(partition), Int64GetDatum(upto)};
+
+	sc_positions_exec("INSERT INTO streamcube.sealed_upto AS u "
+					  "(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
+					  "ON CONFLICT (cube_id, window_start, partition) "
+					  "DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
+					  4, types, values, false);
+}
+
+/*
+ * A window is sealed, in this transaction: per partition its sealed_upto is
+ * the consume position (a message of the window past it was kept back by
+ * its receiver while the window was locked); its first offsets are
+ * forgotten; each checkpoint moves forward to the smallest first offset
+ * still in an active window, or to the position.  Caller is connected to
+ * SPI.
+ */
+void
+sc_positions_seal(int32 cube_id, int64 window_start)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start)};
+
+	sc_positions_exec("INSERT INTO streamcube.sealed_upto (cube_id, window_start, partition, \"offset\") "
+					  "SELECT k.cube_id, $2, k.partition, coalesce(p.position, k.\"offset\") "
+					  "FROM streamcube.checkpoints k "
+					  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					  "WHERE k.cube_id = $1",
+					  2, types, values, false);
+	sc_positions_exec("DELETE FROM streamcube.window_offsets "
+					  "WHERE cube_id = $1 AND window_start = $2",
+					  2, types, values, false);
+	sc_positions_exec("UPDATE streamcube.checkpoints k SET \"offset\" = n.ckpt "
+					  "FROM (SELECT k2.partition, coalesce("
+					  "        (SELECT min(w.first_offset) FROM streamcube.window_offsets w "
+					  "         JOIN streamcube.segment_catalog s USING (cube_id, window_start) "
+					  "         WHERE w.cube_id = $1 AND w.partition = k2.partition AND s.state = 'active'), "
+					  "        p.position, k2.\"offset\") AS ckpt "
+					  "      FROM streamcube.checkpoints k2 "
+					  "      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					  "      WHERE k2.cube_id = $1) n "
+					  "WHERE k.cube_id = $1 AND k.partition = n.partition AND n.ckpt > k.\"offset\"",
+					  1, types, values, false);
 }
 
 /* ----------------------------------------------------------------

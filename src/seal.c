@@ -52,6 +52,7 @@
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "cube.h"
+#include "positions.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -411,6 +412,7 @@ sc_seal_record(ScSealJob *job)
 	ScPrivilegeSave save;
 	Oid			types[5] = {INT4OID, TIMESTAMPTZOID, TEXTOID, INT8OID, NAMEOID};
 	Datum		values[5];
+
 	values[0] = Int32GetDatum(cube->cube_id);
 	values[1] = TimestampTzGetDatum(job->start);
 	values[2] = (Datum) 0;
@@ -424,37 +426,11 @@ sc_seal_record(ScSealJob *job)
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_processed != 1)
 		elog(ERROR, "could not mark window sealed");
+	sc_catalog_leave(&save);
 
-	/* Every message of the window below the position is in it. */
-	if (SPI_execute_with_args("INSERT INTO streamcube.sealed_upto (cube_id, window_start, partition, \"offset\") "
-							  "SELECT k.cube_id, $2, k.partition, coalesce(p.position, k.\"offset\") "
-							  "FROM streamcube.checkpoints k "
-							  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-							  "WHERE k.cube_id = $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record sealed_upto");
-	if (SPI_execute_with_args("DELETE FROM streamcube.window_offsets "
-							  "WHERE cube_id = $1 AND window_start = $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not update window_offsets");
+	sc_positions_seal(cube->cube_id, job->start);
 
-	/*
-	 * The logged restart point: the smallest first offset still in an
-	 * active window, or the position.  It only moves forward.
-	 */
-	if (SPI_execute_with_args("UPDATE streamcube.checkpoints k SET \"offset\" = n.ckpt "
-							  "FROM (SELECT k2.partition, coalesce("
-							  "        (SELECT min(w.first_offset) FROM streamcube.window_offsets w "
-							  "         JOIN streamcube.segment_catalog s USING (cube_id, window_start) "
-							  "         WHERE w.cube_id = $1 AND w.partition = k2.partition AND s.state = 'active'), "
-							  "        p.position, k2.\"offset\") AS ckpt "
-							  "      FROM streamcube.checkpoints k2 "
-							  "      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-							  "      WHERE k2.cube_id = $1) n "
-							  "WHERE k.cube_id = $1 AND k.partition = n.partition AND n.ckpt > k.\"offset\"",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not move checkpoints");
-
+	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("INSERT INTO streamcube.segment_log "
 							  "(cube_id, cube, window_start, window_end, action, rows, done_by) "
 							  "SELECT $1, c.relid, $2, s.window_end, 'sealed', $4, $5 "
