@@ -413,7 +413,11 @@ CREATE VIEW streamcube.segments AS
 SELECT c.relid::regclass AS cube,
        s.window_start,
        s.window_end,
-       s.state,
+       -- a seal holds a SHARE lock on the window's partition while it copies
+       CASE WHEN s.state = 'active' AND EXISTS (
+                 SELECT 1 FROM pg_catalog.pg_locks l
+                 WHERE l.relation = s.relid AND l.mode = 'ShareLock' AND l.granted)
+            THEN 'sealing' ELSE s.state END AS state,
        streamcube._segment_rows(c.relid, s.relid) AS rows,
        pg_catalog.pg_total_relation_size(s.relid) AS bytes,
        s.relid::regclass AS relation,

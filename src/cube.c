@@ -764,31 +764,6 @@ sc_wait_paused_warn(int32 cube_id, const char *name)
 }
 
 /*
- * Committed positions: how many partitions are still short of their
- * targets?
- */
-static int64
-sc_wait_short(int32 cube_id, Datum partarray, Datum targetarray)
-{
-	ScPrivilegeSave save;
-	Datum		args[3] = {Int32GetDatum(cube_id), partarray, targetarray};
-	Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
-	bool		isnull;
-
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
-							  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
-							  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
-							  "FROM unnest($2, $3) AS t(part, target) "
-							  "LEFT JOIN streamcube.consume_positions p "
-							  "  ON p.cube_id = $1 AND p.partition = t.part",
-							  3, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamcube.consume_positions");
-	sc_catalog_leave(&save);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/*
  * True once every message that Kafka held for the topic at the call is
  * consumed: committed, and shown by a running receiver.  "Held" is the end
  * a read_committed consumer reads to, the last stable offset, as the lag
@@ -867,7 +842,7 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	{
 		if (sc_wait_paused_warn(cube_id, name))
 			break;
-		done = sc_wait_short(cube_id, partarray, targetarray) == 0 &&
+		done = sc_positions_short_of(cube_id, partarray, targetarray) == 0 &&
 			sc_wait_receivers_done(cube_id, n, parts, targets);
 		if (done || GetCurrentTimestamp() >= deadline)
 			break;

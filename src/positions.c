@@ -159,6 +159,29 @@ sc_positions_advance(int32 cube_id, const char *cube_name, int32 partition, int6
 	SPI_finish();
 }
 
+/*
+ * How many of the partitions parts[] (an int4[] datum) are short of their
+ * targets[] (an int8[] datum)?  A partition without a position counts from
+ * its checkpoint; one the cube does not know never reaches its target.
+ * Caller is connected to SPI.
+ */
+int64
+sc_positions_short_of(int32 cube_id, Datum parts, Datum targets)
+{
+	Datum		args[3] = {Int32GetDatum(cube_id), parts, targets};
+	Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
+	bool		isnull;
+
+	sc_positions_exec("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
+					  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
+					  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
+					  "FROM unnest($2, $3) AS t(part, target) "
+					  "LEFT JOIN streamcube.consume_positions p "
+					  "  ON p.cube_id = $1 AND p.partition = t.part",
+					  3, types, args, false);	/* a new snapshot each time */
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 /* ----------------------------------------------------------------
  * Sealed windows
  * ----------------------------------------------------------------

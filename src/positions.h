@@ -24,6 +24,7 @@ extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,
 									  MemoryContext cxt);
 extern void sc_positions_advance(int32 cube_id, const char *cube_name,
 								 int32 partition, int64 from, int64 to);
+extern int64 sc_positions_short_of(int32 cube_id, Datum parts, Datum targets);
 extern void sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition,
 									  int64 offset);
 extern void sc_positions_late(int32 cube_id, int64 window_start, int32 partition, int64 upto);
