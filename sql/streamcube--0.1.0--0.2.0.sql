@@ -325,3 +325,25 @@ SELECT pg_catalog.pg_extension_config_dump('streamcube.sealed_upto', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.window_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log_log_id_seq', '');
+
+-- Rows already in active windows: record the first offset of each Kafka
+-- partition in each of them, as receivers do from now on with every batch,
+-- so that a seal never moves a checkpoint past them.  Plain tables only:
+-- nothing a cube owner made of a window runs here.
+DO $$
+DECLARE
+    w record;
+BEGIN
+    FOR w IN SELECT s.cube_id, s.window_start, s.relid
+             FROM streamcube.segment_catalog s
+             JOIN pg_catalog.pg_class c ON c.oid = s.relid AND c.relkind = 'r'
+             WHERE s.state = 'active'
+    LOOP
+        EXECUTE pg_catalog.format(
+            'INSERT INTO streamcube.window_offsets (cube_id, window_start, partition, first_offset) '
+            'SELECT %s, %L, _partition, pg_catalog.min(_offset) FROM ONLY %s GROUP BY _partition '
+            'ON CONFLICT DO NOTHING',
+            w.cube_id, w.window_start, w.relid);
+    END LOOP;
+END
+$$;

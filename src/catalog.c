@@ -12,6 +12,7 @@
  */
 #include "streamcube.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
@@ -21,6 +22,7 @@
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/regproc.h"
+#include "utils/resowner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
@@ -193,6 +195,40 @@ sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", what)));
 	return text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+/*
+ * Run fn(arg) in a subtransaction.  Returns NULL when it succeeded, or the
+ * error, copied into the caller's memory context, when it failed (the
+ * subtransaction is rolled back).  The caller decides what to rethrow.
+ */
+ErrorData *
+sc_try(void (*fn) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return edata;
 }
 
 /* Called by the install script before it creates anything else. */

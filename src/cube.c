@@ -554,9 +554,13 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 		ScPrivilegeSave save;
 		bool		isnull;
 
+		/* Waits for a batch or a seal in flight; the view as it is then. */
 		sc_catalog_enter(&save);
-		if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
-								  1, t, v, NULL, false, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		if (SPI_execute_with_args("DELETE FROM streamcube.cubes WHERE cube_id = $1 "
+								  "RETURNING sealed_view::oid",
+								  1, t, v, NULL, false, 1) != SPI_OK_DELETE_RETURNING)
+			elog(ERROR, "could not delete from streamcube.cubes");
+		if (SPI_processed == 1)
 		{
 			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
@@ -565,7 +569,6 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 		}
 		sc_catalog_leave(&save);
 	}
-	sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1", 1, t, v);
 	if (!keep_data)
 	{
 		StringInfoData sql;

@@ -303,31 +303,10 @@ sc_is_data_error(ErrorData *edata)
 static ErrorData *
 sc_try_subtransaction(void (*work) (void *), void *arg)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
+	ErrorData  *edata = sc_try(work, arg);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		work(arg);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (!sc_is_data_error(edata))
-			ReThrowError(edata);
-	}
-	PG_END_TRY();
+	if (edata != NULL && !sc_is_data_error(edata))
+		ReThrowError(edata);
 	return edata;
 }
 

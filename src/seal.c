@@ -235,7 +235,8 @@ sc_seal_copy(ScSealJob *job)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("window %s of cube %s is not a plain table", lo, cube->qualified)));
 
-	job->twin_name = sc_free_name(nsp, psprintf("%s_sealing", job->active_name));
+	job->twin_name = MemoryContextStrdup(cube->mcxt,
+										 sc_free_name(nsp, psprintf("%s_sealing", job->active_name)));
 	twin = quote_qualified_identifier(cube->schema, job->twin_name);
 
 	sc_as_owner_enter(&save, cube->owner);
@@ -330,56 +331,54 @@ sc_seal_swap_statements(ScSealJob *job)
  * timeout, so that the ACCESS EXCLUSIVE lock on the cube is never queued
  * behind a long query.
  */
-/* One try of the swap, in a subtransaction; the error when it failed. */
-static ErrorData *
-sc_seal_swap_try(ScSealJob *job)
+/*
+ * One try of fn(arg) as the cube's owner, in a subtransaction, with a short
+ * lock timeout; the error when it failed.
+ */
+typedef struct ScLockedCall
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
+	Oid			owner;
+	void		(*fn) (void *);
+	void	   *arg;
+} ScLockedCall;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		int			nestlevel = NewGUCNestLevel();
-		ScAsOwner	save;
+static void
+sc_seal_locked_fn(void *arg)
+{
+	ScLockedCall *call = arg;
+	int			nestlevel = NewGUCNestLevel();
+	ScAsOwner	save;
 
-		(void) set_config_option("lock_timeout", SC_SWAP_LOCK_TIMEOUT, PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-		sc_as_owner_enter(&save, job->cube->owner);
-		SPI_connect();
-		sc_seal_swap_statements(job);
-		SPI_finish();
-		sc_as_owner_leave(&save);
-		AtEOXact_GUC(true, nestlevel);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_END_TRY();
-	return edata;
+	(void) set_config_option("lock_timeout", SC_SWAP_LOCK_TIMEOUT, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	sc_as_owner_enter(&save, call->owner);
+	SPI_connect();
+	call->fn(call->arg);
+	SPI_finish();
+	sc_as_owner_leave(&save);
+	AtEOXact_GUC(true, nestlevel);
+}
+
+static ErrorData *
+sc_seal_try_locked(Oid owner_role, void (*fn) (void *), void *arg)
+{
+	ScLockedCall call = {owner_role, fn, arg};
+
+	return sc_try(sc_seal_locked_fn, &call);
 }
 
 /*
- * Swap the twin in, each try with a short lock timeout, so that the
- * ACCESS EXCLUSIVE lock on the cube is never queued behind a long query.
+ * Run fn(arg), which needs an ACCESS EXCLUSIVE lock on the cube for a
+ * moment, with lock_timeout = 100 ms, retried every 300 ms: it is never
+ * queued behind a long query, where it would stall every query after it.
+ * After the last try it fails; what saying so names is `what`.
  */
 static void
-sc_seal_swap(ScSealJob *job)
+sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
 {
 	for (int attempt = 1;; attempt++)
 	{
-		ErrorData  *edata = sc_seal_swap_try(job);
+		ErrorData  *edata = sc_seal_try_locked(cube->owner, fn, arg);
 
 		if (edata == NULL)
 			return;
@@ -388,17 +387,30 @@ sc_seal_swap(ScSealJob *job)
 		if (attempt >= SC_SWAP_TRIES)
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("could not seal window %s of cube %s: its table stayed locked",
-							sc_bound_literal(job->cube, job->start), job->cube->qualified),
-					 errdetail("Swapping the sealed partition in needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
+					 errmsg("could not %s of cube %s: its table stayed locked", what, cube->qualified),
+					 errdetail("This needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
 							   SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT),
-					 errhint("A long query or transaction holds the cube. Nothing was changed; the window seals at the next attempt.")));
+					 errhint("A long query or transaction holds the cube. Nothing was changed; the next attempt tries again.")));
 		FreeErrorData(edata);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 SC_SWAP_RETRY_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+static void
+sc_seal_swap_fn(void *arg)
+{
+	sc_seal_swap_statements((ScSealJob *) arg);
+}
+
+/* Swap the twin in (see sc_seal_with_lock_retry). */
+static void
+sc_seal_swap(ScSealJob *job)
+{
+	sc_seal_with_lock_retry(job->cube, sc_seal_swap_fn, job,
+							psprintf("seal window %s", sc_bound_literal(job->cube, job->start)));
 }
 
 /* ----------------------------------------------------------------
@@ -447,35 +459,23 @@ sc_seal_record(ScSealJob *job)
  */
 
 /* CREATE [OR REPLACE] VIEW, in a subtransaction; false when it failed. */
+static void
+sc_seal_exec_fn(void *arg)
+{
+	SPI_connect();
+	sc_seal_exec((const char *) arg);
+	SPI_finish();
+}
+
 static bool
 sc_seal_try_view(const char *sql)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	ErrorData  *edata = sc_try(sc_seal_exec_fn, (void *) sql);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		SPI_connect();
-		sc_seal_exec(sql);
-		SPI_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	if (edata == NULL)
+		return true;
+	FreeErrorData(edata);
+	return false;
 }
 
 /*
@@ -588,6 +588,7 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(older_than)};
 	List	   *jobs = NIL;
+	MemoryContext old;
 
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("SELECT s.window_start, s.relid::oid, r.relname "
@@ -599,6 +600,8 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
 							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
+	/* The jobs live as long as the cube: a seal_due keeps them across SPI calls. */
+	old = MemoryContextSwitchTo(cube->mcxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		ScSealJob  *job = palloc0(sizeof(ScSealJob));
@@ -610,6 +613,7 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
 		job->active_name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
 		jobs = lappend(jobs, job);
 	}
+	MemoryContextSwitchTo(old);
 	return jobs;
 }
 
@@ -617,8 +621,12 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
  * Seal the due windows of a cube: copy them all, then swap them all, then
  * record them.  Returns how many were sealed.
  */
-static int
-sc_seal_cube(ScCube *cube, TimestampTz older_than)
+/*
+ * Phase 1 for a cube: take its seal lock, find its due windows and copy
+ * them.  Returns the jobs for sc_seal_finish().
+ */
+static List *
+sc_seal_prepare(ScCube *cube, TimestampTz older_than)
 {
 	List	   *jobs;
 	ListCell   *lc;
@@ -637,15 +645,52 @@ sc_seal_cube(ScCube *cube, TimestampTz older_than)
 							  NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not take the seal lock");
 
+	/*
+	 * Hold the cube's row first, as receivers do: streamcube_drop_cube then
+	 * waits for the seal instead of deadlocking with it on the window rows.
+	 */
+	{
+		ScPrivilegeSave save;
+		bool		exists;
+
+		sc_catalog_enter(&save);
+		if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+								  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
+								  NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not lock the cube");
+		exists = SPI_processed > 0;
+		sc_catalog_leave(&save);
+		if (!exists)
+			return NIL;			/* dropped meanwhile */
+	}
+
 	jobs = sc_seal_due_windows(cube, older_than);
 	foreach(lc, jobs)
 		sc_seal_copy(lfirst(lc));
+	return jobs;
+}
+
+/* Phases 2 and 3 for a cube: swap, record, rebuild its sealed view. */
+static void
+sc_seal_finish(ScCube *cube, List *jobs)
+{
+	ListCell   *lc;
+
 	foreach(lc, jobs)
 		sc_seal_swap(lfirst(lc));
 	foreach(lc, jobs)
 		sc_seal_record(lfirst(lc));
 	if (jobs != NIL)
 		sc_seal_refresh_view(cube, DT_NOBEGIN);
+}
+
+/* Seal the due windows of one cube; returns how many. */
+static int
+sc_seal_cube(ScCube *cube, TimestampTz older_than)
+{
+	List	   *jobs = sc_seal_prepare(cube, older_than);
+
+	sc_seal_finish(cube, jobs);
 	return list_length(jobs);
 }
 
@@ -702,6 +747,12 @@ sc_seal(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(sealed);
 }
 
+static void
+sc_seal_drop_fn(void *arg)
+{
+	sc_seal_exec((const char *) arg);
+}
+
 /*
  * Drop the sealed windows of a cube that ended before now - retention;
  * journalled.  Returns how many.
@@ -753,16 +804,15 @@ sc_seal_retention(ScCube *cube)
 	{
 		Oid			part = parts[i];
 		char	   *relname = get_rel_name(part);
-		ScAsOwner	as;
 
 		if (relname == NULL)
 			continue;
 		/* DROP TABLE fires the sql_drop trigger, which forgets the window. */
-		sc_as_owner_enter(&as, cube->owner);
-		sc_seal_exec(psprintf("DROP TABLE %s",
-							  quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
-														 relname)));
-		sc_as_owner_leave(&as);
+		sc_seal_with_lock_retry(cube, sc_seal_drop_fn,
+								psprintf("DROP TABLE %s",
+										 quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+																	relname)),
+								"drop a window past its retention");
 	}
 	return (int) n;
 }
@@ -794,77 +844,143 @@ sc_all_cubes(void)
  * windows were sealed.  A cube that fails (its table locked too long, say)
  * is reported in a WARNING and left as it was; the others go on.
  */
-/* Seal and apply retention to one cube, in a subtransaction. */
-static ErrorData *
-sc_seal_due_cube(int32 cube_id, int *sealed)
+/* What seal_due does for one cube. */
+typedef struct ScDueCube
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile edata = NULL;
+	int32		cube_id;
+	ScCube	   *cube;
+	List	   *jobs;
+} ScDueCube;
 
-	*sealed = 0;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		ScCube	   *cube;
+typedef enum ScDueStep
+{
+	SC_DUE_PREPARE,				/* load the cube, copy its due windows */
+	SC_DUE_FINISH,				/* swap, record, retention */
+	SC_DUE_CLEANUP				/* after a failed finish: drop the twins */
+} ScDueStep;
 
-		SPI_connect();
-		cube = sc_cube_load(cube_id, true);
-		if (cube != NULL)
-		{
-			*sealed = sc_seal_cube(cube, sc_seal_now(cube) - cube->grace);
-			sc_seal_retention(cube);
-		}
-		SPI_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
+static void
+sc_seal_due_step(ScDueCube *due, ScDueStep step)
+{
+	switch (step)
 	{
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		*sealed = 0;
+		case SC_DUE_PREPARE:
+			due->cube = sc_cube_load(due->cube_id, true);
+			if (due->cube != NULL)
+				due->jobs = sc_seal_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace);
+			break;
+		case SC_DUE_FINISH:
+			if (due->cube == NULL)
+				break;
+			sc_seal_finish(due->cube, due->jobs);
+			sc_seal_retention(due->cube);
+			break;
+		case SC_DUE_CLEANUP:
+			{
+				ListCell   *lc;
+				ScAsOwner	as;
+
+				sc_as_owner_enter(&as, due->cube->owner);
+				foreach(lc, due->jobs)
+				{
+					ScSealJob  *job = lfirst(lc);
+
+					sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
+										  quote_qualified_identifier(due->cube->schema, job->twin_name)));
+				}
+				sc_as_owner_leave(&as);
+				break;
+			}
 	}
-	PG_END_TRY();
-	return edata;
 }
 
+/*
+ * One step for one cube, in a subtransaction; false (with a WARNING) when
+ * it failed.  What the step allocates outlives the subtransaction.
+ */
+typedef struct ScDueCall
+{
+	ScDueCube  *due;
+	ScDueStep	step;
+	MemoryContext cxt;			/* where what the step allocates lives */
+} ScDueCall;
+
+static void
+sc_seal_due_fn(void *arg)
+{
+	ScDueCall  *call = arg;
+
+	SPI_connect();
+	MemoryContextSwitchTo(call->cxt);
+	sc_seal_due_step(call->due, call->step);
+	SPI_finish();
+}
+
+static bool
+sc_seal_due_try(ScDueCube *due, ScDueStep step)
+{
+	ScDueCall	call = {due, step, CurrentMemoryContext};
+	ErrorData  *edata = sc_try(sc_seal_due_fn, &call);
+
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED || edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
+		ReThrowError(edata);
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("could not seal cube %s: %s",
+					due->cube ? due->cube->qualified : psprintf("%d", due->cube_id), edata->message),
+			 edata->hint ? errhint("%s", edata->hint) : 0));
+	FreeErrorData(edata);
+	return false;
+}
+
+/*
+ * streamcube_seal_due() RETURNS integer
+ *
+ * Seal what is due in every cube, then apply retention; returns how many
+ * windows were sealed.  It all runs in the caller's transaction, so first
+ * every cube's due windows are copied (which blocks no query), and only
+ * then swapped in, cube after cube: the ACCESS EXCLUSIVE locks of the swaps
+ * are held from the first swap to the end, which is short.  A cube that
+ * fails (its table locked too long, say) is reported in a WARNING and left
+ * as it was; the others go on.
+ */
 Datum
 sc_seal_due(PG_FUNCTION_ARGS)
 {
 	List	   *ids;
+	List	   *dues = NIL;
 	ListCell   *lc;
 	int			sealed = 0;
 
 	sc_require_admin("seal the windows of every cube");
-	SPI_connect();
-	ids = sc_all_cubes();
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+
+		SPI_connect();
+		MemoryContextSwitchTo(cxt);	/* the list outlives SPI */
+		ids = sc_all_cubes();
+		SPI_finish();
+	}
+
 	foreach(lc, ids)
 	{
-		int32		cube_id = lfirst_int(lc);
-		int			n;
-		ErrorData  *edata = sc_seal_due_cube(cube_id, &n);
+		ScDueCube  *due = palloc0(sizeof(ScDueCube));
 
-		if (edata != NULL)
-		{
-			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-				edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
-				ReThrowError(edata);
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("could not seal cube %d: %s", cube_id, edata->message),
-					 edata->hint ? errhint("%s", edata->hint) : 0));
-			FreeErrorData(edata);
-		}
-		sealed += n;
+		due->cube_id = lfirst_int(lc);
+		if (sc_seal_due_try(due, SC_DUE_PREPARE))
+			dues = lappend(dues, due);
 	}
-	SPI_finish();
+	foreach(lc, dues)
+	{
+		ScDueCube  *due = lfirst(lc);
+
+		if (sc_seal_due_try(due, SC_DUE_FINISH))
+			sealed += list_length(due->jobs);
+		else if (due->jobs != NIL)
+			(void) sc_seal_due_try(due, SC_DUE_CLEANUP);
+	}
 	PG_RETURN_INT32(sealed);
 }
 

@@ -32,6 +32,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "utils/elog.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
@@ -170,6 +171,7 @@ extern bool sc_is_admin(Oid roleid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
+extern ErrorData *sc_try(void (*fn) (void *), void *arg);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);
 
