@@ -114,7 +114,7 @@ is( $node->safe_psql('postgres',
 # A second kind of crash: one server process dies by SIGKILL (here the
 # receiver itself, in the middle of ingest) and the postmaster reinitialises
 # everything and runs crash recovery, without a stop.  The same must hold.
-my $more = 100_000;
+my $more = 400_000;
 sc_produce($topic, count => $more,
 	'start-ts' => $start_ts + ($backlog + $live) * $step_ms / 1000,
 	'step-ms' => $step_ms, seed => 4);

@@ -387,12 +387,19 @@ sub sc_broker_start
 sub sc_delete_records
 {
 	my ($topic, $partition, $offset) = @_;
+	_delete_records_json(
+		qq({"version":1,"partitions":[{"topic":"$topic","partition":$partition,"offset":$offset}]}\n));
+	return;
+}
+
+sub _delete_records_json
+{
+	my ($json_text) = @_;
 	my $p = _broker_props();
 	my $version = $p->{version} // '3.9.1';
 	my $jars = dirname($ENV{SC_KAFKA_SH}) . "/.jars/$version";
 	my $json = PostgreSQL::Test::Utils::tempdir() . "/delete-records.json";
-	PostgreSQL::Test::Utils::append_to_file($json,
-		qq({"version":1,"partitions":[{"topic":"$topic","partition":$partition,"offset":$offset}]}\n));
+	PostgreSQL::Test::Utils::append_to_file($json, $json_text);
 	# warnings only, to stderr (log4j 1 for Kafka 3, log4j 2 for Kafka 4)
 	my $log = PostgreSQL::Test::Utils::tempdir() . "/tools-log.properties";
 	my $log_opt;
@@ -516,5 +523,136 @@ sub sc_log_since
 	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
 }
 push @EXPORT, 'sc_log_since';
+
+# ---------------------------------------------------------------- added for
+# the sealing tests (020_seal_crash ... 023_seal_standby)
+
+# Every message of a topic as kcat reads it now, keyed "partition:offset":
+# [partition, offset, hour, qty, amount_cents] for sckafka's JSON events
+# (hour is the UTC hour of their ts, "YYYY-MM-DDTHH"), [partition, offset]
+# for anything else.  Merge the hashes of several reads
+# (%all = (%all, %{ sc_kafka_records($topic) })) to keep what was deleted
+# from Kafka since (sc_delete_records).
+sub sc_kafka_records
+{
+	my ($topic) = @_;
+	my ($out, $err) = ('', '');
+
+	IPC::Run::run([ 'kcat', '-C', '-b', $ENV{SC_KAFKA}, '-t', $topic,
+			'-o', 'beginning', '-e', '-q', '-f', '%p\t%o\t%s\n' ],
+		'<', \undef, '>', \$out, '2>', \$err)
+	  or die "kcat -C failed: $err";
+	my %r;
+	for my $line (split /\n/, $out)
+	{
+		my ($p, $o, $payload) = split /\t/, $line, 3;
+		if (defined $payload
+			&& $payload =~ /^\{"ts":"(\d\d\d\d-\d\d-\d\dT\d\d):[^"]+","country":"\w+","device":"\w+","amount":(\d+)\.(\d\d),"qty":(\d+)\}$/)
+		{
+			$r{"$p:$o"} = [ $p, $o, $1, $4, $2 * 100 + $3 ];
+		}
+		else
+		{
+			$r{"$p:$o"} = [ $p, $o ];
+		}
+	}
+	return \%r;
+}
+push @EXPORT, 'sc_kafka_records';
+
+# Summarise records from sc_kafka_records the way sc_kafka_contents does
+# (so sc_check_exact takes it), plus hours => { hour => good messages }.
+sub sc_records_contents
+{
+	my ($records) = @_;
+	my %r = (partitions => {}, hours => {}, count => 0, good => 0, qty => 0,
+		amount_cents => 0);
+	for my $m (values %$records)
+	{
+		my ($p, $o, $hour, $qty, $cents) = @$m;
+		my $s = $r{partitions}{$p} //= { count => 0, good => 0, qty => 0,
+			amount_cents => 0, low => $o, high => $o + 1 };
+		$s->{count}++;
+		$r{count}++;
+		$s->{low} = $o if $o < $s->{low};
+		$s->{high} = $o + 1 if $o + 1 > $s->{high};
+		next unless defined $hour;
+		$s->{good}++;
+		$r{good}++;
+		$r{hours}{$hour}++;
+		$s->{qty} += $qty;
+		$r{qty} += $qty;
+		$s->{amount_cents} += $cents;
+		$r{amount_cents} += $cents;
+	}
+	return \%r;
+}
+push @EXPORT, 'sc_records_contents';
+
+# The rows of each hourly window of a cube (time column ts) equal the good
+# messages of that hour in $k (from sc_records_contents).
+sub sc_check_hours
+{
+	my ($node, $cube, $k, $label) = @_;
+	my $want = join("\n",
+		map { "$_|$k->{hours}{$_}" } sort keys %{ $k->{hours} });
+	is( $node->safe_psql('postgres',
+			"SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24'), count(*) "
+			  . "FROM $cube GROUP BY 1 ORDER BY 1"),
+		$want,
+		"$label: per hourly window, the rows equal Kafka's messages of that hour");
+	return;
+}
+push @EXPORT, 'sc_check_hours';
+
+# Delete the records below an offset in several partitions of a topic at
+# once (one DeleteRecordsCommand): sc_delete_records_below($topic,
+# { partition => offset, ... }).
+sub sc_delete_records_below
+{
+	my ($topic, $offsets) = @_;
+	my @parts = map { qq({"topic":"$topic","partition":$_,"offset":$offsets->{$_}}) }
+	  sort { $a <=> $b } keys %$offsets;
+	return unless @parts;
+	_delete_records_json(
+		qq({"version":1,"partitions":[) . join(',', @parts) . qq(]}\n));
+	return;
+}
+push @EXPORT, 'sc_delete_records_below';
+
+# psql in the background (IPC::Run) on a node, for statements that may
+# block or be killed by a crash: returns a handle for sc_psql_bg_finish.
+sub sc_psql_bg
+{
+	my ($node, $sql, @opts) = @_;
+	my %h = (out => '', err => '');
+	my @cmd = ('psql', '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+		'-d', $node->connstr('postgres'), @opts, '-c', $sql);
+	$h{harness} = IPC::Run::start(\@cmd, '<', \undef, '>', \$h{out},
+		'2>', \$h{err});
+	return \%h;
+}
+push @EXPORT, 'sc_psql_bg';
+
+# Wait for a background psql: returns (exit status, stdout, stderr).
+sub sc_psql_bg_finish
+{
+	my ($h) = @_;
+	eval { $h->{harness}->finish; 1 };
+	my $rc = $h->{harness}->result(0) // -1;
+	my ($out, $err) = ($h->{out}, $h->{err});
+	s/\s+$// for $out, $err;
+	return ($rc, $out, $err);
+}
+push @EXPORT, 'sc_psql_bg_finish';
+
+# Is a background psql still running?
+sub sc_psql_bg_running
+{
+	my ($h) = @_;
+	$h->{harness}->pump_nb;
+	return $h->{harness}->pumpable;
+}
+push @EXPORT, 'sc_psql_bg_running';
 
 1;
