@@ -95,6 +95,13 @@ typedef struct ScWindowEntry
 	int64	   *upto_offsets;
 } ScWindowEntry;
 
+/* A window that could not be created, and why. */
+typedef struct ScBadWindow
+{
+	int64		start;
+	char		error[256];
+} ScBadWindow;
+
 /* JSON nested deeper than this is a bad message (pg_parse_json recurses). */
 #define SC_MAX_JSON_DEPTH 256
 
@@ -120,6 +127,10 @@ struct ScIngest
 	int64	   *pending_windows;	/* created in the current transaction */
 	int			npending;
 	int			maxpending;
+	int64	   *missing;		/* windows met by batches, not created yet */
+	int			nmissing;
+	int			maxmissing;
+	HTAB	   *bad_windows;	/* ScBadWindow: windows that cannot be created */
 	HTAB	   *firsts;			/* ScFirstKey recorded in window_offsets */
 	ScFirstKey *firsts_pending;	/* recorded by the current transaction */
 	int			nfirsts_pending;
@@ -261,6 +272,12 @@ sc_ingest_create(ScCube *cube)
 	ctl.keysize = sizeof(ScFirstKey);
 	ctl.entrysize = sizeof(ScFirstKey);
 	ing->firsts = hash_create("streamcube first offsets", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(ScBadWindow);
+	ing->bad_windows = hash_create("streamcube bad windows", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	ing->maxmissing = 16;
+	ing->missing = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * ing->maxmissing);
 	ing->maxfirsts_pending = 64;
 	ing->firsts_pending = MemoryContextAlloc(TopMemoryContext,
 											 sizeof(ScFirstKey) * ing->maxfirsts_pending);
@@ -331,7 +348,7 @@ sc_window_work(void *arg)
 }
 
 /* Outcomes of sc_need_window() other than an error text or NULL. */
-static const char sc_window_budget_used[] = "window budget of the batch used up";
+static const char sc_window_missing[] = "window not created yet";
 static const char sc_window_busy[] = "window is being sealed";
 
 static bool
@@ -343,25 +360,57 @@ sc_window_pending(ScIngest *ing, int64 window)
 	return false;
 }
 
+/* Windows a batch met that do not exist yet: created after it commits. */
+static void
+sc_window_note_missing(ScIngest *ing, int64 window)
+{
+	for (int i = 0; i < ing->nmissing; i++)
+		if (ing->missing[i] == window)
+			return;
+	if (ing->nmissing == ing->maxmissing)
+	{
+		ing->maxmissing *= 2;
+		ing->missing = repalloc(ing->missing, sizeof(int64) * ing->maxmissing);
+	}
+	ing->missing[ing->nmissing++] = window;
+}
+
+/* Is this relation still a partition of the cube? */
+static bool
+sc_window_attached(ScIngest *ing, Oid relid)
+{
+	return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+		get_rel_relispartition(relid) &&
+		get_partition_parent(relid, true) == ing->cube->relid;
+}
+
 /*
  * The window a message goes to, in *entry (NULL for a window created in
- * this batch: active, and locked by us already).  Returns NULL when the
- * message may go on, sc_window_budget_used or sc_window_busy when it must
+ * this transaction: active, and locked by us already).  Returns NULL when
+ * the message may go on, sc_window_missing or sc_window_busy when it must
  * wait for the next batch, or an error text that makes the message bad.
  *
- * An unknown window is created (at most streamcube.batch_max_windows per
- * batch when budgeted), in a subtransaction: a time value whose window
- * cannot be created makes its message bad, not the batch.  An active
- * window is locked ROW EXCLUSIVE once per batch, without waiting: a seal
- * holds a SHARE lock on it while it copies, and messages for it wait until
- * the seal is done (then they are late).
+ * A batch creates no window (batch == true): DDL in the batch's
+ * transaction would let a concurrent query see the batch's positions but
+ * not yet the new partition with its rows (ATTACH takes only SHARE UPDATE
+ * EXCLUSIVE on the cube, and its invalidation is sent after the commit
+ * becomes visible).  The batch stops before the first message of an
+ * unknown window; the receiver creates the windows in a transaction of
+ * their own (sc_ingest_create_windows) and the message goes on in the next
+ * batch.  There, each window is created in a subtransaction: a time value
+ * whose window cannot be created makes its message bad, not the batch.
+ *
+ * An active window is locked ROW EXCLUSIVE once per batch, without
+ * waiting: a seal holds a SHARE lock on it while it copies, and messages
+ * for it wait until the seal is done (then they are late).
  */
 static const char *
-sc_need_window(ScIngest *ing, int64 window, bool budgeted, ScWindowEntry **entry)
+sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 {
 	ScWindowWork work = {.ing = ing, .window = window};
 	ErrorData  *edata;
 	ScWindowEntry *e;
+	ScBadWindow *bad;
 	bool		found;
 
 	*entry = NULL;
@@ -372,21 +421,41 @@ sc_need_window(ScIngest *ing, int64 window, bool budgeted, ScWindowEntry **entry
 			return NULL;
 		if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
 			return "time value is outside the range of timestamps streamcube can partition";
-		if (budgeted && ing->npending >= sc_batch_max_windows)
-			return sc_window_budget_used;
+		bad = hash_search(ing->bad_windows, &window, HASH_FIND, &found);
+		if (found)
+			return pstrdup(bad->error);
 
-		edata = sc_try_subtransaction(sc_window_work, &work);
-		if (edata != NULL)
-			return psprintf("could not create the window of this time value: %s", edata->message);
-		if (work.created)
+		if (batch)
 		{
-			if (ing->npending == ing->maxpending)
+			SPI_connect();
+			found = sc_segment_state(ing->cube, window, &work.state, ing->windows_cxt);
+			SPI_finish();
+			if (!found || (!work.state.sealed && !sc_window_attached(ing, work.state.relid)))
 			{
-				ing->maxpending *= 2;
-				ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
+				sc_window_note_missing(ing, window);
+				return sc_window_missing;
 			}
-			ing->pending_windows[ing->npending++] = window;
-			return NULL;
+		}
+		else
+		{
+			edata = sc_try_subtransaction(sc_window_work, &work);
+			if (edata != NULL)
+			{
+				bad = hash_search(ing->bad_windows, &window, HASH_ENTER, NULL);
+				snprintf(bad->error, sizeof(bad->error),
+						 "could not create the window of this time value: %s", edata->message);
+				return pstrdup(bad->error);
+			}
+			if (work.created)
+			{
+				if (ing->npending == ing->maxpending)
+				{
+					ing->maxpending *= 2;
+					ing->pending_windows = repalloc(ing->pending_windows, sizeof(int64) * ing->maxpending);
+				}
+				ing->pending_windows[ing->npending++] = window;
+				return NULL;
+			}
 		}
 		e = hash_search(ing->windows, &window, HASH_ENTER, NULL);
 		e->sealed = work.state.sealed;
@@ -403,8 +472,7 @@ sc_need_window(ScIngest *ing, int64 window, bool budgeted, ScWindowEntry **entry
 	if (!ConditionalLockRelationOid(e->relid, RowExclusiveLock))
 		return sc_window_busy;
 	/* Taking the lock took in invalidations: is it still our partition? */
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->relid)) ||
-		get_partition_parent(e->relid, true) != ing->cube->relid)
+	if (!sc_window_attached(ing, e->relid))
 	{
 		UnlockRelationOid(e->relid, RowExclusiveLock);
 		hash_search(ing->windows, &window, HASH_REMOVE, NULL);
@@ -413,6 +481,32 @@ sc_need_window(ScIngest *ing, int64 window, bool budgeted, ScWindowEntry **entry
 	}
 	e->locked_batch = ing->batch_no;
 	return NULL;
+}
+
+/* How many windows the batches met that do not exist yet. */
+int
+sc_ingest_missing_windows(ScIngest *ing)
+{
+	return ing->nmissing;
+}
+
+/*
+ * Create the windows the last batches met, at most
+ * streamcube.batch_max_windows of them, in the caller's transaction (its
+ * own, not a batch's).  One that cannot be created is remembered with the
+ * reason, which its messages then get as their dead letter's error.
+ */
+void
+sc_ingest_create_windows(ScIngest *ing)
+{
+	int			n = Min(ing->nmissing, sc_batch_max_windows);
+	ScWindowEntry *e;
+
+	ing->batch_no++;
+	for (int i = 0; i < n; i++)
+		(void) sc_need_window(ing, ing->missing[i], false, &e);
+	memmove(ing->missing, ing->missing + n, sizeof(int64) * (ing->nmissing - n));
+	ing->nmissing -= n;
 }
 
 /* sealed_upto of a sealed window for one Kafka partition (0: none). */
@@ -461,6 +555,9 @@ sc_ingest_forget_windows(ScIngest *ing)
 	hash_seq_init(&seq, ing->firsts);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		hash_search(ing->firsts, entry, HASH_REMOVE, NULL);
+	hash_seq_init(&seq, ing->bad_windows);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		hash_search(ing->bad_windows, entry, HASH_REMOVE, NULL);
 	MemoryContextReset(ing->windows_cxt);
 }
 
@@ -1310,7 +1407,7 @@ sc_cube_now(const ScCube *cube)
 
 /*
  * Why a message cannot be a row, before COPY sees it: NULL when it can,
- * sc_window_budget_used when its window must wait for the next batch.  On
+ * sc_window_missing or sc_window_busy when it must wait for the next batch.  On
  * success its COPY line is appended to ing->lines.
  */
 static const char *
@@ -1397,7 +1494,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 					continue;
 				}
 				error = sc_message_line(ing, m, now, &window, &kind);
-				if (error == sc_window_budget_used || error == sc_window_busy)
+				if (error == sc_window_missing || error == sc_window_busy)
 				{
 					ing->lines.len = mark;
 					ing->lines.data[mark] = '\0';

@@ -35,5 +35,7 @@ extern void sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n,
 extern void sc_ingest_prepare_windows(ScIngest *ing, int64 now);
 extern void sc_ingest_end_batch(ScIngest *ing, bool committed);
 extern void sc_ingest_forget_windows(ScIngest *ing);
+extern int	sc_ingest_missing_windows(ScIngest *ing);
+extern void sc_ingest_create_windows(ScIngest *ing);
 
 #endif							/* SC_INGEST_H */

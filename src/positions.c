@@ -433,7 +433,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		ListCell   *kc;
 		Oid			t[7] = {INT4OID, INT4OID, INT8OID, TEXTOID, NAMEOID, TEXTOID, OIDOID};
 		Datum		v[7];
-		bool		n[7] = {0};
+		char		n[8] = "       ";	/* ' ' not null, 'n' null */
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
@@ -463,41 +463,35 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		v[3] = CStringGetTextDatum(c->requested);
 		v[4] = DirectFunctionCall1(namein, CStringGetDatum(who));
 		v[5] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
-		n[5] = reason == NULL;
+		n[5] = reason ? ' ' : 'n';
 		v[6] = ObjectIdGetDatum(relid);
+
+		/* Journal, checkpoint and position in one statement. */
 		{
-			char		nulls_str[8];
+			ScPrivilegeSave save;
+			int			ret;
 
-			for (int i = 0; i < 7; i++)
-				nulls_str[i] = n[i] ? 'n' : ' ';
-			nulls_str[7] = '\0';
-			{
-				ScPrivilegeSave save;
-				int			ret;
-
-				sc_catalog_enter(&save);
-				ret = SPI_execute_with_args(
-											"WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
-											"             FROM streamcube.checkpoints k "
-											"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-											"             WHERE k.cube_id = $1 AND k.partition = $2), "
-											"j AS (INSERT INTO streamcube.position_changes "
-											"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
-											"       new_position, changed_by, reason) "
-											"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
-											"      RETURNING old_position), "
-											"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
-											"      WHERE cube_id = $1 AND partition = $2), "
-											"p AS (INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
-											"      VALUES ($1, $2, $3) ON CONFLICT (cube_id, partition) "
-											"      DO UPDATE SET position = $3, updated_at = now()) "
-											"SELECT old_position FROM j",
-											7, t, v, nulls_str, false, 0);
-				sc_catalog_leave(&save);
-				if (ret != SPI_OK_SELECT || SPI_processed != 1)
-					elog(ERROR, "could not set the position of partition %d of cube %s",
-						 c->partition, cube->qualified);
-			}
+			sc_catalog_enter(&save);
+			ret = SPI_execute_with_args("WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
+										"             FROM streamcube.checkpoints k "
+										"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+										"             WHERE k.cube_id = $1 AND k.partition = $2), "
+										"j AS (INSERT INTO streamcube.position_changes "
+										"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
+										"       new_position, changed_by, reason) "
+										"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
+										"      RETURNING old_position), "
+										"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
+										"      WHERE cube_id = $1 AND partition = $2), "
+										"p AS (INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
+										"      VALUES ($1, $2, $3) ON CONFLICT (cube_id, partition) "
+										"      DO UPDATE SET position = $3, updated_at = now()) "
+										"SELECT old_position FROM j",
+										7, t, v, n, false, 0);
+			sc_catalog_leave(&save);
+			if (ret != SPI_OK_SELECT || SPI_processed != 1)
+				elog(ERROR, "could not set the position of partition %d of cube %s",
+					 c->partition, cube->qualified);
 		}
 		values[0] = Int32GetDatum(c->partition);
 		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);

@@ -777,7 +777,7 @@ sc_receiver_process(int n)
 				sizeof(ScKafkaMessage) * (n - outcome.cut));
 		receiver.carried = n - outcome.cut;
 		/* A window being sealed holds the rest back: do not spin. */
-		if (outcome.cut == 0)
+		if (outcome.cut == 0 && sc_ingest_missing_windows(receiver.ing) == 0)
 			sc_receiver_wait(100);
 	}
 
@@ -812,6 +812,19 @@ sc_receiver_process(int n)
 	receiver.slot->failures = 0;
 	LWLockRelease(sc_shared->lock);
 	sc_receiver_publish();
+
+	/* Windows the batch met that do not exist yet: their own transaction. */
+	if (sc_ingest_missing_windows(receiver.ing) > 0)
+	{
+		sc_receiver_begin("creating windows");
+		if (!sc_receiver_lock_cube())
+			sc_receiver_cube_gone();
+		SPI_connect();
+		sc_ingest_create_windows(receiver.ing);
+		SPI_finish();
+		sc_receiver_commit();
+		sc_ingest_end_batch(receiver.ing, true);
+	}
 }
 
 /* Create the partitions of the current and next window when time moves on. */
