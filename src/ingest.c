@@ -38,9 +38,10 @@
  *
  * Bad messages go to streamcube.dead_letters, with their key, in the
  * batch's transaction, or, under policy "pause", end the batch just before
- * the first of them.  A batch creates at most streamcube.batch_max_windows
- * new windows: it ends before the first message that would need one more,
- * and the receiver keeps the rest for its next batch.
+ * the first of them.  A batch creates no window: it ends before the first
+ * message of a window that does not exist yet, the receiver keeps the rest
+ * for its next batch and creates such windows (at most
+ * streamcube.batch_max_windows at once) in a transaction of their own.
  *
  *-------------------------------------------------------------------------
  */

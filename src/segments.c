@@ -12,8 +12,9 @@
  * attached, which takes only SHARE UPDATE EXCLUSIVE on the parent: queries
  * on the cube go on while a window is added.  Receivers create the current
  * and the next window ahead of time, so the ingest path normally finds its
- * partitions in place; a timestamp outside them creates its window on
- * demand, in the batch's own transaction.  Creation is serialised per cube
+ * partitions in place; a timestamp outside them has its window created
+ * between two batches, in a transaction of its own (see ingest.c,
+ * sc_need_window).  Creation is serialised per cube
  * by a transaction-scoped advisory lock, and recorded in
  * streamcube.segment_catalog.
  *
