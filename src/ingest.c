@@ -1469,8 +1469,10 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 	ScCube	   *cube = ing->cube;
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile int i = from;
+	volatile bool stopped = false;
 
-	while (i < n)
+	/* Never return from inside PG_TRY: the handler must be popped first. */
+	while (i < n && !stopped)
 	{
 		PG_TRY();
 		{
@@ -1500,7 +1502,8 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 					ing->lines.len = mark;
 					ing->lines.data[mark] = '\0';
 					*deferred = true;
-					return i;
+					stopped = true;
+					break;
 				}
 				if (error != NULL || kind == 'R')
 				{
@@ -1513,7 +1516,10 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 					}
 					ing->bad_error[i] = (char *) error;
 					if (pause)
-						return i;
+					{
+						stopped = true;
+						break;
+					}
 					continue;
 				}
 				ing->line_start[ing->nlines] = mark;
@@ -1538,12 +1544,13 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 			ing->bad_error[i] = psprintf("%s", edata->message);
 			FreeErrorData(edata);
 			if (pause)
-				return i;
-			i++;
+				stopped = true;
+			else
+				i++;
 		}
 		PG_END_TRY();
 	}
-	return n;
+	return i;
 }
 
 /*
