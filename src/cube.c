@@ -509,11 +509,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	{
-		int64		now = sc_window_start(cube, (int64) GetCurrentTimestamp());
+		int64		now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
 
-		if (cube->time_type == TIMESTAMPOID)
-			now = sc_window_start(cube, (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
-																					 TimestampTzGetDatum(GetCurrentTimestamp()))));
 		sc_segment_ensure(cube, now);
 		sc_segment_ensure(cube, now + cube->width);
 	}

@@ -89,6 +89,7 @@ extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
 extern List *sc_cube_copy_options(const ScCube *cube);
 
 /* segments.c */
+extern int64 sc_cube_time(const ScCube *cube, TimestampTz t);
 extern int64 sc_window_start(const ScCube *cube, int64 ts);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);

@@ -1394,17 +1394,6 @@ sc_usecs_text(int64 usecs)
 	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&iv)));
 }
 
-/* "now" as the cube's time column sees it: timestamptz, or local time. */
-static int64
-sc_cube_now(const ScCube *cube)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (cube->time_type == TIMESTAMPOID)
-		return (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
-															 TimestampTzGetDatum(now)));
-	return (int64) now;
-}
 
 /*
  * Why a message cannot be a row, before COPY sees it: NULL when it can,
@@ -1649,7 +1638,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	SPI_connect();
 
 	/* Parse every message into a line, or into a reason why not. */
-	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_now(cube), pause,
+	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_time(cube, GetCurrentTimestamp()), pause,
 							 &skip_index, &deferred);
 	ing->line_start[ing->nlines] = ing->lines.len;
 	first_bad = (stop < n && !deferred) ? stop : n;

@@ -831,13 +831,9 @@ sc_receiver_process(int n)
 static void
 sc_receiver_windows_ahead(void)
 {
-	int64		now = (int64) GetCurrentTimestamp();
-	int64		window;
+	int64		now = sc_cube_time(receiver.cube, GetCurrentTimestamp());
+	int64		window = sc_window_start(receiver.cube, now);
 
-	if (receiver.cube->time_type == TIMESTAMPOID)
-		now = (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
-															TimestampTzGetDatum(now)));
-	window = sc_window_start(receiver.cube, now);
 	if (window == receiver.current_window && !receiver.table_changed)
 		return;
 	sc_receiver_begin("creating windows ahead");

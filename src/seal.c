@@ -698,12 +698,7 @@ sc_seal_cube(ScCube *cube, TimestampTz older_than)
 static TimestampTz
 sc_seal_now(const ScCube *cube)
 {
-	TimestampTz now = GetCurrentTransactionStartTimestamp();
-
-	if (cube->time_type == TIMESTAMPOID)
-		return (TimestampTz) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
-																   TimestampTzGetDatum(now)));
-	return now;
+	return (TimestampTz) sc_cube_time(cube, GetCurrentTransactionStartTimestamp());
 }
 
 /*
@@ -730,10 +725,7 @@ sc_seal(PG_FUNCTION_ARGS)
 		older_than = now - cube->grace;
 	else
 	{
-		older_than = PG_GETARG_TIMESTAMPTZ(1);
-		if (cube->time_type == TIMESTAMPOID)
-			older_than = (TimestampTz) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
-																			 TimestampTzGetDatum(older_than)));
+		older_than = (TimestampTz) sc_cube_time(cube, PG_GETARG_TIMESTAMPTZ(1));
 		if (older_than > now)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

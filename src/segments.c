@@ -45,6 +45,19 @@
 /* Lock class for the advisory lock that serialises DDL on one cube. */
 #define SC_ADVISORY_CLASS 0x5C0BE
 
+/*
+ * A point in time as the cube's time column holds it: itself for
+ * timestamptz, the local time of the session's TimeZone for timestamp.
+ */
+int64
+sc_cube_time(const ScCube *cube, TimestampTz t)
+{
+	if (cube->time_type == TIMESTAMPOID)
+		return (int64) DatumGetTimestamp(DirectFunctionCall1(timestamptz_timestamp,
+															 TimestampTzGetDatum(t)));
+	return (int64) t;
+}
+
 int64
 sc_window_start(const ScCube *cube, int64 ts)
 {
