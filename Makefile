@@ -25,6 +25,7 @@ OBJS = \
 	src/seal.o \
 	src/ingest.o \
 	src/receiver.o \
+	src/reassign.o \
 	src/consumers.o
 
 # -Wextra, less the two warnings that PostgreSQL's own headers and
@@ -34,7 +35,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing reassign
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

@@ -57,6 +57,83 @@ CREATE POLICY cube_readers ON streamcube.position_changes FOR SELECT
 COMMENT ON TABLE streamcube.position_changes IS
     'Journal of streamcube_set_positions(): who moved which consume position, when, from where to where';
 
+-- Reassignment: positions carry their owner and assignment epoch.
+ALTER TABLE streamcube.cubes ADD COLUMN assignment_epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE streamcube.assignments ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE streamcube.consume_positions ADD COLUMN replica_set text;
+ALTER TABLE streamcube.consume_positions ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+UPDATE streamcube.consume_positions p SET replica_set = a.replica_set
+FROM streamcube.assignments a
+WHERE a.cube_id = p.cube_id AND a.partition = p.partition;
+
+-- ---------------------------------------------------------------------
+-- Replica sets and reassignment
+-- ---------------------------------------------------------------------
+
+-- One id per streamcube_reassign() call (and per adoption of partitions
+-- added to a topic): the assignment epoch it gives what it moves.
+CREATE SEQUENCE streamcube.reassign_ids;
+REVOKE ALL ON streamcube.reassign_ids FROM PUBLIC;
+
+-- Journal of reassignments: one row per call and step.  Steps pause,
+-- merge and assign are written by the call (or, when it fails, one row
+-- with the failing step, written by the launcher since the call's own
+-- transaction rolls back); start and retire by the receivers that take
+-- and release the partitions after COMMIT.
+CREATE TABLE streamcube.reassign_log (
+    entry_id       bigserial PRIMARY KEY,
+    reassign_id    bigint NOT NULL,
+    cube_id        integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube           regclass NOT NULL,
+    origin         text NOT NULL CHECK (origin IN ('streamcube_reassign', 'new_partitions')),
+    step           text NOT NULL CHECK (step IN ('validate', 'pause', 'merge', 'assign', 'start', 'retire')),
+    replica_set    text,                   -- pause, start, retire: the receiver's replica set
+    partitions     integer[],
+    offsets        bigint[],               -- per partition: merged (merge, assign), start, or final (retire)
+    role           name NOT NULL,
+    started_at     timestamptz NOT NULL,
+    finished_at    timestamptz NOT NULL,
+    old_assignment jsonb,
+    new_assignment jsonb,
+    waited_ms      double precision,       -- pause: how long the set's batch in flight held the call
+    unconsumed_ms  double precision,       -- start: from the pause to the new owner's fetch
+    outcome        text NOT NULL CHECK (outcome IN ('ok', 'noop', 'failed')),
+    error          text
+);
+CREATE INDEX ON streamcube.reassign_log (cube_id, reassign_id);
+REVOKE ALL ON streamcube.reassign_log FROM PUBLIC;
+GRANT SELECT ON streamcube.reassign_log TO PUBLIC;
+ALTER TABLE streamcube.reassign_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY cube_readers ON streamcube.reassign_log FOR SELECT
+    USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
+COMMENT ON TABLE streamcube.reassign_log IS
+    'Journal of reassignments: one row per call and step (validate, pause, merge, assign, start, retire) with who, when, old and new assignment, offsets, waits and outcome';
+
+CREATE FUNCTION streamcube_create_replica_set(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_create_replica_set';
+COMMENT ON FUNCTION streamcube_create_replica_set(text) IS
+    'Create a replica set: a name that partitions of cubes can be assigned to, consumed by one receiver per cube';
+
+CREATE FUNCTION streamcube_drop_replica_set(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_drop_replica_set';
+COMMENT ON FUNCTION streamcube_drop_replica_set(text) IS
+    'Drop a replica set that no cube has partitions assigned to';
+
+CREATE FUNCTION streamcube_reassign(cube text, assignment jsonb, options jsonb DEFAULT '{}')
+    RETURNS jsonb LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_reassign';
+COMMENT ON FUNCTION streamcube_reassign(text, jsonb, jsonb) IS
+    'Move Kafka partitions of a cube between replica sets while ingest goes on: {"rs_a": [0,1], "rs_b": [2,3]}; options timeout, allow_partial; journalled in streamcube.reassign_log';
+
+REVOKE EXECUTE ON FUNCTION streamcube_create_replica_set(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamcube_drop_replica_set(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_create_replica_set(text) TO streamcube_admin;
+GRANT EXECUTE ON FUNCTION streamcube_drop_replica_set(text) TO streamcube_admin;
+-- streamcube_reassign stays executable by PUBLIC: the C code admits the
+-- cube's owner, superusers and streamcube_admin.
+
 DROP VIEW streamcube.consumers;
 DROP VIEW streamcube.segments;
 DROP FUNCTION streamcube._receivers();
@@ -214,7 +291,8 @@ CREATE FUNCTION streamcube._receivers(
         OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
         OUT started_at timestamptz, OUT last_batch_at timestamptz,
         OUT last_error text, OUT last_error_at timestamptz,
-        OUT topic_partitions integer, OUT tombstones_skipped bigint)
+        OUT topic_partitions integer, OUT tombstones_skipped bigint,
+        OUT epoch bigint)
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
 
@@ -222,6 +300,7 @@ CREATE VIEW streamcube.consumers AS
 SELECT r.pid,
        c.relid::regclass AS cube,
        r.replica_set,
+       r.epoch,                -- the assignment epoch the receiver runs at
        r.state,
        r.partitions,
        r.positions,

@@ -116,7 +116,8 @@ CREATE TABLE streamcube.cubes (
     skip_partition   integer,                        -- dead-letter this message once, then go on
     skip_offset      bigint,
     skip_error       text,
-    created_at       timestamptz NOT NULL DEFAULT now()
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    assignment_epoch bigint NOT NULL DEFAULT 0       -- the reassignment that last changed its assignment
 );
 REVOKE ALL ON streamcube.cubes FROM PUBLIC;
 
@@ -131,6 +132,7 @@ CREATE TABLE streamcube.assignments (
     cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
     partition   integer NOT NULL CHECK (partition >= 0),
     replica_set text NOT NULL REFERENCES streamcube.replica_sets (name),
+    epoch       bigint NOT NULL DEFAULT 0,    -- the reassignment that gave it this replica set
     PRIMARY KEY (cube_id, partition)
 );
 REVOKE ALL ON streamcube.assignments FROM PUBLIC;
@@ -147,12 +149,17 @@ REVOKE ALL ON streamcube.checkpoints FROM PUBLIC;
 
 -- Consume positions: the next offset to read, committed in the same
 -- transaction as the rows read before it.  UNLOGGED like the active
--- segments, so crash recovery empties both together.
+-- segments, so crash recovery empties both together.  A position may
+-- only be advanced by its owning replica set at its assignment epoch (a
+-- compare-and-set on all three): a receiver that lost the partition to a
+-- reassignment can never commit a batch of it again.
 CREATE UNLOGGED TABLE streamcube.consume_positions (
-    cube_id    integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
-    partition  integer NOT NULL,
-    position   bigint NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now(),
+    cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    partition   integer NOT NULL,
+    position    bigint NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    replica_set text,                          -- NULL: assigned to no replica set
+    epoch       bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (cube_id, partition)
 );
 REVOKE ALL ON streamcube.consume_positions FROM PUBLIC;
@@ -353,6 +360,74 @@ CREATE FUNCTION streamcube._sealed_guard() RETURNS trigger
 -- Monitoring
 -- ---------------------------------------------------------------------
 
+-- ---------------------------------------------------------------------
+-- Replica sets and reassignment
+-- ---------------------------------------------------------------------
+
+-- One id per streamcube_reassign() call (and per adoption of partitions
+-- added to a topic): the assignment epoch it gives what it moves.
+CREATE SEQUENCE streamcube.reassign_ids;
+REVOKE ALL ON streamcube.reassign_ids FROM PUBLIC;
+
+-- Journal of reassignments: one row per call and step.  Steps pause,
+-- merge and assign are written by the call (or, when it fails, one row
+-- with the failing step, written by the launcher since the call's own
+-- transaction rolls back); start and retire by the receivers that take
+-- and release the partitions after COMMIT.
+CREATE TABLE streamcube.reassign_log (
+    entry_id       bigserial PRIMARY KEY,
+    reassign_id    bigint NOT NULL,
+    cube_id        integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube           regclass NOT NULL,
+    origin         text NOT NULL CHECK (origin IN ('streamcube_reassign', 'new_partitions')),
+    step           text NOT NULL CHECK (step IN ('validate', 'pause', 'merge', 'assign', 'start', 'retire')),
+    replica_set    text,                   -- pause, start, retire: the receiver's replica set
+    partitions     integer[],
+    offsets        bigint[],               -- per partition: merged (merge, assign), start, or final (retire)
+    role           name NOT NULL,
+    started_at     timestamptz NOT NULL,
+    finished_at    timestamptz NOT NULL,
+    old_assignment jsonb,
+    new_assignment jsonb,
+    waited_ms      double precision,       -- pause: how long the set's batch in flight held the call
+    unconsumed_ms  double precision,       -- start: from the pause to the new owner's fetch
+    outcome        text NOT NULL CHECK (outcome IN ('ok', 'noop', 'failed')),
+    error          text
+);
+CREATE INDEX ON streamcube.reassign_log (cube_id, reassign_id);
+REVOKE ALL ON streamcube.reassign_log FROM PUBLIC;
+GRANT SELECT ON streamcube.reassign_log TO PUBLIC;
+ALTER TABLE streamcube.reassign_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY cube_readers ON streamcube.reassign_log FOR SELECT
+    USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
+COMMENT ON TABLE streamcube.reassign_log IS
+    'Journal of reassignments: one row per call and step (validate, pause, merge, assign, start, retire) with who, when, old and new assignment, offsets, waits and outcome';
+
+CREATE FUNCTION streamcube_create_replica_set(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_create_replica_set';
+COMMENT ON FUNCTION streamcube_create_replica_set(text) IS
+    'Create a replica set: a name that partitions of cubes can be assigned to, consumed by one receiver per cube';
+
+CREATE FUNCTION streamcube_drop_replica_set(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_drop_replica_set';
+COMMENT ON FUNCTION streamcube_drop_replica_set(text) IS
+    'Drop a replica set that no cube has partitions assigned to';
+
+CREATE FUNCTION streamcube_reassign(cube text, assignment jsonb, options jsonb DEFAULT '{}')
+    RETURNS jsonb LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_reassign';
+COMMENT ON FUNCTION streamcube_reassign(text, jsonb, jsonb) IS
+    'Move Kafka partitions of a cube between replica sets while ingest goes on: {"rs_a": [0,1], "rs_b": [2,3]}; options timeout, allow_partial; journalled in streamcube.reassign_log';
+
+REVOKE EXECUTE ON FUNCTION streamcube_create_replica_set(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamcube_drop_replica_set(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_create_replica_set(text) TO streamcube_admin;
+GRANT EXECUTE ON FUNCTION streamcube_drop_replica_set(text) TO streamcube_admin;
+-- streamcube_reassign stays executable by PUBLIC: the C code admits the
+-- cube's owner, superusers and streamcube_admin.
+
 -- Rows only for the cubes the caller may SELECT: errors quote message
 -- contents.
 CREATE FUNCTION streamcube._receivers(
@@ -361,7 +436,8 @@ CREATE FUNCTION streamcube._receivers(
         OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
         OUT started_at timestamptz, OUT last_batch_at timestamptz,
         OUT last_error text, OUT last_error_at timestamptz,
-        OUT topic_partitions integer, OUT tombstones_skipped bigint)
+        OUT topic_partitions integer, OUT tombstones_skipped bigint,
+        OUT epoch bigint)
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
 
@@ -369,6 +445,7 @@ CREATE VIEW streamcube.consumers AS
 SELECT r.pid,
        c.relid::regclass AS cube,
        r.replica_set,
+       r.epoch,                -- the assignment epoch the receiver runs at
        r.state,
        r.partitions,
        r.positions,

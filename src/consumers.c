@@ -42,7 +42,7 @@
 PG_FUNCTION_INFO_V1(sc_receivers);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
 
-#define SC_RECEIVER_COLS 16
+#define SC_RECEIVER_COLS 17
 
 static Datum
 sc_int_array(const Datum *values, int n, Oid type)
@@ -123,6 +123,8 @@ sc_receivers(PG_FUNCTION_ARGS)
 		values[14] = Int32GetDatum(slot->topic_partitions);
 		nulls[14] = slot->topic_partitions < 0;
 		values[15] = Int64GetDatum((int64) slot->tombstones_skipped);
+		values[16] = Int64GetDatum(slot->epoch);
+		nulls[16] = slot->epoch < 0;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

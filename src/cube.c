@@ -500,10 +500,13 @@ sc_create_cube(PG_FUNCTION_ARGS)
 		v[0] = Int32GetDatum(cube->cube_id);
 		v[1] = Int32GetDatum(p->partition);
 		v[2] = Int64GetDatum(Max(start, 0));
-		v[3] = CStringGetTextDatum(list_nth(cube->replica_sets,
-											foreach_current_index(lc) % list_length(cube->replica_sets)));
-		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
-						"VALUES ($1, $2, $4)", 4, t, v);
+		if (cube->replica_sets != NIL)
+		{
+			v[3] = CStringGetTextDatum(list_nth(cube->replica_sets,
+												foreach_current_index(lc) % list_length(cube->replica_sets)));
+			sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
+							"VALUES ($1, $2, $4)", 4, t, v);
+		}
 		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
 	}
 
@@ -830,8 +833,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WARNING),
 				 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
 						unassigned, cube->topic, name),
-				 errdetail("They were added to the topic after the cube was created; streamcube.consumers lists them as unassigned_partitions."),
-				 errhint("streamcube_wait() returns false for this cube until they are assigned; recreate the cube to consume them.")));
+				 errdetail("No replica set is assigned them (the cube's option new_partitions is \"ignore\", or a reassignment left them out); streamcube.consumers lists them as unassigned_partitions."),
+				 errhint("streamcube_wait() returns false for this cube until they are assigned; assign them with streamcube_reassign().")));
 		SPI_finish();
 		PG_RETURN_BOOL(false);
 	}

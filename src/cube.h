@@ -67,6 +67,7 @@ typedef struct ScCube
 	char		csv_quote;
 	char	   *csv_null;
 	List	   *replica_sets;	/* at creation: sets the partitions are dealt to */
+	bool		assign_new_partitions;	/* option new_partitions: assign, not ignore */
 
 	/* state that changes while the cube runs */
 	bool		paused;

@@ -39,7 +39,7 @@
 
 static const char *const valid_options =
 "start, grace, late, retention, bad_message, tombstones, early_rejection_period, "
-"late_rejection_period, fields, replica_sets, delimiter, quote, null";
+"late_rejection_period, fields, replica_sets, new_partitions, delimiter, quote, null";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -204,7 +204,9 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 /*
  * Option "replica_sets": the names of the replica sets the topic's
  * partitions are dealt to, round robin; each set runs one receiver for the
- * cube.  The default is one set, "default".
+ * cube.  The default is one set, "default".  An empty array creates the
+ * cube with no assignment: nothing is consumed until streamcube_reassign()
+ * assigns its partitions.
  */
 static void
 sc_parse_replica_sets(ScCube *cube, Datum value, const char *type)
@@ -224,10 +226,6 @@ sc_parse_replica_sets(ScCube *cube, Datum value, const char *type)
 		elog(ERROR, "could not read option \"replica_sets\"");
 	MemoryContextSwitchTo(cube->mcxt);
 	n = SPI_processed;
-	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cube option \"replica_sets\" must name at least one replica set")));
 	cube->replica_sets = NIL;
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -326,6 +324,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->csv_quote = '"';
 	cube->csv_null = "";
 	cube->replica_sets = list_make1("default");
+	cube->assign_new_partitions = true;
 
 	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read cube options");
@@ -371,6 +370,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
 			strcmp(key, "early_rejection_period") != 0 &&
 			strcmp(key, "late_rejection_period") != 0 &&
+			strcmp(key, "new_partitions") != 0 &&
 			strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
 			strcmp(key, "null") != 0)
 			ereport(ERROR,
@@ -399,6 +399,8 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 				? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
 		else if (strcmp(key, "tombstones") == 0)
 			cube->skip_tombstones = sc_option_choice(key, value, "dead_letter", "skip");
+		else if (strcmp(key, "new_partitions") == 0)
+			cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
 		else
 		{
 			if (validate && cube->format == SC_FORMAT_JSON)

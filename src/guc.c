@@ -23,6 +23,7 @@ int			sc_batch_max_kbytes = 16384;
 int			sc_fetch_queue_kbytes = 16384;
 int			sc_restart_max_delay_ms = 60000;
 int			sc_batch_max_windows = 8;
+int			sc_metadata_interval_ms = 30000;
 
 void
 sc_guc_define(void)
@@ -115,6 +116,15 @@ sc_guc_define(void)
 							8, 1, 1000,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.metadata_interval",
+							"How often a receiver asks Kafka how many partitions its topic has.",
+							"Partitions added to a topic are noticed within this time, and assigned or shown as unassigned according to the cube's option new_partitions.",
+							&sc_metadata_interval_ms,
+							30000, 1000, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("streamcube");

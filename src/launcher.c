@@ -6,10 +6,16 @@
  *
  * The catalog is the single source of truth.  The launcher reads, for each
  * cube, the replica sets that hold its partitions and whether the cube is
- * paused, and makes shared memory agree: it allocates a slot and starts a
- * receiver for each (cube, replica set) that has none, tells receivers
- * whose cube is paused, resumed or changed, and asks receivers that are no
- * longer wanted to stop.  It never decides anything the catalog does not
+ * paused, and makes shared memory agree, in phases: review the slots
+ * (tell receivers whose cube is paused, resumed, changed or reassigned;
+ * retire those no longer wanted; restart those that died), allocate a slot
+ * for each (cube, replica set) that has none, and start what must start.
+ * Slot states change only through sc_slot_transition().  A reassignment
+ * needs nothing else from it: after COMMIT it tells the receivers of the
+ * cube, those that gained partitions take them, a replica set's first
+ * partition gets a receiver started, a set left with none is retired.  It
+ * also journals reassignments that failed (their own transaction rolled
+ * back).  It never decides anything the catalog does not
  * say, so a crash of anything at any point is repaired by the next
  * reconciliation.
  *
@@ -38,6 +44,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "reassign.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -205,6 +212,9 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 			strlcpy(wanted[i].owner_name, SPI_getvalue(tup, desc, 9), NAMEDATALEN);
 		}
 		SPI_finish();
+
+		/* Reassignments that failed since the last look, for the journal. */
+		sc_reassign_journal_failures();
 	}
 
 	PopActiveSnapshot();
@@ -281,70 +291,127 @@ sc_launcher_owner_cannot_login(ScReceiverSlot *slot, ScWanted *w)
 			 w->cube_name, w->owner_name, quote_identifier(w->owner_name), w->cube_name);
 	if (slot->state != SC_RECEIVER_FAILED || strcmp(slot->last_error, message) != 0)
 		sc_slot_set_error(slot, message);
-	slot->state = SC_RECEIVER_FAILED;
+	sc_slot_transition(slot, SC_RECEIVER_FAILED);
 	slot->pid = 0;
 }
 
 /*
- * Make shared memory agree with the catalog.  Returns how long the launcher
- * may sleep before something is due.
+ * One reconciliation: what the catalog wants, the slots that exist, and the
+ * receivers to start once the lock is released.
  */
-static long
-sc_launcher_reconcile(void)
+typedef struct ScReconcile
 {
 	ScWanted   *wanted;
-	int			nwanted = sc_launcher_read_catalog(&wanted);
-	TimestampTz now = GetCurrentTimestamp();
-	long		sleep_ms = sc_launcher_naptime_ms;
-	int		   *to_start = palloc(sizeof(int) * sc_shared->nslots);
-	int			nstart = 0;
-	int			unplaced = 0;
+	int			nwanted;
+	TimestampTz now;
+	long		sleep_ms;		/* how long the launcher may sleep after */
+	int		   *to_start;		/* slots whose receiver must be registered */
+	int			nstart;
+	int			unplaced;		/* wanted pairs that found no free slot */
+} ScReconcile;
 
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+/* The wanted (cube, replica set) a slot serves, or NULL. */
+static ScWanted *
+sc_launcher_match(ScReconcile *rc, ScReceiverSlot *slot)
+{
+	for (int i = 0; i < rc->nwanted; i++)
+	{
+		ScWanted   *w = &rc->wanted[i];
 
-	/* Existing slots: keep, tell, restart or retire. */
+		if (!w->matched && w->cube_id == slot->cube_id && w->owner == slot->owner &&
+			strcmp(w->replica_set, slot->replica_set) == 0)
+		{
+			w->matched = true;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A slot nobody wants any more (its cube dropped, its replica set left
+ * with no partition of the cube, its owner changed): ask the receiver to
+ * stop, and free the slot once it is gone.  Caller holds the lock.
+ */
+static void
+sc_launcher_retire(ScReconcile *rc, int s, bool alive)
+{
+	ScReceiverSlot *slot = &sc_shared->slots[s];
+
+	if (alive)
+	{
+		if (!slot->stop_wanted)
+		{
+			slot->stop_wanted = true;
+			sc_signal_slot(slot);
+		}
+		rc->sleep_ms = Min(rc->sleep_ms, 200);
+		return;
+	}
+	sc_slot_transition(slot, SC_RECEIVER_FREE);
+	slot->in_use = false;
+	local_slots[s].handle = NULL;
+}
+
+/*
+ * A wanted slot whose receiver is gone: restart it after an exponential
+ * back-off.  Caller holds the lock.
+ */
+static void
+sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
+{
+	ScReceiverSlot *slot = &sc_shared->slots[s];
+
+	if (!w->can_login)
+	{
+		sc_launcher_owner_cannot_login(slot, w);
+		return;
+	}
+	if (!local_slots[s].restart_pending)
+	{
+		slot->failures++;
+		if (slot->state != SC_RECEIVER_FAILED && slot->last_error[0] == '\0')
+			sc_slot_set_error(slot, "receiver exited unexpectedly");
+		sc_slot_transition(slot, SC_RECEIVER_FAILED);
+		slot->pid = 0;
+		slot->next_start = TimestampTzPlusMilliseconds(rc->now,
+													   Min((int64) 1000 << Min(slot->failures - 1, 20),
+														   (int64) sc_restart_max_delay_ms));
+		local_slots[s].restart_pending = true;
+	}
+	if (rc->now >= slot->next_start)
+		rc->to_start[rc->nstart++] = s;
+	else
+	{
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(rc->now, slot->next_start, &secs, &usecs);
+		rc->sleep_ms = Min(rc->sleep_ms, secs * 1000 + usecs / 1000 + 1);
+	}
+}
+
+/* Existing slots: keep and tell (pause, config version), retire, restart. */
+static void
+sc_launcher_review_slots(ScReconcile *rc)
+{
 	for (int s = 0; s < sc_shared->nslots; s++)
 	{
 		ScReceiverSlot *slot = &sc_shared->slots[s];
-		ScWanted   *w = NULL;
+		ScWanted   *w;
 		bool		alive;
 
 		if (!slot->in_use || slot->dboid != MyDatabaseId)
 			continue;
-
-		for (int i = 0; i < nwanted; i++)
-			if (!wanted[i].matched && wanted[i].cube_id == slot->cube_id &&
-				wanted[i].owner == slot->owner &&
-				strcmp(wanted[i].replica_set, slot->replica_set) == 0)
-			{
-				w = &wanted[i];
-				w->matched = true;
-				break;
-			}
-
-		alive = sc_slot_alive(s, now);
-
+		w = sc_launcher_match(rc, slot);
+		alive = sc_slot_alive(s, rc->now);
 		if (w == NULL)
 		{
-			/* No longer wanted: ask it to stop, free the slot once gone. */
-			if (alive)
-			{
-				if (!slot->stop_wanted)
-				{
-					slot->stop_wanted = true;
-					sc_signal_slot(slot);
-				}
-				sleep_ms = Min(sleep_ms, 200);
-			}
-			else
-			{
-				slot->in_use = false;
-				slot->state = SC_RECEIVER_FREE;
-				local_slots[s].handle = NULL;
-			}
+			sc_launcher_retire(rc, s, alive);
 			continue;
 		}
 
+		/* A reassignment, a pause, an operator's change: the receiver reads the catalog again. */
 		if (slot->pause_wanted != w->paused || slot->config_version != (uint32) w->config_version)
 		{
 			slot->pause_wanted = w->paused;
@@ -352,110 +419,65 @@ sc_launcher_reconcile(void)
 			sc_signal_slot(slot);
 		}
 		strlcpy(local_slots[s].cube_name, w->cube_name, sizeof(local_slots[s].cube_name));
-
-		if (alive)
-			continue;
-
-		if (!w->can_login)
-		{
-			sc_launcher_owner_cannot_login(slot, w);
-			continue;
-		}
-
-		/* Dead while wanted: restart after the back-off. */
-		if (!local_slots[s].restart_pending)
-		{
-			slot->failures++;
-			if (slot->state != SC_RECEIVER_FAILED && slot->last_error[0] == '\0')
-				sc_slot_set_error(slot, "receiver exited unexpectedly");
-			slot->state = SC_RECEIVER_FAILED;
-			slot->pid = 0;
-			slot->next_start = TimestampTzPlusMilliseconds(now,
-														   Min((int64) 1000 << Min(slot->failures - 1, 20),
-															   (int64) sc_restart_max_delay_ms));
-			local_slots[s].restart_pending = true;
-		}
-		if (now >= slot->next_start)
-			to_start[nstart++] = s;
-		else
-		{
-			long		secs;
-			int			usecs;
-
-			TimestampDifference(now, slot->next_start, &secs, &usecs);
-			sleep_ms = Min(sleep_ms, secs * 1000 + usecs / 1000 + 1);
-		}
+		if (!alive)
+			sc_launcher_restart(rc, s, w);
 	}
+}
 
-	/* Wanted pairs without a slot: allocate one. */
-	for (int i = 0; i < nwanted; i++)
+/* Wanted pairs without a slot (a new cube, a replica set that gained its first partition). */
+static void
+sc_launcher_allocate(ScReconcile *rc)
+{
+	for (int i = 0; i < rc->nwanted; i++)
 	{
-		int			free_slot = -1;
+		ScWanted   *w = &rc->wanted[i];
+		ScReceiverSlot *slot = NULL;
+		int			s;
+		uint32		generation;
 
-		if (wanted[i].matched)
+		if (w->matched)
 			continue;
-		for (int s = 0; s < sc_shared->nslots; s++)
+		for (s = 0; s < sc_shared->nslots; s++)
 			if (!sc_shared->slots[s].in_use)
 			{
-				free_slot = s;
+				slot = &sc_shared->slots[s];
 				break;
 			}
-		if (free_slot < 0)
+		if (slot == NULL)
 		{
-			unplaced++;			/* reported once the lock is released */
+			rc->unplaced++;		/* reported once the lock is released */
 			continue;
 		}
+		generation = slot->generation;
+		memset(slot, 0, sizeof(ScReceiverSlot));
+		slot->generation = generation;
+		slot->in_use = true;
+		slot->dboid = MyDatabaseId;
+		slot->owner = w->owner;
+		slot->relid = w->relid;
+		slot->cube_id = w->cube_id;
+		slot->epoch = -1;
+		strlcpy(slot->replica_set, w->replica_set, NAMEDATALEN);
+		slot->pause_wanted = w->paused;
+		slot->config_version = (uint32) w->config_version;
+		sc_slot_transition(slot, SC_RECEIVER_STARTING);
+		slot->next_start = rc->now;
+		local_slots[s].handle = NULL;
+		strlcpy(local_slots[s].cube_name, w->cube_name, sizeof(local_slots[s].cube_name));
+		if (!w->can_login)
+			sc_launcher_owner_cannot_login(slot, w);
 		else
-		{
-			ScReceiverSlot *slot = &sc_shared->slots[free_slot];
-			uint32		generation = slot->generation;
-
-			memset(slot, 0, sizeof(ScReceiverSlot));
-			slot->generation = generation;
-			slot->in_use = true;
-			slot->dboid = MyDatabaseId;
-			slot->owner = wanted[i].owner;
-			slot->relid = wanted[i].relid;
-			slot->cube_id = wanted[i].cube_id;
-			strlcpy(slot->replica_set, wanted[i].replica_set, NAMEDATALEN);
-			slot->pause_wanted = wanted[i].paused;
-			slot->config_version = (uint32) wanted[i].config_version;
-			slot->state = SC_RECEIVER_STARTING;
-			slot->next_start = now;
-			local_slots[free_slot].handle = NULL;
-			strlcpy(local_slots[free_slot].cube_name, wanted[i].cube_name,
-					sizeof(local_slots[free_slot].cube_name));
-			if (!wanted[i].can_login)
-				sc_launcher_owner_cannot_login(slot, &wanted[i]);
-			else
-				to_start[nstart++] = free_slot;
-		}
+			rc->to_start[rc->nstart++] = s;
 	}
+}
 
-	/* Bump generations and mark STARTING while still holding the lock. */
-	for (int i = 0; i < nstart; i++)
+/* Register the receivers of rc->to_start; the lock is not held. */
+static void
+sc_launcher_start(ScReconcile *rc)
+{
+	for (int i = 0; i < rc->nstart; i++)
 	{
-		ScReceiverSlot *slot = &sc_shared->slots[to_start[i]];
-
-		slot->generation++;
-		slot->state = SC_RECEIVER_STARTING;
-		slot->pid = 0;
-		slot->stop_wanted = false;
-		local_slots[to_start[i]].registered_at = now;
-		local_slots[to_start[i]].restart_pending = false;
-	}
-	LWLockRelease(sc_shared->lock);
-
-	if (unplaced > 0)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%d receivers cannot start: all %d receiver slots are in use",
-						unplaced, sc_max_receivers),
-				 errhint("Raise streamcube.max_receivers and restart the server.")));
-
-	for (int i = 0; i < nstart; i++)
-	{
-		int			s = to_start[i];
+		int			s = rc->to_start[i];
 		ScReceiverSlot *slot = &sc_shared->slots[s];
 		uint32		generation;
 		char		replica_set[NAMEDATALEN];
@@ -465,33 +487,75 @@ sc_launcher_reconcile(void)
 		strlcpy(replica_set, slot->replica_set, NAMEDATALEN);
 		LWLockRelease(sc_shared->lock);
 
-		if (!sc_register_receiver(s, generation, local_slots[s].cube_name, replica_set))
+		if (sc_register_receiver(s, generation, local_slots[s].cube_name, replica_set))
 		{
-			LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-			slot->state = SC_RECEIVER_FAILED;
-			slot->failures++;
-			slot->next_start = TimestampTzPlusMilliseconds(now, 5000);
-			local_slots[s].restart_pending = true;
-			sc_slot_set_error(slot, "could not register a background worker: raise max_worker_processes");
-			LWLockRelease(sc_shared->lock);
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("could not start a receiver for cube %s: no free background worker slot",
-							local_slots[s].cube_name),
-					 errhint("Raise max_worker_processes (now %d) and restart the server.",
-							 max_worker_processes)));
-			sleep_ms = Min(sleep_ms, 5000);
-		}
-		else
 			ereport(DEBUG1,
 					(errmsg_internal("streamcube launcher started a receiver for %s (%s), slot %d",
 									 local_slots[s].cube_name, replica_set, s)));
+			continue;
+		}
+		LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+		sc_slot_transition(slot, SC_RECEIVER_FAILED);
+		slot->failures++;
+		slot->next_start = TimestampTzPlusMilliseconds(rc->now, 5000);
+		local_slots[s].restart_pending = true;
+		sc_slot_set_error(slot, "could not register a background worker: raise max_worker_processes");
+		LWLockRelease(sc_shared->lock);
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a receiver for cube %s: no free background worker slot",
+						local_slots[s].cube_name),
+				 errhint("Raise max_worker_processes (now %d) and restart the server.",
+						 max_worker_processes)));
+		rc->sleep_ms = Min(rc->sleep_ms, 5000);
 	}
+}
 
-	if (wanted)
-		pfree(wanted);
-	pfree(to_start);
-	return sleep_ms;
+/*
+ * Make shared memory agree with the catalog: read, review the slots,
+ * allocate, mark what starts, then start it.  Returns how long the
+ * launcher may sleep before something is due.
+ */
+static long
+sc_launcher_reconcile(void)
+{
+	ScReconcile rc = {0};
+
+	rc.nwanted = sc_launcher_read_catalog(&rc.wanted);
+	rc.now = GetCurrentTimestamp();
+	rc.sleep_ms = sc_launcher_naptime_ms;
+	rc.to_start = palloc(sizeof(int) * sc_shared->nslots);
+
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	sc_launcher_review_slots(&rc);
+	sc_launcher_allocate(&rc);
+
+	/* Bump generations and mark STARTING while still holding the lock. */
+	for (int i = 0; i < rc.nstart; i++)
+	{
+		ScReceiverSlot *slot = &sc_shared->slots[rc.to_start[i]];
+
+		slot->generation++;
+		sc_slot_transition(slot, SC_RECEIVER_STARTING);
+		slot->pid = 0;
+		slot->stop_wanted = false;
+		local_slots[rc.to_start[i]].registered_at = rc.now;
+		local_slots[rc.to_start[i]].restart_pending = false;
+	}
+	LWLockRelease(sc_shared->lock);
+
+	if (rc.unplaced > 0)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%d receivers cannot start: all %d receiver slots are in use",
+						rc.unplaced, sc_max_receivers),
+				 errhint("Raise streamcube.max_receivers and restart the server.")));
+	sc_launcher_start(&rc);
+
+	if (rc.wanted)
+		pfree(rc.wanted);
+	pfree(rc.to_start);
+	return rc.sleep_ms;
 }
 
 /* ----------------------------------------------------------------

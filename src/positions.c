@@ -35,6 +35,7 @@
 #include "kafka.h"
 #include "miscadmin.h"
 #include "positions.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -83,29 +84,54 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 	Datum		args[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(replica_set)};
 
 	SPI_connect();
-	sc_positions_exec("INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
-					  "SELECT k.cube_id, k.partition, k.\"offset\" "
+	sc_positions_exec("INSERT INTO streamcube.consume_positions "
+					  "(cube_id, partition, position, replica_set, epoch) "
+					  "SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
 					  "FROM streamcube.checkpoints k "
 					  "JOIN streamcube.assignments a USING (cube_id, partition) "
 					  "WHERE k.cube_id = $1 AND a.replica_set = $2 "
 					  "ON CONFLICT DO NOTHING",
 					  2, types, args, false);
-	sc_positions_exec("SELECT p.partition, p.position "
+	sc_positions_exec("SELECT p.partition, p.position, p.epoch, p.updated_at "
 					  "FROM streamcube.consume_positions p "
 					  "JOIN streamcube.assignments a USING (cube_id, partition) "
 					  "WHERE p.cube_id = $1 AND a.replica_set = $2 "
+					  "  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
 					  "ORDER BY p.partition",
 					  2, types, args, false);
 
 	pos->n = (int) SPI_processed;
 	pos->partitions = MemoryContextAlloc(cxt, sizeof(int32) * Max(pos->n, 1));
 	pos->positions = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
+	pos->epochs = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
+	pos->handed_at = MemoryContextAlloc(cxt, sizeof(TimestampTz) * Max(pos->n, 1));
 	for (int i = 0; i < pos->n; i++)
 	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 
-		pos->partitions[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		pos->positions[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		pos->partitions[i] = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		pos->positions[i] = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+		pos->epochs[i] = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		pos->handed_at[i] = pos->epochs[i] > 0 ?
+			DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull)) : 0;
+	}
+	{
+		Oid			t = INT4OID;
+		bool		isnull;
+
+		sc_positions_exec("SELECT c.assignment_epoch, "
+						  "       (SELECT count(*) FROM streamcube.checkpoints k WHERE k.cube_id = $1) "
+						  "FROM streamcube.cubes c WHERE c.cube_id = $1",
+						  1, &t, args, true);
+		if (SPI_processed == 1)
+		{
+			pos->assignment_epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+																SPI_tuptable->tupdesc, 1, &isnull));
+			pos->known = (int) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2, &isnull));
+		}
 	}
 	SPI_finish();
 	return pos;
@@ -113,29 +139,34 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 
 /*
  * Move a position from `from` to `to`, in the batch's transaction.  A
- * compare-and-set: if the position is no longer `from` (another receiver
- * moved it, an operator set it, the cube was dropped), the batch must not
- * commit, and this raises an error that rolls it back.
+ * compare-and-set on the position, its owning replica set and its
+ * assignment epoch.  Returns false when the partition is no longer the
+ * caller's (a reassignment moved it): the batch must then roll back.  Any
+ * other mismatch (an operator set the position, the cube was dropped) is
+ * an error that rolls the batch back too.
  */
-void
-sc_positions_advance(int32 cube_id, const char *cube_name, int32 partition, int64 from, int64 to)
+bool
+sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_set,
+					 int64 epoch, int32 partition, int64 from, int64 to)
 {
 	static SPIPlanPtr plan = NULL;
-	Datum		values[4];
+	Datum		values[6];
 	ScPrivilegeSave save;
 	int			ret;
+	bool		ours;
 
 	SPI_connect();
 	if (plan == NULL)
 	{
-		Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
+		Oid			types[6] = {INT4OID, INT4OID, INT8OID, INT8OID, TEXTOID, INT8OID};
 		SPIPlanPtr	p;
 
 		sc_catalog_enter(&save);
 		p = SPI_prepare("UPDATE streamcube.consume_positions "
 						"SET position = $3, updated_at = now() "
-						"WHERE cube_id = $1 AND partition = $2 AND position = $4",
-						4, types);
+						"WHERE cube_id = $1 AND partition = $2 AND position = $4 "
+						"  AND replica_set = $5 AND epoch = $6",
+						6, types);
 		sc_catalog_leave(&save);
 		if (p == NULL)
 			elog(ERROR, "could not prepare the position update: %s",
@@ -147,16 +178,130 @@ sc_positions_advance(int32 cube_id, const char *cube_name, int32 partition, int6
 	values[1] = Int32GetDatum(partition);
 	values[2] = Int64GetDatum(to);
 	values[3] = Int64GetDatum(from);
+	values[4] = CStringGetTextDatum(replica_set);
+	values[5] = Int64GetDatum(epoch);
 	sc_catalog_enter(&save);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
 	sc_catalog_leave(&save);
-	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+	if (ret == SPI_OK_UPDATE && SPI_processed == 1)
+	{
+		SPI_finish();
+		return true;
+	}
+
+	/* Whose is it now?  A new statement sees what moved it. */
+	{
+		Oid			types[4] = {INT4OID, INT4OID, TEXTOID, INT8OID};
+		Datum		args[4] = {values[0], values[1], values[4], values[5]};
+		bool		isnull;
+
+		sc_positions_exec("SELECT replica_set IS NOT DISTINCT FROM $3 AND epoch = $4 "
+						  "FROM streamcube.consume_positions WHERE cube_id = $1 AND partition = $2",
+						  4, types, args, true);
+		ours = SPI_processed == 0 ||
+			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (ours)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("consume position of partition %d of cube %s is no longer " INT64_FORMAT,
 						partition, cube_name, from),
 				 errdetail("Another receiver or streamcube_set_positions() moved it, or the cube was dropped; this batch is rolled back.")));
 	SPI_finish();
+	return false;
+}
+
+/* ----------------------------------------------------------------
+ * Reassignment: hold, merge, hand over
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Lock the positions of partitions[] until the end of the transaction, in
+ * ascending order (receivers advance theirs in that order too).  Waits for
+ * a batch of them in flight to commit; after that their owner cannot
+ * commit them any more before the caller's transaction ends.  Bounded by
+ * the caller's lock_timeout.  Caller is connected to SPI.
+ */
+void
+sc_positions_hold(int32 cube_id, int n, const int32 *partitions)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	Oid			types[2] = {INT4OID, INT4ARRAYOID};
+	Datum		args[2];
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(partitions[i]);
+	args[0] = Int32GetDatum(cube_id);
+	args[1] = PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+	sc_positions_exec("SELECT partition FROM streamcube.consume_positions "
+					  "WHERE cube_id = $1 AND partition = ANY ($2) "
+					  "ORDER BY partition FOR UPDATE",
+					  2, types, args, false);
+	pfree(elems);
+}
+
+/*
+ * Where a partition's new owner starts: the largest of every record of it
+ * (Kylin's KEEP_LARGE): the committed consume position and the logged
+ * checkpoint.  -1 when the cube has never known the partition.  Caller is
+ * connected to SPI and holds the partition (sc_positions_hold).
+ */
+int64
+sc_positions_merged(int32 cube_id, int32 partition)
+{
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		args[2] = {Int32GetDatum(cube_id), Int32GetDatum(partition)};
+	bool		isnull;
+	Datum		d;
+
+	sc_positions_exec("SELECT greatest(p.position, k.\"offset\") "
+					  "FROM streamcube.checkpoints k "
+					  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					  "WHERE k.cube_id = $1 AND k.partition = $2",
+					  2, types, args, false);
+	if (SPI_processed == 0)
+		return -1;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? -1 : DatumGetInt64(d);
+}
+
+/*
+ * Give a partition to replica_set (NULL: to nobody) at a new epoch, from
+ * `offset`.  A partition the cube never knew gets its first checkpoint
+ * there.  held_at (when the previous owner lost it) is kept in updated_at
+ * until the new owner commits, so that it can tell how long the partition
+ * went unconsumed.  Caller is connected to SPI.
+ */
+void
+sc_positions_hand_over(int32 cube_id, int32 partition, const char *replica_set,
+					   int64 epoch, int64 offset, TimestampTz held_at)
+{
+	Oid			types[6] = {INT4OID, INT4OID, INT8OID, TEXTOID, INT8OID, TIMESTAMPTZOID};
+	Datum		args[6] = {Int32GetDatum(cube_id), Int32GetDatum(partition), Int64GetDatum(offset),
+		replica_set ? CStringGetTextDatum(replica_set) : (Datum) 0,
+	Int64GetDatum(epoch), TimestampTzGetDatum(held_at)};
+	char		nulls[7] = "      ";
+
+	if (replica_set == NULL)
+		nulls[3] = 'n';
+	{
+		ScPrivilegeSave save;
+
+		sc_catalog_enter(&save);
+		SPI_execute_with_args("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
+							  "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+							  3, types, args, NULL, false, 0);
+		if (SPI_execute_with_args("INSERT INTO streamcube.consume_positions AS p "
+								  "(cube_id, partition, position, replica_set, epoch, updated_at) "
+								  "VALUES ($1, $2, $3, $4, $5, $6) "
+								  "ON CONFLICT (cube_id, partition) DO UPDATE "
+								  "SET position = EXCLUDED.position, replica_set = EXCLUDED.replica_set, "
+								  "    epoch = EXCLUDED.epoch, updated_at = EXCLUDED.updated_at",
+								  6, types, args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not hand over partition %d of cube %d", partition, cube_id);
+		sc_catalog_leave(&save);
+	}
 }
 
 /*
@@ -483,8 +628,12 @@ sc_set_positions(PG_FUNCTION_ARGS)
 										"      RETURNING old_position), "
 										"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
 										"      WHERE cube_id = $1 AND partition = $2), "
-										"p AS (INSERT INTO streamcube.consume_positions (cube_id, partition, position) "
-										"      VALUES ($1, $2, $3) ON CONFLICT (cube_id, partition) "
+										"p AS (INSERT INTO streamcube.consume_positions "
+										"      (cube_id, partition, position, replica_set, epoch) "
+										"      SELECT $1, $2, $3, a.replica_set, coalesce(a.epoch, 0) "
+										"      FROM (SELECT) x LEFT JOIN streamcube.assignments a "
+										"        ON a.cube_id = $1 AND a.partition = $2 "
+										"      ON CONFLICT (cube_id, partition) "
 										"      DO UPDATE SET position = $3, updated_at = now()) "
 										"SELECT old_position FROM j",
 										7, t, v, n, false, 0);

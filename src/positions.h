@@ -17,13 +17,22 @@ typedef struct ScPositions
 	int			n;
 	int32	   *partitions;		/* ascending */
 	int64	   *positions;		/* next offset to read */
+	int64	   *epochs;			/* assignment epoch of each partition */
+	TimestampTz *handed_at;		/* when a reassignment handed it over; 0 */
+	int64		assignment_epoch;	/* the cube's, when read */
+	int			known;			/* partitions the cube knows (checkpoints) */
 } ScPositions;
 
 extern void sc_positions_init(int32 cube_id, int32 partition, int64 offset);
 extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,
 									  MemoryContext cxt);
-extern void sc_positions_advance(int32 cube_id, const char *cube_name,
+extern bool sc_positions_advance(int32 cube_id, const char *cube_name,
+								 const char *replica_set, int64 epoch,
 								 int32 partition, int64 from, int64 to);
+extern void sc_positions_hold(int32 cube_id, int n, const int32 *partitions);
+extern int64 sc_positions_merged(int32 cube_id, int32 partition);
+extern void sc_positions_hand_over(int32 cube_id, int32 partition, const char *replica_set,
+								   int64 epoch, int64 offset, TimestampTz held_at);
 extern int64 sc_positions_short_of(int32 cube_id, Datum parts, Datum targets);
 extern void sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition,
 									  int64 offset);

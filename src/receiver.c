@@ -55,6 +55,7 @@
 #include "storage/latch.h"
 #include "commands/extension.h"
 #include "positions.h"
+#include "reassign.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/inval.h"
@@ -81,8 +82,11 @@ typedef struct ScReceiver
 	int			nparts;
 	int32	   *parts;
 	int64	   *positions;		/* committed: next offset to read */
+	int64	   *epochs;			/* assignment epoch of each partition */
 	int64	   *high;			/* last known high watermarks */
 	int64	   *eof;			/* end of partition seen at this offset, -1 */
+	int64		assignment_epoch;	/* the cube's, when the assignment was read */
+	int			known_partitions;	/* partitions the cube knows (checkpoints) */
 
 	ScKafkaMessage *messages;
 	int			maxmessages;
@@ -114,7 +118,7 @@ static void
 sc_receiver_set_state(ScReceiverState state)
 {
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	receiver.slot->state = state;
+	sc_slot_transition(receiver.slot, state);
 	LWLockRelease(sc_shared->lock);
 }
 
@@ -132,7 +136,7 @@ sc_receiver_detach(int code, Datum arg)
 		if (code != 0 && slot->state != SC_RECEIVER_FAILED)
 			sc_slot_set_error(slot, "receiver was terminated (pg_terminate_backend, shutdown or a FATAL error; see the server log)");
 		if (slot->state != SC_RECEIVER_FAILED)
-			slot->state = code == 0 ? SC_RECEIVER_STOPPED : SC_RECEIVER_FAILED;
+			sc_slot_transition(slot, code == 0 ? SC_RECEIVER_STOPPED : SC_RECEIVER_FAILED);
 	}
 	LWLockRelease(sc_shared->lock);
 }
@@ -173,6 +177,7 @@ sc_receiver_publish(void)
 	slot->last_batch_at = receiver.last_batch_at;
 	slot->topic_partitions = receiver.topic_partitions;
 	slot->tombstones_skipped = receiver.tombstones_skipped;
+	slot->epoch = receiver.assignment_epoch;
 	LWLockRelease(sc_shared->lock);
 }
 
@@ -249,38 +254,147 @@ sc_receiver_load_cube(void)
 	return true;
 }
 
+static int
+sc_receiver_part_index(int32 partition)
+{
+	for (int i = 0; i < receiver.nparts; i++)
+		if (receiver.parts[i] == partition)
+			return i;
+	return -1;
+}
+
 /*
- * Read the assigned partitions and their positions again, in the current
- * transaction: at start and whenever a consumer is opened (after a pause,
- * an operator may have set them).
+ * Take a set of partitions, positions and epochs as the receiver's own,
+ * replacing the previous one.
  */
 static void
-sc_receiver_load_positions(void)
+sc_receiver_take_positions(ScPositions *pos)
 {
-	ScPositions *pos = sc_positions_load(receiver.cube_id, receiver.replica_set,
-										 TopMemoryContext);
+	int64	   *high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	int64	   *eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 
+	/* Kafka's watermarks stay known for partitions kept at their position. */
+	for (int i = 0; i < pos->n; i++)
+	{
+		int			p = sc_receiver_part_index(pos->partitions[i]);
+		bool		kept = p >= 0 && receiver.positions[p] == pos->positions[i];
+
+		high[i] = kept ? receiver.high[p] : -1;
+		eof[i] = kept && receiver.consumer != NULL ? receiver.eof[p] : -1;
+	}
 	if (receiver.parts)
 	{
 		pfree(receiver.parts);
 		pfree(receiver.positions);
+		pfree(receiver.epochs);
 		pfree(receiver.high);
 		pfree(receiver.eof);
 	}
 	receiver.nparts = pos->n;
 	receiver.parts = pos->partitions;
 	receiver.positions = pos->positions;
-	receiver.high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	receiver.eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	for (int i = 0; i < pos->n; i++)
-	{
-		receiver.high[i] = -1;
-		receiver.eof[i] = -1;
-	}
+	receiver.epochs = pos->epochs;
+	receiver.assignment_epoch = pos->assignment_epoch;
+	receiver.known_partitions = pos->known;
+	receiver.high = high;
+	receiver.eof = eof;
+	pfree(pos->handed_at);
 	pfree(pos);
 }
 
-/* Load the cube and its positions; false when the cube is gone. */
+/*
+ * Read the replica set's partitions, positions and epochs again, in a
+ * transaction of its own, and follow them: at start, whenever a consumer
+ * is opened (after a pause an operator may have set positions), when the
+ * cube's catalog changed, and when a batch found a partition no longer
+ * ours.  Partitions gained are added to the Kafka consumer at exactly the
+ * offsets they were handed over at; partitions lost are dropped, with
+ * whatever was fetched of them and not committed.  A partition handed over
+ * by a reassignment is journalled (step start, with how long it went
+ * unconsumed), and so is the receiver's retirement when it lost its last
+ * partition.  With final, only the journal: the receiver is stopping.
+ */
+static void
+sc_receiver_apply_assignment(bool final)
+{
+	ScPositions *pos;
+	List	   *gained = NIL;
+	List	   *lost = NIL;
+	int64	   *gained_offsets;
+	int64	   *lost_offsets;
+	int64		gained_epoch = 0;
+	TimestampTz handed = 0;
+	TimestampTz now;
+	int			ngained,
+				nlost;
+
+	sc_receiver_begin("reading assignment");
+	pos = sc_positions_load(receiver.cube_id, receiver.replica_set, TopMemoryContext);
+	now = GetCurrentTimestamp();
+	gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
+	lost_offsets = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	for (int i = 0; i < pos->n; i++)
+	{
+		int			p = sc_receiver_part_index(pos->partitions[i]);
+
+		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
+			continue;
+		gained_offsets[list_length(gained)] = pos->positions[i];
+		gained = lappend_int(gained, pos->partitions[i]);
+		if (pos->epochs[i] > gained_epoch)
+		{
+			gained_epoch = pos->epochs[i];
+			handed = pos->handed_at[i];
+		}
+	}
+	for (int p = 0; p < receiver.nparts; p++)
+	{
+		bool		kept = false;
+
+		for (int i = 0; i < pos->n && !kept; i++)
+			kept = pos->partitions[i] == receiver.parts[p] && pos->epochs[i] == receiver.epochs[p];
+		if (kept)
+			continue;
+		lost_offsets[list_length(lost)] = receiver.positions[p];
+		lost = lappend_int(lost, receiver.parts[p]);
+	}
+
+	if (gained != NIL && gained_epoch > 0 && !final)
+		sc_reassign_journal_receiver(receiver.cube_id, gained_epoch, "start", receiver.replica_set,
+									 gained, gained_offsets, handed != 0 ? handed : now,
+									 handed != 0 && handed <= now ? (double) (now - handed) / 1000.0 : -1);
+	if (lost != NIL && pos->n == 0)
+		sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
+									 receiver.replica_set, lost, lost_offsets, now, -1);
+	ngained = list_length(gained);
+	nlost = list_length(lost);
+	sc_receiver_commit();		/* frees the lists, made in the transaction */
+
+	if (nlost > 0 || (ngained > 0 && receiver.parts != NULL))
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s (%s) now consumes %d partitions: %d added, %d released (assignment epoch " INT64_FORMAT ")",
+						receiver.cube->qualified, receiver.replica_set, pos->n,
+						ngained, nlost, pos->assignment_epoch)));
+	sc_receiver_take_positions(pos);
+
+	/*
+	 * librdkafka takes the new list at once; what it fetched and the
+	 * receiver did not commit is dropped, and fetching restarts at the
+	 * committed positions.
+	 */
+	if (receiver.consumer != NULL && !final && (nlost > 0 || ngained > 0))
+	{
+		sc_kafka_messages_release(receiver.messages, receiver.carried);
+		receiver.carried = 0;
+		for (int p = 0; p < receiver.nparts; p++)
+			receiver.eof[p] = -1;
+		sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
+								 receiver.parts, receiver.positions);
+	}
+	sc_receiver_publish();
+}
+
+/* Load the cube and its assignment; false when the cube is gone. */
 static bool
 sc_receiver_load(void)
 {
@@ -288,9 +402,9 @@ sc_receiver_load(void)
 
 	sc_receiver_begin("loading cube");
 	found = sc_receiver_load_cube();
-	if (found)
-		sc_receiver_load_positions();
 	sc_receiver_commit();
+	if (found)
+		sc_receiver_apply_assignment(false);
 	return found;
 }
 
@@ -318,6 +432,10 @@ sc_receiver_reload(uint32 config_version)
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	sc_receiver_commit();
+
+	/* A reassignment changes the config version too. */
+	if (fresh != NULL)
+		sc_receiver_apply_assignment(false);
 }
 
 /*
@@ -368,15 +486,6 @@ sc_receiver_cube_gone(void)
 			(errmsg("streamcube receiver stops: cube %s was dropped", receiver.cube->qualified)));
 	sc_receiver_set_state(SC_RECEIVER_STOPPED);
 	proc_exit(0);
-}
-
-static int
-sc_receiver_part_index(int32 partition)
-{
-	for (int i = 0; i < receiver.nparts; i++)
-		if (receiver.parts[i] == partition)
-			return i;
-	return -1;
 }
 
 /* ----------------------------------------------------------------
@@ -479,9 +588,7 @@ sc_receiver_open_consumer(void)
 {
 	char		group[NAMEDATALEN * 2 + 64];
 
-	sc_receiver_begin("reading positions");
-	sc_receiver_load_positions();
-	sc_receiver_commit();
+	sc_receiver_apply_assignment(false);
 	if (!sc_receiver_check_kafka())
 		return false;
 	snprintf(group, sizeof(group), "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
@@ -721,6 +828,34 @@ sc_receiver_record_outcome(ScBatchOutcome *outcome)
 }
 
 /*
+ * A batch met a partition that a reassignment gave to another replica set
+ * since the receiver last looked: none of it may commit.  Roll the batch
+ * back, forget its messages (they are read again, by whoever owns each
+ * partition now) and follow the new assignment.  No error: nothing failed.
+ */
+static void
+sc_receiver_lost_partition(int32 partition, int n)
+{
+	AbortCurrentTransaction();
+	sc_ingest_end_batch(receiver.ing, false);
+	sc_kafka_messages_release(receiver.messages, n);
+	receiver.carried = 0;
+	ereport(LOG,
+			(errmsg("streamcube receiver of cube %s (%s) rolled back a batch: partition %d was reassigned",
+					receiver.cube->qualified, receiver.replica_set, partition)));
+	sc_receiver_apply_assignment(false);
+
+	/* Partitions still ours restart at their committed positions. */
+	if (receiver.consumer != NULL)
+	{
+		for (int p = 0; p < receiver.nparts; p++)
+			receiver.eof[p] = -1;
+		sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
+								 receiver.parts, receiver.positions);
+	}
+}
+
+/*
  * Commit one batch: rows, dead letters and positions in one transaction.
  * Messages past the batch's cut (a bad message under policy "pause", or the
  * windows one batch may create used up) are not committed; unless the cube
@@ -753,9 +888,15 @@ sc_receiver_process(int n)
 			newpos[p] = Max(newpos[p], receiver.eof[p]);
 
 	for (int p = 0; p < receiver.nparts; p++)
-		if (newpos[p] != receiver.positions[p])
-			sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
-								 receiver.parts[p], receiver.positions[p], newpos[p]);
+		if (newpos[p] != receiver.positions[p] &&
+			!sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
+								  receiver.replica_set, receiver.epochs[p],
+								  receiver.parts[p], receiver.positions[p], newpos[p]))
+		{
+			sc_receiver_lost_partition(receiver.parts[p], n);
+			pfree(newpos);
+			return;
+		}
 
 	if (outcome.skip_used || outcome.paused)
 	{
@@ -848,23 +989,46 @@ sc_receiver_windows_ahead(void)
 }
 
 /*
- * Look at the topic's partition count now and then, so that partitions
- * added to the topic show in streamcube.consumers (unassigned_partitions).
+ * Look at the topic's partition count every streamcube.metadata_interval,
+ * so that partitions added to the topic are assigned (option
+ * new_partitions = assign) or show in streamcube.consumers as
+ * unassigned_partitions.
  */
-#define SC_METADATA_INTERVAL_MS 30000
-
 static void
 sc_receiver_refresh_metadata(void)
 {
 	int			n;
 
 	if (!TimestampDifferenceExceeds(receiver.metadata_at, GetCurrentTimestamp(),
-									SC_METADATA_INTERVAL_MS))
+									sc_metadata_interval_ms))
 		return;
 	n = sc_kafka_consumer_topic_partitions(receiver.consumer, Min(sc_kafka_timeout_ms, 2000));
 	if (n >= 0)
 		receiver.topic_partitions = n;
 	receiver.metadata_at = GetCurrentTimestamp();
+
+	/*
+	 * The topic grew: under new_partitions = assign, give the new
+	 * partitions to the cube's replica sets (the launcher then tells every
+	 * receiver of the cube, this one included).
+	 */
+	if (n > receiver.known_partitions && receiver.cube->assign_new_partitions)
+	{
+		MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube new partitions",
+												  ALLOCSET_SMALL_SIZES);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
+											  sc_kafka_timeout_ms, NULL);
+
+		sc_receiver_begin("assigning new partitions");
+		if (!sc_receiver_lock_cube())
+			sc_receiver_cube_gone();
+		(void) sc_reassign_adopt_partitions(receiver.cube, kafka);
+		sc_receiver_commit();
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
+	}
 }
 
 /* ----------------------------------------------------------------
@@ -912,7 +1076,12 @@ sc_receiver_run(void)
 		LWLockRelease(sc_shared->lock);
 
 		if (stop)
+		{
+			/* Retired by a reassignment?  Journal it before leaving. */
+			if (config_version != (uint32) receiver.cube->config_version)
+				sc_receiver_apply_assignment(true);
 			break;
+		}
 		if (config_version != (uint32) receiver.cube->config_version)
 			sc_receiver_reload(config_version);
 
@@ -1008,7 +1177,7 @@ sc_receiver_main(Datum main_arg)
 		proc_exit(0);
 	}
 	slot->pid = MyProcPid;
-	slot->state = SC_RECEIVER_STARTING;
+	sc_slot_transition(slot, SC_RECEIVER_STARTING);
 	slot->started_at = GetCurrentTimestamp();
 	/* last_error stays: it tells why the previous attempt failed. */
 	dboid = slot->dboid;
@@ -1017,6 +1186,7 @@ sc_receiver_main(Datum main_arg)
 	receiver.slot = slot;
 	receiver.cube_id = slot->cube_id;
 	receiver.topic_partitions = -1;
+	slot->epoch = -1;
 	strlcpy(receiver.replica_set, slot->replica_set, NAMEDATALEN);
 	LWLockRelease(sc_shared->lock);
 	before_shmem_exit(sc_receiver_detach, (Datum) 0);
@@ -1048,7 +1218,7 @@ sc_receiver_main(Datum main_arg)
 		}
 		LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 		sc_slot_set_error(slot, edata->message);
-		slot->state = SC_RECEIVER_FAILED;
+		sc_slot_transition(slot, SC_RECEIVER_FAILED);
 		LWLockRelease(sc_shared->lock);
 		ReThrowError(edata);
 	}

@@ -91,6 +91,53 @@ sc_receiver_state_name(ScReceiverState state)
 }
 
 /*
+ * Move a slot to another state: the one place slot states change, so that
+ * the launcher and the receivers can be reasoned about together.  The
+ * caller holds sc_shared->lock exclusively.
+ *
+ *	  free --> starting --> running <--> paused
+ *	              |            |            |
+ *	              +------------+--> stopping --> stopped --> free
+ *	  any --> failed --> starting (restart) | free
+ *
+ * Only the launcher frees a slot and starts (or restarts) a receiver.
+ */
+static bool
+sc_slot_move_legal(ScReceiverState from, ScReceiverState to)
+{
+	if (from == to || to == SC_RECEIVER_FAILED || to == SC_RECEIVER_FREE)
+		return true;
+	switch (from)
+	{
+		case SC_RECEIVER_FREE:
+			return to == SC_RECEIVER_STARTING;
+		case SC_RECEIVER_STARTING:
+			return to != SC_RECEIVER_FREE;
+		case SC_RECEIVER_RUNNING:
+		case SC_RECEIVER_PAUSED:
+			return to == SC_RECEIVER_RUNNING || to == SC_RECEIVER_PAUSED ||
+				to == SC_RECEIVER_STOPPING || to == SC_RECEIVER_STOPPED;
+		case SC_RECEIVER_STOPPING:
+			return to == SC_RECEIVER_STOPPED;
+		case SC_RECEIVER_STOPPED:
+		case SC_RECEIVER_FAILED:
+			return to == SC_RECEIVER_STARTING;
+	}
+	return false;
+}
+
+void
+sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state)
+{
+	Assert(sc_slot_move_legal(slot->state, state));
+	if (!sc_slot_move_legal(slot->state, state))
+		elog(LOG, "streamcube: receiver slot of cube %d (%s) moved from %s to %s",
+			 slot->cube_id, slot->replica_set,
+			 sc_receiver_state_name(slot->state), sc_receiver_state_name(state));
+	slot->state = state;
+}
+
+/*
  * Record an error message in a slot.  The caller holds sc_shared->lock
  * exclusively.
  */

@@ -19,6 +19,7 @@
  *	segments.c		window arithmetic and active partitions
  *	ingest.c		message parsing and bulk insertion (the hot path)
  *	receiver.c		the receiver worker: consume, batch, commit
+ *	reassign.c		replica sets, streamcube_reassign() and its journal
  *	consumers.c		the monitoring functions behind streamcube.* views
  *
  * Every object named by a user is quoted whenever it reaches SQL text.
@@ -55,6 +56,7 @@ extern int	sc_batch_max_kbytes;
 extern int	sc_fetch_queue_kbytes;
 extern int	sc_restart_max_delay_ms;
 extern int	sc_batch_max_windows;
+extern int	sc_metadata_interval_ms;
 
 extern void sc_guc_define(void);
 
@@ -117,16 +119,41 @@ typedef struct ScReceiverSlot
 	int			npartitions;
 	int			topic_partitions;	/* partitions the topic has; -1 unknown */
 	uint64		tombstones_skipped;
+	int64		epoch;			/* assignment epoch applied; -1 before the first */
 	ScPartitionStat parts[SC_MAX_SLOT_PARTITIONS];
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;
 } ScReceiverSlot;
+
+/*
+ * A streamcube_reassign() call that failed.  Its transaction rolls back,
+ * journal included; the call leaves this report and the launcher writes
+ * it to streamcube.reassign_log in a transaction of its own.
+ */
+#define SC_MAX_REASSIGN_FAILURES 16
+#define SC_ASSIGNMENT_LEN 2048
+
+typedef struct ScReassignFailure
+{
+	bool		used;
+	Oid			dboid;
+	int32		cube_id;
+	int64		reassign_id;
+	Oid			roleid;
+	TimestampTz started_at;
+	TimestampTz failed_at;
+	char		step[16];
+	char		error[SC_ERROR_LEN];
+	char		old_assignment[SC_ASSIGNMENT_LEN];	/* JSON, or "" when too long */
+	char		new_assignment[SC_ASSIGNMENT_LEN];
+} ScReassignFailure;
 
 typedef struct ScShared
 {
 	LWLock	   *lock;
 	pid_t		launcher_pid;
 	int			nslots;
+	ScReassignFailure failures[SC_MAX_REASSIGN_FAILURES];
 	ScReceiverSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } ScShared;
 
@@ -135,6 +162,7 @@ extern ScShared *sc_shared;
 extern void sc_shmem_install_hooks(void);
 extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
+extern void sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state);
 
 /* ----------------------------------------------------------------
  * seal.c

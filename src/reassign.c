@@ -1,0 +1,1300 @@
+/*-------------------------------------------------------------------------
+ *
+ * reassign.c
+ *		Replica sets, streamcube_reassign() and its journal, and the
+ *		adoption of partitions added to a topic.
+ *
+ * A replica set is a name partitions of cubes are assigned to; each
+ * (cube, replica set) with partitions is consumed by one receiver.
+ * streamcube_reassign() moves partitions between replica sets while
+ * ingest goes on.  It is Apache Kylin's protocol (STOP_AND_SYNC, ASSIGN_NEW,
+ * START_NEW, MAKE_IMMUTABLE) made transactional: everything the call
+ * decides is written in the caller's transaction, and the launcher and
+ * the receivers only follow the committed catalog.
+ *
+ *	validate  the replica sets exist, no partition is named twice, every
+ *	          partition exists in the topic, and every partition of the
+ *	          topic is assigned unless allow_partial.  Nothing has moved yet.
+ *	pause     for each replica set that loses partitions, lock their
+ *	          consume positions (ascending, as receivers advance them).
+ *	          This waits for the set's batch in flight to commit - its last
+ *	          batch of those partitions - and no longer: the stop condition
+ *	          is a lock on committed positions, so an idle partition never
+ *	          holds the call (Kylin waits for a later message there).
+ *	          Bounded by option timeout.
+ *	merge     per moved partition, the largest of every record of it (the
+ *	          committed position, the checkpoint): Kylin's KEEP_LARGE.
+ *	assign    write the new assignment, and hand every moved position to
+ *	          its new replica set at a new assignment epoch.
+ *	start     (after COMMIT) the launcher wakes; receivers of sets that
+ *	          gained partitions add them to their Kafka consumer at exactly
+ *	          the merged offsets; sets without a receiver get one.
+ *	retire    (after COMMIT) receivers of sets left with nothing stop.
+ *
+ * A receiver advances a position with a compare-and-set on (position,
+ * replica set, epoch): a receiver that lost a partition cannot commit a
+ * batch of it, whatever its timing; its transaction rolls back and it drops
+ * the partition.  If the call fails or its transaction rolls back, nothing
+ * was written and the old assignment keeps running; after a crash, the
+ * committed assignment runs from the committed (or checkpointed)
+ * positions.  No step needs manual repair.
+ *
+ * Each call journals its steps in streamcube.reassign_log.  A failed call
+ * leaves a report in shared memory, which the launcher journals, since the
+ * call's own rows roll back with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "cube.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "kafka.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "positions.h"
+#include "reassign.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(sc_create_replica_set);
+PG_FUNCTION_INFO_V1(sc_drop_replica_set);
+PG_FUNCTION_INFO_V1(sc_reassign);
+
+/* Default of option timeout: how long losing receivers may hold the call. */
+#define SC_REASSIGN_DEFAULT_TIMEOUT_MS 30000
+
+/* One partition and the replica set it is assigned to (NULL: none). */
+typedef struct ScAssigned
+{
+	int32		partition;
+	char	   *replica_set;
+} ScAssigned;
+
+/* One partition whose replica set changes. */
+typedef struct ScMove
+{
+	int32		partition;
+	char	   *from;			/* NULL: assigned to nobody before */
+	char	   *to;				/* NULL: assigned to nobody after */
+	int64		offset;			/* merged: where the new owner starts */
+	int64		low_watermark;	/* Kafka's, for a partition the cube never knew */
+	TimestampTz held_at;		/* when its old owner could no longer commit it */
+} ScMove;
+
+/* A reassignment under way. */
+typedef struct ScReassign
+{
+	const char *cube_name;
+	int32		cube_id;
+	Oid			relid;
+	ScCube	   *cube;
+	int64		id;				/* reassign_id, and the new assignment epoch */
+	const char *origin;			/* streamcube_reassign or new_partitions */
+	char	   *role;
+	TimestampTz started_at;
+	const char *step;			/* the step under way */
+	int64		timeout_ms;
+	bool		allow_partial;
+	List	   *old;			/* ScAssigned, by partition */
+	List	   *new;			/* ScAssigned, by partition */
+	List	   *moves;			/* ScMove, by partition */
+	char	   *old_json;
+	char	   *new_json;
+} ScReassign;
+
+/* ----------------------------------------------------------------
+ * Small helpers
+ * ----------------------------------------------------------------
+ */
+
+/* Run a catalog statement as the catalog owner; caller is connected to SPI. */
+static int
+sc_reassign_exec(const char *sql, int nargs, Oid *types, Datum *values,
+				 const char *nulls, bool read_only)
+{
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args(sql, nargs, types, values, nulls, read_only, 0);
+	sc_catalog_leave(&save);
+	if (ret < 0)
+		elog(ERROR, "streamcube reassignment statement failed: %s", SPI_result_code_string(ret));
+	return ret;
+}
+
+static int
+sc_assigned_cmp(const ListCell *a, const ListCell *b)
+{
+	const ScAssigned *x = lfirst(a);
+	const ScAssigned *y = lfirst(b);
+
+	return x->partition < y->partition ? -1 : (x->partition > y->partition ? 1 : 0);
+}
+
+/* Order by replica set, then partition: for JSON output. */
+static int
+sc_assigned_set_cmp(const ListCell *a, const ListCell *b)
+{
+	const ScAssigned *x = lfirst(a);
+	const ScAssigned *y = lfirst(b);
+	int			c = strcmp(x->replica_set, y->replica_set);
+
+	if (c != 0)
+		return c;
+	return x->partition < y->partition ? -1 : (x->partition > y->partition ? 1 : 0);
+}
+
+static int
+sc_string_node_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(strVal(lfirst(a)), strVal(lfirst(b)));
+}
+
+static ScAssigned *
+sc_assigned_find(List *list, int32 partition)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (((ScAssigned *) lfirst(lc))->partition == partition)
+			return lfirst(lc);
+	return NULL;
+}
+
+/*
+ * {"set": [partitions], ...} of the entries with a replica set; the sets
+ * named in `names` (String nodes) appear even when they hold nothing.
+ */
+static char *
+sc_assignment_json(List *assigned, List *names)
+{
+	StringInfoData buf;
+	List	   *sorted = NIL;
+	ListCell   *lc;
+	const char *current = NULL;
+
+	foreach(lc, assigned)
+		if (((ScAssigned *) lfirst(lc))->replica_set != NULL)
+			sorted = lappend(sorted, lfirst(lc));
+	foreach(lc, names)
+	{
+		ScAssigned *a = palloc0(sizeof(ScAssigned));
+
+		a->partition = -1;		/* a marker: the set, without a partition */
+		a->replica_set = strVal(lfirst(lc));
+		sorted = lappend(sorted, a);
+	}
+	list_sort(sorted, sc_assigned_set_cmp);
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	foreach(lc, sorted)
+	{
+		ScAssigned *a = lfirst(lc);
+		bool		first_of_set = current == NULL || strcmp(current, a->replica_set) != 0;
+
+		if (first_of_set)
+		{
+			if (current != NULL)
+				appendStringInfoString(&buf, "], ");
+			escape_json(&buf, a->replica_set);
+			appendStringInfoString(&buf, ": [");
+			current = a->replica_set;
+		}
+		if (a->partition >= 0)
+		{
+			if (!first_of_set && buf.data[buf.len - 1] != '[')
+				appendStringInfoString(&buf, ", ");
+			appendStringInfo(&buf, "%d", a->partition);
+		}
+	}
+	if (current != NULL)
+		appendStringInfoChar(&buf, ']');
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+static Datum
+sc_int4_array(List *ints)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(ints), 1));
+	ListCell   *lc;
+
+	foreach(lc, ints)
+		elems[foreach_current_index(lc)] = Int32GetDatum(lfirst_int(lc));
+	return PointerGetDatum(construct_array(elems, list_length(ints), INT4OID, 4, true, TYPALIGN_INT));
+}
+
+static Datum
+sc_int8_array(int n, const int64 *values)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static char *
+sc_partition_list(List *partitions)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, partitions)
+		appendStringInfo(&buf, "%s%d", foreach_current_index(lc) > 0 ? ", " : "", lfirst_int(lc));
+	return buf.data;
+}
+
+static double
+sc_ms_between(TimestampTz from, TimestampTz to)
+{
+	return (double) (to - from) / 1000.0;
+}
+
+/* ----------------------------------------------------------------
+ * Journal
+ * ----------------------------------------------------------------
+ */
+
+/* What one row of streamcube.reassign_log says beyond the call. */
+typedef struct ScJournalRow
+{
+	const char *step;
+	const char *replica_set;
+	List	   *partitions;		/* int */
+	int64	   *offsets;		/* one per partition, or NULL */
+	TimestampTz started_at;
+	bool		assignments;	/* with old and new assignment */
+	double		waited_ms;		/* < 0: none */
+	double		unconsumed_ms;	/* < 0: none */
+	const char *outcome;
+} ScJournalRow;
+
+static void
+sc_journal(ScReassign *r, ScJournalRow *row)
+{
+	Oid			types[15] = {INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, INT4ARRAYOID,
+		INT8ARRAYOID, NAMEOID, TIMESTAMPTZOID, JSONBOID, JSONBOID, FLOAT8OID,
+	FLOAT8OID, TEXTOID, OIDOID};
+	Datum		v[15];
+	char		n[16] = "               ";
+
+	v[0] = Int64GetDatum(r->id);
+	v[1] = Int32GetDatum(r->cube_id);
+	v[2] = CStringGetTextDatum(r->origin);
+	v[3] = CStringGetTextDatum(row->step);
+	v[4] = row->replica_set ? CStringGetTextDatum(row->replica_set) : (Datum) 0;
+	n[4] = row->replica_set ? ' ' : 'n';
+	v[5] = row->partitions ? sc_int4_array(row->partitions) : (Datum) 0;
+	n[5] = row->partitions ? ' ' : 'n';
+	v[6] = row->offsets ? sc_int8_array(list_length(row->partitions), row->offsets) : (Datum) 0;
+	n[6] = row->offsets ? ' ' : 'n';
+	v[7] = DirectFunctionCall1(namein, CStringGetDatum(r->role));
+	v[8] = TimestampTzGetDatum(row->started_at);
+	v[9] = row->assignments && r->old_json ?
+		DirectFunctionCall1(jsonb_in, CStringGetDatum(r->old_json)) : (Datum) 0;
+	n[9] = row->assignments && r->old_json ? ' ' : 'n';
+	v[10] = row->assignments && r->new_json ?
+		DirectFunctionCall1(jsonb_in, CStringGetDatum(r->new_json)) : (Datum) 0;
+	n[10] = row->assignments && r->new_json ? ' ' : 'n';
+	v[11] = Float8GetDatum(row->waited_ms);
+	n[11] = row->waited_ms < 0 ? 'n' : ' ';
+	v[12] = Float8GetDatum(row->unconsumed_ms);
+	n[12] = row->unconsumed_ms < 0 ? 'n' : ' ';
+	v[13] = CStringGetTextDatum(row->outcome);
+	v[14] = ObjectIdGetDatum(r->relid);
+
+	sc_reassign_exec("INSERT INTO streamcube.reassign_log "
+					 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+					 " started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, outcome) "
+					 "VALUES ($1, $2, $15, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), $10, $11, $12, $13, $14)",
+					 15, types, v, n, false);
+}
+
+/*
+ * The call failed: leave a report for the launcher, which journals it once
+ * this transaction has rolled back.  No error may escape from here.
+ */
+static void
+sc_reassign_report_failure(ScReassign *r, const char *message)
+{
+	ScReassignFailure *f = NULL;
+
+	if (sc_shared == NULL || r->cube_id == 0)
+		return;
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SC_MAX_REASSIGN_FAILURES; i++)
+		if (!sc_shared->failures[i].used)
+		{
+			f = &sc_shared->failures[i];
+			break;
+		}
+	if (f != NULL)
+	{
+		memset(f, 0, sizeof(ScReassignFailure));
+		f->used = true;
+		f->dboid = MyDatabaseId;
+		f->cube_id = r->cube_id;
+		f->reassign_id = r->id;
+		f->roleid = GetUserId();
+		f->started_at = r->started_at;
+		f->failed_at = GetCurrentTimestamp();
+		strlcpy(f->step, r->step, sizeof(f->step));
+		strlcpy(f->error, message, sizeof(f->error));
+		if (r->old_json && strlen(r->old_json) < SC_ASSIGNMENT_LEN)
+			strlcpy(f->old_assignment, r->old_json, SC_ASSIGNMENT_LEN);
+		if (r->new_json && strlen(r->new_json) < SC_ASSIGNMENT_LEN)
+			strlcpy(f->new_assignment, r->new_json, SC_ASSIGNMENT_LEN);
+	}
+	LWLockRelease(sc_shared->lock);
+	if (f == NULL)
+		elog(LOG, "streamcube: no room to journal the failed reassignment of cube %s at step %s",
+			 r->cube_name, r->step);
+}
+
+/*
+ * The launcher: journal the failed calls reported since its last look, in
+ * the current transaction.  Reports of cubes dropped since are forgotten.
+ */
+void
+sc_reassign_journal_failures(void)
+{
+	ScReassignFailure *pending = palloc(sizeof(ScReassignFailure) * SC_MAX_REASSIGN_FAILURES);
+	int			n = 0;
+
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SC_MAX_REASSIGN_FAILURES; i++)
+		if (sc_shared->failures[i].used && sc_shared->failures[i].dboid == MyDatabaseId)
+		{
+			pending[n++] = sc_shared->failures[i];
+			sc_shared->failures[i].used = false;
+		}
+	LWLockRelease(sc_shared->lock);
+	if (n == 0)
+	{
+		pfree(pending);
+		return;
+	}
+
+	SPI_connect();
+	for (int i = 0; i < n; i++)
+	{
+		ScReassignFailure *f = &pending[i];
+		Oid			types[9] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+		TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		v[9];
+		char		nulls[10] = "         ";
+
+		v[0] = Int64GetDatum(f->reassign_id);
+		v[1] = Int32GetDatum(f->cube_id);
+		v[2] = ObjectIdGetDatum(f->roleid);
+		v[3] = TimestampTzGetDatum(f->started_at);
+		v[4] = TimestampTzGetDatum(f->failed_at);
+		v[5] = CStringGetTextDatum(f->step);
+		v[6] = CStringGetTextDatum(f->error);
+		v[7] = CStringGetTextDatum(f->old_assignment);
+		nulls[7] = f->old_assignment[0] ? ' ' : 'n';
+		v[8] = CStringGetTextDatum(f->new_assignment);
+		nulls[8] = f->new_assignment[0] ? ' ' : 'n';
+		SPI_execute_with_args("INSERT INTO streamcube.reassign_log "
+							  "(reassign_id, cube_id, cube, origin, step, role, started_at, finished_at, "
+							  " old_assignment, new_assignment, outcome, error) "
+							  "SELECT CASE WHEN $1 > 0 THEN $1 ELSE nextval('streamcube.reassign_ids') END, "
+							  "       c.cube_id, c.relid, 'streamcube_reassign', $6, "
+							  "       coalesce((SELECT rolname FROM pg_catalog.pg_authid WHERE oid = $3), '?'), "
+							  "       $4, $5, $8::jsonb, $9::jsonb, 'failed', $7 "
+							  "FROM streamcube.cubes c WHERE c.cube_id = $2",
+							  9, types, v, nulls, false, 0);
+	}
+	SPI_finish();
+	pfree(pending);
+}
+
+/* ----------------------------------------------------------------
+ * Replica sets
+ * ----------------------------------------------------------------
+ */
+
+static char *
+sc_replica_set_arg(FunctionCallInfo fcinfo)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "replica set name");
+
+	if (name[0] == '\0' || strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid replica set name \"%s\"", name),
+				 errhint("A replica set name is a non-empty string of at most %d bytes.",
+						 NAMEDATALEN - 1)));
+	return name;
+}
+
+/* streamcube_create_replica_set(name text) */
+Datum
+sc_create_replica_set(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_replica_set_arg(fcinfo);
+	Oid			t = TEXTOID;
+	Datum		v = CStringGetTextDatum(name);
+
+	sc_require_admin("create replica sets");
+	SPI_connect();
+	sc_reassign_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+					 "ON CONFLICT DO NOTHING", 1, &t, &v, NULL, false);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("replica set \"%s\" already exists", name),
+				 errhint("streamcube.replica_sets lists the replica sets.")));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* streamcube_drop_replica_set(name text): an error while it is assigned. */
+Datum
+sc_drop_replica_set(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_replica_set_arg(fcinfo);
+	Oid			t = TEXTOID;
+	Datum		v = CStringGetTextDatum(name);
+
+	sc_require_admin("drop replica sets");
+	SPI_connect();
+	/* Lock it first: a reassignment to it now waits, then fails. */
+	sc_reassign_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR UPDATE",
+					 1, &t, &v, NULL, false);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica set \"%s\" does not exist", name),
+				 errhint("streamcube.replica_sets lists the replica sets.")));
+	sc_reassign_exec("SELECT string_agg(DISTINCT c.relid::regclass::text, ', ') "
+					 "FROM streamcube.assignments a JOIN streamcube.cubes c USING (cube_id) "
+					 "WHERE a.replica_set = $1", 1, &t, &v, NULL, true);
+	{
+		char	   *cubes = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (cubes != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("replica set \"%s\" still consumes partitions of cube %s", name, cubes),
+					 errhint("Move them to other replica sets with streamcube_reassign() first.")));
+	}
+	sc_reassign_exec("DELETE FROM streamcube.replica_sets WHERE name = $1", 1, &t, &v, NULL, false);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* ----------------------------------------------------------------
+ * validate
+ * ----------------------------------------------------------------
+ */
+static void
+sc_reassign_parse_options(ScReassign *r, Jsonb *options)
+{
+	Oid			t = JSONBOID;
+	Datum		v = JsonbPGetDatum(options);
+
+	r->timeout_ms = SC_REASSIGN_DEFAULT_TIMEOUT_MS;
+	r->allow_partial = false;
+	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &t, &v, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the reassignment options");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options of streamcube_reassign() must be a JSON object"),
+				 errhint("For example '{\"timeout\": \"10 s\", \"allow_partial\": true}'.")));
+	if (SPI_execute_with_args("SELECT key, jsonb_typeof(value), value #>> '{}' FROM jsonb_each($1)",
+							  1, &t, &v, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the reassignment options");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *type = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		char	   *value = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+
+		if (strcmp(key, "allow_partial") == 0)
+		{
+			if (strcmp(type, "boolean") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("reassignment option \"allow_partial\" must be true or false")));
+			r->allow_partial = strcmp(value, "true") == 0;
+		}
+		else if (strcmp(key, "timeout") == 0)
+		{
+			Interval   *iv;
+			int64		usecs;
+
+			if (strcmp(type, "string") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("reassignment option \"timeout\" must be an interval string"),
+						 errhint("For example {\"timeout\": \"10 s\"}.")));
+			iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(value),
+													   ObjectIdGetDatum(InvalidOid),
+													   Int32GetDatum(-1)));
+			usecs = sc_interval_usecs(iv, "reassignment option \"timeout\"");
+			if (usecs < 1000)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("reassignment option \"timeout\" must be at least 1 ms")));
+			r->timeout_ms = usecs / 1000;
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown reassignment option \"%s\"", key),
+					 errhint("Valid options: timeout, allow_partial.")));
+	}
+}
+
+/* The assignment argument: {"set": [partition, ...], ...}. */
+static List *
+sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
+{
+	Oid			t = JSONBOID;
+	Datum		v = JsonbPGetDatum(assignment);
+	List	   *result = NIL;
+	const char *example = "For example '{\"rs_a\": [0, 1, 2, 3], \"rs_b\": [4, 5, 6, 7]}'.";
+
+	*names = NIL;
+	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &t, &v, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the assignment");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("assignment for cube %s must be a JSON object mapping replica sets to partitions",
+						r->cube->qualified),
+				 errhint("%s", example)));
+
+	/* Each set, whether it exists, and its elements. */
+	if (sc_reassign_exec("SELECT s.key, jsonb_typeof(s.value), "
+							  "       EXISTS (SELECT 1 FROM streamcube.replica_sets rs WHERE rs.name = s.key), "
+							  "       e.value #>> '{}', jsonb_typeof(e.value) "
+							  "FROM jsonb_each($1) s "
+							  "LEFT JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(s.value) "
+							  "   WHEN 'array' THEN s.value ELSE '[]' END) e ON true "
+							  "ORDER BY s.key",
+							  1, &t, &v, NULL, true) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the assignment");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *set = SPI_getvalue(tup, desc, 1);
+		char	   *type = SPI_getvalue(tup, desc, 2);
+		bool		isnull;
+		bool		exists = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		char	   *elem = SPI_getvalue(tup, desc, 4);
+		char	   *etype = SPI_getvalue(tup, desc, 5);
+		ScAssigned *a;
+		ScAssigned *dup;
+
+		if (strcmp(type, "array") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partitions of replica set \"%s\" must be a JSON array of partition numbers", set),
+					 errhint("%s", example)));
+		if (!exists)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("replica set \"%s\" does not exist", set),
+					 errhint("Create it with streamcube_create_replica_set('%s').", set)));
+		if (!list_member(*names, makeString(set)))
+			*names = lappend(*names, makeString(set));
+		if (elem == NULL)
+			continue;			/* an empty array: the set gets nothing */
+		if (strcmp(etype, "number") != 0 || strspn(elem, "0123456789") != strlen(elem) ||
+			strlen(elem) > 9)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid partition %s for replica set \"%s\"", elem, set),
+					 errhint("Partitions are non-negative integers, such as 0.")));
+		a = palloc(sizeof(ScAssigned));
+		a->partition = pg_strtoint32(elem);
+		a->replica_set = set;
+		dup = sc_assigned_find(result, a->partition);
+		if (dup != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partition %d is assigned twice: to replica set \"%s\" and to \"%s\"",
+							a->partition, dup->replica_set, set),
+					 errhint("Each partition goes to one replica set.")));
+		result = lappend(result, a);
+	}
+	list_sort(result, sc_assigned_cmp);
+	return result;
+}
+
+/* The cube's assignment as the catalog says now. */
+static List *
+sc_reassign_read_assignment(int32 cube_id)
+{
+	Oid			t = INT4OID;
+	Datum		v = Int32GetDatum(cube_id);
+	List	   *result = NIL;
+
+	sc_reassign_exec("SELECT partition, replica_set FROM streamcube.assignments "
+					 "WHERE cube_id = $1 ORDER BY partition", 1, &t, &v, NULL, false);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		ScAssigned *a = palloc(sizeof(ScAssigned));
+		bool		isnull;
+
+		a->partition = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		a->replica_set = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		result = lappend(result, a);
+	}
+	return result;
+}
+
+/*
+ * Lock the cube's catalog row against other reassignments, pauses, drops
+ * and position changes (receivers' batches take a weaker lock and go on),
+ * and take a new reassignment id.
+ */
+static void
+sc_reassign_lock_cube(ScReassign *r)
+{
+	Oid			t = INT4OID;
+	Datum		v = Int32GetDatum(r->cube_id);
+	bool		isnull;
+
+	sc_reassign_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+					 1, &t, &v, NULL, false);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cube %s was dropped", r->cube_name)));
+	sc_reassign_exec("SELECT nextval('streamcube.reassign_ids')", 0, NULL, NULL, NULL, false);
+	r->id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Kafka's partitions of the cube's topic, within the call's timeout. */
+typedef struct ScDescribeArgs
+{
+	ScReassign *r;
+	List	   *partitions;
+	bool		missing;
+} ScDescribeArgs;
+
+static void
+sc_reassign_describe_cb(void *arg)
+{
+	ScDescribeArgs *d = arg;
+
+	d->partitions = sc_kafka_describe(sc_cluster_conninfo(d->r->cube->cluster), d->r->cube->topic,
+									  true, (int) Min(d->r->timeout_ms, sc_kafka_timeout_ms),
+									  &d->missing);
+}
+
+static List *
+sc_reassign_describe(ScReassign *r)
+{
+	ScDescribeArgs d = {r, NIL, false};
+	ErrorData  *edata = sc_try(sc_reassign_describe_cb, &d);
+
+	if (edata != NULL)
+		ereport(ERROR,
+				(errcode(edata->sqlerrcode),
+				 errmsg("reassignment of cube %s failed at step validate: %s", r->cube->qualified,
+						edata->message),
+				 errdetail("streamcube needs the topic's partitions from Kafka; nothing changed, the current assignment keeps running."),
+				 errhint("Check the cluster with streamcube_check_cluster('%s') and call again.",
+						 r->cube->cluster)));
+	if (d.missing)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("reassignment of cube %s failed at step validate: topic \"%s\" does not exist on Kafka cluster \"%s\"",
+						r->cube->qualified, r->cube->topic, r->cube->cluster),
+				 errhint("Nothing changed.")));
+	return d.partitions;
+}
+
+/* Validate the new assignment against Kafka; compute the moves. */
+static void
+sc_reassign_diff(ScReassign *r, List *kafka)
+{
+	List	   *missing = NIL;
+	ListCell   *lc;
+
+	foreach(lc, r->new)
+	{
+		ScAssigned *a = lfirst(lc);
+		bool		found = false;
+		ListCell   *kc;
+
+		foreach(kc, kafka)
+			if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == a->partition)
+				found = true;
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("topic \"%s\" of cube %s has no partition %d", r->cube->topic,
+							r->cube->qualified, a->partition),
+					 errdetail("The topic has %d partitions, 0 to %d.", list_length(kafka),
+							   list_length(kafka) - 1),
+					 errhint("Assign only partitions the topic has.")));
+	}
+	foreach(lc, kafka)
+	{
+		ScKafkaPartitionInfo *k = lfirst(lc);
+
+		if (sc_assigned_find(r->new, k->partition) == NULL)
+			missing = lappend_int(missing, k->partition);
+	}
+	list_sort(missing, list_int_cmp);
+	if (missing != NIL && !r->allow_partial)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the assignment for cube %s leaves %s %s of topic \"%s\" unassigned",
+						r->cube->qualified, list_length(missing) == 1 ? "partition" : "partitions",
+						sc_partition_list(missing), r->cube->topic),
+				 errdetail("Nothing would consume them."),
+				 errhint("Assign them to a replica set, or pass '{\"allow_partial\": true}' as options.")));
+
+	/* Partitions whose replica set changes: in either assignment. */
+	foreach(lc, kafka)
+	{
+		ScKafkaPartitionInfo *k = lfirst(lc);
+		ScAssigned *o = sc_assigned_find(r->old, k->partition);
+		ScAssigned *n = sc_assigned_find(r->new, k->partition);
+		char	   *from = o ? o->replica_set : NULL;
+		char	   *to = n ? n->replica_set : NULL;
+		ScMove	   *m;
+
+		if ((from == NULL && to == NULL) || (from && to && strcmp(from, to) == 0))
+			continue;
+		m = palloc0(sizeof(ScMove));
+		m->partition = k->partition;
+		m->from = from;
+		m->to = to;
+		m->low_watermark = Max(k->low_watermark, 0);
+		r->moves = lappend(r->moves, m);
+	}
+	/* An assigned partition the topic no longer has stays where it is. */
+}
+
+/* ----------------------------------------------------------------
+ * pause, merge, assign
+ * ----------------------------------------------------------------
+ */
+typedef struct ScHoldArgs
+{
+	int32		cube_id;
+	int			n;
+	int32	   *partitions;
+} ScHoldArgs;
+
+static void
+sc_reassign_hold_cb(void *arg)
+{
+	ScHoldArgs *h = arg;
+
+	sc_positions_hold(h->cube_id, h->n, h->partitions);
+}
+
+/*
+ * STOP_AND_SYNC, first half: hold the positions of every partition a
+ * replica set loses, one set after the other, within the timeout.
+ */
+static void
+sc_reassign_pause(ScReassign *r)
+{
+	List	   *sets = NIL;
+	ListCell   *lc;
+	instr_time	start;
+
+	INSTR_TIME_SET_CURRENT(start);
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		if (m->from != NULL && !list_member(sets, makeString(m->from)))
+			sets = lappend(sets, makeString(m->from));
+	}
+
+	foreach(lc, sets)
+	{
+		const char *set = strVal(lfirst(lc));
+		ScHoldArgs	h = {r->cube_id, 0, palloc(sizeof(int32) * list_length(r->moves))};
+		List	   *parts = NIL;
+		ListCell   *mc;
+		instr_time	now;
+		int64		remaining;
+		char		timeout[32];
+		int			nestlevel;
+		TimestampTz began = GetCurrentTimestamp();
+		TimestampTz held_at;
+		ErrorData  *edata;
+		ScJournalRow row = {0};
+
+		foreach(mc, r->moves)
+		{
+			ScMove	   *m = lfirst(mc);
+
+			if (m->from != NULL && strcmp(m->from, set) == 0)
+			{
+				h.partitions[h.n++] = m->partition;
+				parts = lappend_int(parts, m->partition);
+			}
+		}
+
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, start);
+		remaining = Max(r->timeout_ms - (int64) INSTR_TIME_GET_MILLISEC(now), 1);
+		snprintf(timeout, sizeof(timeout), INT64_FORMAT, remaining);
+		nestlevel = NewGUCNestLevel();
+		(void) set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		edata = sc_try(sc_reassign_hold_cb, &h);
+		AtEOXact_GUC(true, nestlevel);
+		if (edata != NULL && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("reassignment of cube %s timed out at step pause: replica set \"%s\" did not finish its batch of partitions %s within " INT64_FORMAT " ms",
+							r->cube->qualified, set, sc_partition_list(parts), r->timeout_ms),
+					 errdetail("Nothing changed: the current assignment keeps running."),
+					 errhint("streamcube.consumers and pg_stat_activity show what holds the receiver; call again, or with a longer {\"timeout\": ...}.")));
+		if (edata != NULL)
+			ReThrowError(edata);
+		held_at = GetCurrentTimestamp();
+
+		foreach(mc, r->moves)
+		{
+			ScMove	   *m = lfirst(mc);
+
+			if (m->from != NULL && strcmp(m->from, set) == 0)
+				m->held_at = held_at;
+		}
+		row.step = "pause";
+		row.replica_set = set;
+		row.partitions = parts;
+		row.started_at = began;
+		row.waited_ms = sc_ms_between(began, held_at);
+		row.unconsumed_ms = -1;
+		row.outcome = "ok";
+		sc_journal(r, &row);
+	}
+}
+
+/* STOP_AND_SYNC, second half: where each moved partition starts again. */
+static void
+sc_reassign_merge(ScReassign *r)
+{
+	ScJournalRow row = {0};
+	List	   *parts = NIL;
+	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(r->moves), 1));
+	ListCell   *lc;
+
+	row.started_at = GetCurrentTimestamp();
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+		int64		merged = sc_positions_merged(r->cube_id, m->partition);
+
+		/* A partition the cube never knew starts at Kafka's first offset. */
+		m->offset = merged >= 0 ? merged : m->low_watermark;
+		if (m->held_at == 0)
+			m->held_at = GetCurrentTimestamp();
+		offsets[foreach_current_index(lc)] = m->offset;
+		parts = lappend_int(parts, m->partition);
+	}
+	row.step = "merge";
+	row.partitions = parts;
+	row.offsets = offsets;
+	row.waited_ms = -1;
+	row.unconsumed_ms = -1;
+	row.outcome = "ok";
+	sc_journal(r, &row);
+}
+
+/* ASSIGN_NEW: the new assignment and the handed-over positions. */
+static void
+sc_reassign_assign(ScReassign *r)
+{
+	ScJournalRow row = {0};
+	List	   *parts = NIL;
+	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(r->moves), 1));
+	ListCell   *lc;
+
+	row.started_at = GetCurrentTimestamp();
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+		Oid			t[4] = {INT4OID, INT4OID, TEXTOID, INT8OID};
+		Datum		v[4] = {Int32GetDatum(r->cube_id), Int32GetDatum(m->partition),
+			m->to ? CStringGetTextDatum(m->to) : (Datum) 0, Int64GetDatum(r->id)};
+
+		if (m->to != NULL)
+			sc_reassign_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set, epoch) "
+							 "VALUES ($1, $2, $3, $4) ON CONFLICT (cube_id, partition) "
+							 "DO UPDATE SET replica_set = EXCLUDED.replica_set, epoch = EXCLUDED.epoch",
+							 4, t, v, NULL, false);
+		else
+			sc_reassign_exec("DELETE FROM streamcube.assignments WHERE cube_id = $1 AND partition = $2",
+							 2, t, v, NULL, false);
+		sc_positions_hand_over(r->cube_id, m->partition, m->to, r->id, m->offset, m->held_at);
+		offsets[foreach_current_index(lc)] = m->offset;
+		parts = lappend_int(parts, m->partition);
+	}
+	{
+		Oid			t[2] = {INT4OID, INT8OID};
+		Datum		v[2] = {Int32GetDatum(r->cube_id), Int64GetDatum(r->id)};
+
+		sc_reassign_exec("UPDATE streamcube.cubes SET assignment_epoch = $2, "
+						 "config_version = config_version + 1 WHERE cube_id = $1",
+						 2, t, v, NULL, false);
+	}
+	row.step = "assign";
+	row.partitions = parts;
+	row.offsets = offsets;
+	row.assignments = true;
+	row.waited_ms = -1;
+	row.unconsumed_ms = -1;
+	row.outcome = "ok";
+	sc_journal(r, &row);
+	sc_launcher_wakeup_at_commit();
+}
+
+/* ----------------------------------------------------------------
+ * streamcube_reassign(cube text, assignment jsonb, options jsonb)
+ * ----------------------------------------------------------------
+ */
+
+/* The summary the call returns. */
+static Jsonb *
+sc_reassign_summary(ScReassign *r)
+{
+	StringInfoData buf;
+	List	   *removed = NIL,
+			   *added = NIL,
+			   *unchanged = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		if (m->from)
+		{
+			ScAssigned *a = palloc(sizeof(ScAssigned));
+
+			a->partition = m->partition;
+			a->replica_set = m->from;
+			removed = lappend(removed, a);
+		}
+		if (m->to)
+		{
+			ScAssigned *a = palloc(sizeof(ScAssigned));
+
+			a->partition = m->partition;
+			a->replica_set = m->to;
+			added = lappend(added, a);
+		}
+	}
+	foreach(lc, r->old)
+	{
+		ScAssigned *o = lfirst(lc);
+		ScAssigned *n = sc_assigned_find(r->new, o->partition);
+
+		if (n != NULL && strcmp(n->replica_set, o->replica_set) == 0)
+			unchanged = lappend(unchanged, o);
+	}
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"reassign_id\": " INT64_FORMAT ", \"noop\": %s, ",
+					 r->id, r->moves == NIL ? "true" : "false");
+	appendStringInfo(&buf, "\"removed\": %s, \"added\": %s, \"unchanged\": %s, \"moved\": [",
+					 sc_assignment_json(removed, NIL), sc_assignment_json(added, NIL),
+					 sc_assignment_json(unchanged, NIL));
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfo(&buf, "{\"partition\": %d, \"from\": ", m->partition);
+		if (m->from)
+			escape_json(&buf, m->from);
+		else
+			appendStringInfoString(&buf, "null");
+		appendStringInfoString(&buf, ", \"to\": ");
+		if (m->to)
+			escape_json(&buf, m->to);
+		else
+			appendStringInfoString(&buf, "null");
+		appendStringInfo(&buf, ", \"offset\": " INT64_FORMAT ", \"unconsumed_ms\": %.1f}",
+						 m->offset, sc_ms_between(m->held_at, now));
+	}
+	appendStringInfoString(&buf, "]}");
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+static Jsonb *
+sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
+{
+	List	   *names;
+	List	   *kafka;
+
+	r->step = "validate";
+	sc_reassign_parse_options(r, options);
+	sc_reassign_lock_cube(r);
+	r->cube = sc_cube_load(r->cube_id, false);
+	r->new = sc_reassign_parse_assignment(r, assignment, &names);
+	r->new_json = sc_assignment_json(r->new, names);
+	r->old = sc_reassign_read_assignment(r->cube_id);
+	r->old_json = sc_assignment_json(r->old, NIL);
+	kafka = sc_reassign_describe(r);
+	sc_reassign_diff(r, kafka);
+
+	if (r->moves == NIL)
+	{
+		ScJournalRow row = {0};
+
+		row.step = "assign";
+		row.started_at = r->started_at;
+		row.assignments = true;
+		row.waited_ms = -1;
+		row.unconsumed_ms = -1;
+		row.outcome = "noop";
+		sc_journal(r, &row);
+		return sc_reassign_summary(r);
+	}
+
+	r->step = "pause";
+	sc_reassign_pause(r);
+	r->step = "merge";
+	sc_reassign_merge(r);
+	r->step = "assign";
+	sc_reassign_assign(r);
+	ereport(LOG,
+			(errmsg("cube %s reassigned (reassign_id " INT64_FORMAT "): %s, was %s",
+					r->cube->qualified, r->id, r->new_json, r->old_json)));
+	return sc_reassign_summary(r);
+}
+
+Datum
+sc_reassign(PG_FUNCTION_ARGS)
+{
+	ScReassign	r = {0};
+	Jsonb	   *assignment;
+	Jsonb	   *options;
+	Jsonb	   *result = NULL;
+	Oid			owner;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	r.cube_name = sc_text_arg(fcinfo, 0, "cube name");
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("assignment must not be NULL"),
+				 errhint("For example '{\"rs_a\": [0, 1], \"rs_b\": [2, 3]}'.")));
+	assignment = PG_GETARG_JSONB_P(1);
+	options = PG_ARGISNULL(2) ?
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) : PG_GETARG_JSONB_P(2);
+	r.origin = "streamcube_reassign";
+	r.role = GetUserNameFromId(GetUserId(), false);
+	r.started_at = GetCurrentTimestamp();
+	r.step = "validate";
+
+	SPI_connect();
+	r.cube_id = sc_cube_for_action(r.cube_name, "reassign", &r.relid, &owner);
+	PG_TRY();
+	{
+		result = sc_reassign_run(&r, assignment, options);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		sc_reassign_report_failure(&r, edata->message);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SPI_finish();
+	PG_RETURN_JSONB_P(result);
+}
+
+/* ----------------------------------------------------------------
+ * Partitions added to a topic
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A receiver saw the topic grow.  Under option new_partitions = assign,
+ * give every partition the cube never knew to the least loaded replica
+ * set of the cube (fewest partitions, then by name), from Kafka's first
+ * offset, and journal it; in the caller's transaction.  Returns how many
+ * were assigned.  Receivers of the cube may all notice together: the
+ * cube's row serialises them, and the later ones find nothing to do.
+ */
+int
+sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
+{
+	ScReassign	r = {0};
+	List	   *known = NIL;
+	List	   *sets = NIL;
+	int		   *load;
+	int			adopted = 0;
+	ListCell   *lc;
+
+	if (!cube->assign_new_partitions)
+		return 0;
+
+	r.cube_id = cube->cube_id;
+	r.relid = cube->relid;
+	r.cube = cube;
+	r.cube_name = cube->qualified;
+	r.origin = "new_partitions";
+	r.role = GetUserNameFromId(GetUserId(), false);
+	r.started_at = GetCurrentTimestamp();
+
+	SPI_connect();
+	{
+		Oid			t = INT4OID;
+		Datum		v = Int32GetDatum(cube->cube_id);
+
+		sc_reassign_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+						 1, &t, &v, NULL, false);
+		if (SPI_processed == 0)
+		{
+			SPI_finish();
+			return 0;
+		}
+		sc_reassign_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1",
+						 1, &t, &v, NULL, false);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+
+			known = lappend_int(known, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																   SPI_tuptable->tupdesc, 1, &isnull)));
+		}
+	}
+	r.old = sc_reassign_read_assignment(cube->cube_id);
+	foreach(lc, r.old)
+		if (!list_member(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set)))
+			sets = lappend(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set));
+	if (sets == NIL)
+	{
+		SPI_finish();
+		return 0;				/* nobody consumes the cube: nothing to join */
+	}
+	list_sort(sets, sc_string_node_cmp);
+	load = palloc0(sizeof(int) * list_length(sets));
+	foreach(lc, r.old)
+	{
+		ListCell   *sc;
+
+		foreach(sc, sets)
+			if (strcmp(strVal(lfirst(sc)), ((ScAssigned *) lfirst(lc))->replica_set) == 0)
+				load[foreach_current_index(sc)]++;
+	}
+
+	r.new = list_copy(r.old);
+	foreach(lc, kafka)
+	{
+		ScKafkaPartitionInfo *k = lfirst(lc);
+		ScMove	   *m;
+		ScAssigned *a;
+		int			best = 0;
+
+		if (list_member_int(known, k->partition))
+			continue;
+		for (int i = 1; i < list_length(sets); i++)
+			if (load[i] < load[best])
+				best = i;
+		load[best]++;
+		m = palloc0(sizeof(ScMove));
+		m->partition = k->partition;
+		m->to = strVal(list_nth(sets, best));
+		m->offset = Max(k->low_watermark, 0);
+		m->held_at = GetCurrentTimestamp();
+		r.moves = lappend(r.moves, m);
+		a = palloc(sizeof(ScAssigned));
+		a->partition = k->partition;
+		a->replica_set = m->to;
+		r.new = lappend(r.new, a);
+		adopted++;
+	}
+	if (adopted > 0)
+	{
+		bool		isnull;
+
+		sc_reassign_exec("SELECT nextval('streamcube.reassign_ids')", 0, NULL, NULL, NULL, false);
+		r.id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		r.old_json = sc_assignment_json(r.old, NIL);
+		r.new_json = sc_assignment_json(r.new, NIL);
+		r.step = "assign";
+		sc_reassign_assign(&r);
+		ereport(LOG,
+				(errmsg("cube %s: %d partitions added to topic \"%s\" assigned (reassign_id " INT64_FORMAT "): %s",
+						cube->qualified, adopted, cube->topic, r.id, r.new_json)));
+	}
+	SPI_finish();
+	return adopted;
+}
+
+/* ----------------------------------------------------------------
+ * Receivers: start and retire
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A receiver took partitions handed over by reassignment `epoch` (START_NEW)
+ * or released its last ones (MAKE_IMMUTABLE, step retire); journal it
+ * once, in the caller's transaction.  unconsumed_ms < 0: not known.
+ */
+void
+sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
+							 const char *replica_set, List *partitions, int64 *offsets,
+							 TimestampTz since, double unconsumed_ms)
+{
+	Oid			types[9] = {INT8OID, INT4OID, TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
+	NAMEOID, TIMESTAMPTZOID, FLOAT8OID};
+	Datum		v[9];
+	char		n[10] = "         ";
+
+	v[0] = Int64GetDatum(epoch);
+	v[1] = Int32GetDatum(cube_id);
+	v[2] = CStringGetTextDatum(step);
+	v[3] = CStringGetTextDatum(replica_set);
+	v[4] = sc_int4_array(partitions);
+	v[5] = sc_int8_array(list_length(partitions), offsets);
+	v[6] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+	v[7] = TimestampTzGetDatum(since);
+	v[8] = Float8GetDatum(unconsumed_ms);
+	n[8] = unconsumed_ms < 0 ? 'n' : ' ';
+
+	SPI_connect();
+	sc_reassign_exec("INSERT INTO streamcube.reassign_log "
+					 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+					 " started_at, finished_at, unconsumed_ms, outcome) "
+					 "SELECT $1, c.cube_id, c.relid, "
+					 "       coalesce((SELECT l.origin FROM streamcube.reassign_log l "
+					 "                 WHERE l.cube_id = $2 AND l.reassign_id = $1 LIMIT 1), "
+					 "                'streamcube_reassign'), "
+					 "       $3, $4, $5, $6, $7, $8, clock_timestamp(), $9, 'ok' "
+					 "FROM streamcube.cubes c WHERE c.cube_id = $2 "
+					 "AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
+					 "                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
+					 9, types, v, n, false);
+	SPI_finish();
+}

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * reassign.h
+ *		Replica sets and reassignment: what the launcher and the receivers
+ *		call.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_REASSIGN_H
+#define SC_REASSIGN_H
+
+#include "cube.h"
+#include "nodes/pg_list.h"
+
+extern void sc_reassign_journal_failures(void);
+extern int	sc_reassign_adopt_partitions(ScCube *cube, List *kafka_partitions);
+extern void sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
+										 const char *replica_set, List *partitions,
+										 int64 *offsets, TimestampTz since,
+										 double unconsumed_ms);
+
+#endif							/* SC_REASSIGN_H */
