@@ -123,9 +123,9 @@ SELECT count(*), count(DISTINCT (_partition, _offset)) FROM reassign_events;
 
 -- A failed call is journalled by the launcher (the call's own rows roll back).
 SELECT streamcube_reassign('reassign_events', '{"rc": [0, 1, 2, 3, 9]}');
-SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.reassign_log WHERE cube = 'reassign_events'::regclass AND outcome = 'failed')$$);
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.reassign_log WHERE cube = 'reassign_events'::regclass AND outcome = 'failed' AND error LIKE '%no partition 9')$$);
 SELECT step, outcome, error, new_assignment FROM streamcube.reassign_log
-WHERE cube = 'reassign_events'::regclass AND outcome = 'failed';
+WHERE cube = 'reassign_events'::regclass AND outcome = 'failed' ORDER BY started_at;
 
 -- Readers of the journal see only the cubes they may read.
 SET ROLE sc_user;

@@ -404,6 +404,9 @@ SELECT pg_catalog.pg_extension_config_dump('streamcube.sealed_upto', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.window_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log_log_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_log_entry_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_ids', '');
 
 -- Rows already in active windows: record the first offset of each Kafka
 -- partition in each of them, as receivers do from now on with every batch,

@@ -565,3 +565,6 @@ SELECT pg_catalog.pg_extension_config_dump('streamcube.sealed_upto', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.window_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamcube.segment_log_log_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_log_entry_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.reassign_ids', '');

@@ -711,6 +711,47 @@ sc_kafka_consumer_assign(ScKafkaConsumer *c, const char *topic,
 	c->topic = pstrdup(topic);
 }
 
+/*
+ * Add partitions to (gained) or remove them from (!gained) the consumer's
+ * assignment, without touching the others: their fetch goes on.  Returns
+ * false, with the reason in errbuf, when librdkafka refuses; the caller
+ * then opens a new consumer.
+ */
+bool
+sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
+						 const int32 *partitions, const int64 *offsets,
+						 char *errbuf, size_t errlen)
+{
+	rd_kafka_topic_partition_list_t *list;
+	rd_kafka_topic_partition_list_t *now = NULL;
+	rd_kafka_error_t *error;
+
+	if (n == 0)
+		return true;
+	list = rd_kafka_topic_partition_list_new(n);
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, c->topic, partitions[i])->offset =
+			gained ? offsets[i] : RD_KAFKA_OFFSET_INVALID;
+	error = gained ? rd_kafka_incremental_assign(c->rk, list)
+		: rd_kafka_incremental_unassign(c->rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	if (error != NULL)
+	{
+		snprintf(errbuf, errlen, "%s", rd_kafka_error_string(error));
+		rd_kafka_error_destroy(error);
+		return false;
+	}
+
+	/* What pause and resume act on. */
+	if (rd_kafka_assignment(c->rk, &now) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (c->assignment)
+			rd_kafka_topic_partition_list_destroy(c->assignment);
+		c->assignment = now;
+	}
+	return true;
+}
+
 /* A descriptor that becomes readable when the consumer has something. */
 int
 sc_kafka_consumer_wait_fd(ScKafkaConsumer *c)

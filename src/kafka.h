@@ -110,6 +110,9 @@ extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const char *topic,
 									 int n, const int32 *partitions,
 									 const int64 *offsets);
+extern bool sc_kafka_consumer_change(ScKafkaConsumer *consumer, bool gained, int n,
+									 const int32 *partitions, const int64 *offsets,
+									 char *errbuf, size_t errlen);
 extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);
 extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *messages,
 								   int max_messages, ScKafkaPollResult *result);

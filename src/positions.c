@@ -197,7 +197,7 @@ sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_s
 
 		sc_positions_exec("SELECT replica_set IS NOT DISTINCT FROM $3 AND epoch = $4 "
 						  "FROM streamcube.consume_positions WHERE cube_id = $1 AND partition = $2",
-						  4, types, args, true);
+						  4, types, args, false);	/* a new snapshot */
 		ours = SPI_processed == 0 ||
 			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}

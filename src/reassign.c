@@ -47,6 +47,8 @@
  */
 #include "streamcube.h"
 
+#include <signal.h>
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
@@ -331,6 +333,7 @@ static void
 sc_reassign_report_failure(ScReassign *r, const char *message)
 {
 	ScReassignFailure *f = NULL;
+	pid_t		launcher;
 
 	if (sc_shared == NULL || r->cube_id == 0)
 		return;
@@ -358,10 +361,13 @@ sc_reassign_report_failure(ScReassign *r, const char *message)
 		if (r->new_json && strlen(r->new_json) < SC_ASSIGNMENT_LEN)
 			strlcpy(f->new_assignment, r->new_json, SC_ASSIGNMENT_LEN);
 	}
+	launcher = sc_shared->launcher_pid;
 	LWLockRelease(sc_shared->lock);
 	if (f == NULL)
 		elog(LOG, "streamcube: no room to journal the failed reassignment of cube %s at step %s",
 			 r->cube_name, r->step);
+	else if (launcher != 0)
+		kill(launcher, SIGUSR1);	/* now: this transaction will not commit */
 }
 
 /*

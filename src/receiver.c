@@ -86,6 +86,7 @@ typedef struct ScReceiver
 	int64	   *high;			/* last known high watermarks */
 	int64	   *eof;			/* end of partition seen at this offset, -1 */
 	int64		assignment_epoch;	/* the cube's, when the assignment was read */
+	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
 	int			known_partitions;	/* partitions the cube knows (checkpoints) */
 
 	ScKafkaMessage *messages;
@@ -109,6 +110,16 @@ typedef struct ScReceiver
 } ScReceiver;
 
 static ScReceiver receiver;
+
+/*
+ * Two changes of a consumer's partitions closer than this make the receiver
+ * open a new consumer rather than ask librdkafka for the second: a removed
+ * partition's stop may still be under way in librdkafka, and removing or
+ * adding it again before it completes trips an assertion in 2.0.2.
+ */
+#define SC_ASSIGNMENT_SETTLE_MS 250
+
+static void sc_receiver_close_consumer(void);
 
 /* ----------------------------------------------------------------
  * Shared-memory slot
@@ -317,30 +328,39 @@ sc_receiver_take_positions(ScPositions *pos)
 static void
 sc_receiver_apply_assignment(bool final)
 {
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube assignment",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old;
 	ScPositions *pos;
-	List	   *gained = NIL;
-	List	   *lost = NIL;
+	int32	   *gained;			/* partitions to add to the consumer */
 	int64	   *gained_offsets;
+	int32	   *lost;			/* partitions to remove from it */
 	int64	   *lost_offsets;
+	int			ngained = 0,
+				nlost = 0;
+	bool		rekeyed = false;	/* a partition kept, at another epoch */
 	int64		gained_epoch = 0;
 	TimestampTz handed = 0;
 	TimestampTz now;
-	int			ngained,
-				nlost;
 
 	sc_receiver_begin("reading assignment");
 	pos = sc_positions_load(receiver.cube_id, receiver.replica_set, TopMemoryContext);
 	now = GetCurrentTimestamp();
+	old = MemoryContextSwitchTo(cxt);
+	gained = palloc(sizeof(int32) * Max(pos->n, 1));
 	gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
+	lost = palloc(sizeof(int32) * Max(receiver.nparts, 1));
 	lost_offsets = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	MemoryContextSwitchTo(old);
 	for (int i = 0; i < pos->n; i++)
 	{
 		int			p = sc_receiver_part_index(pos->partitions[i]);
 
 		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
 			continue;
-		gained_offsets[list_length(gained)] = pos->positions[i];
-		gained = lappend_int(gained, pos->partitions[i]);
+		rekeyed |= p >= 0;
+		gained_offsets[ngained] = pos->positions[i];
+		gained[ngained++] = pos->partitions[i];
 		if (pos->epochs[i] > gained_epoch)
 		{
 			gained_epoch = pos->epochs[i];
@@ -355,20 +375,28 @@ sc_receiver_apply_assignment(bool final)
 			kept = pos->partitions[i] == receiver.parts[p] && pos->epochs[i] == receiver.epochs[p];
 		if (kept)
 			continue;
-		lost_offsets[list_length(lost)] = receiver.positions[p];
-		lost = lappend_int(lost, receiver.parts[p]);
+		lost_offsets[nlost] = receiver.positions[p];
+		lost[nlost++] = receiver.parts[p];
 	}
 
-	if (gained != NIL && gained_epoch > 0 && !final)
-		sc_reassign_journal_receiver(receiver.cube_id, gained_epoch, "start", receiver.replica_set,
-									 gained, gained_offsets, handed != 0 ? handed : now,
-									 handed != 0 && handed <= now ? (double) (now - handed) / 1000.0 : -1);
-	if (lost != NIL && pos->n == 0)
-		sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
-									 receiver.replica_set, lost, lost_offsets, now, -1);
-	ngained = list_length(gained);
-	nlost = list_length(lost);
-	sc_receiver_commit();		/* frees the lists, made in the transaction */
+	if (ngained > 0 || nlost > 0)
+	{
+		List	   *gl = NIL;
+		List	   *ll = NIL;
+
+		for (int i = 0; i < ngained; i++)
+			gl = lappend_int(gl, gained[i]);
+		for (int i = 0; i < nlost; i++)
+			ll = lappend_int(ll, lost[i]);
+		if (gl != NIL && gained_epoch > 0 && !final)
+			sc_reassign_journal_receiver(receiver.cube_id, gained_epoch, "start", receiver.replica_set,
+										 gl, gained_offsets, handed != 0 ? handed : now,
+										 handed != 0 && handed <= now ? (double) (now - handed) / 1000.0 : -1);
+		if (ll != NIL && pos->n == 0)
+			sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
+										 receiver.replica_set, ll, lost_offsets, now, -1);
+	}
+	sc_receiver_commit();
 
 	if (nlost > 0 || (ngained > 0 && receiver.parts != NULL))
 		ereport(LOG,
@@ -377,20 +405,62 @@ sc_receiver_apply_assignment(bool final)
 						ngained, nlost, pos->assignment_epoch)));
 	sc_receiver_take_positions(pos);
 
+	/* Messages kept for the next batch: only of partitions still ours. */
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < receiver.carried; i++)
+		{
+			ScKafkaMessage *m = &receiver.messages[i];
+			bool		drop = sc_receiver_part_index(m->partition) < 0;
+
+			for (int j = 0; j < nlost && !drop; j++)
+				drop = lost[j] == m->partition;
+			if (drop)
+				sc_kafka_messages_release(m, 1);
+			else
+				receiver.messages[kept++] = *m;
+		}
+		receiver.carried = kept;
+	}
+
 	/*
-	 * librdkafka takes the new list at once; what it fetched and the
-	 * receiver did not commit is dropped, and fetching restarts at the
-	 * committed positions.
+	 * librdkafka: lost partitions are removed and gained ones added, at
+	 * exactly their positions; the others fetch on undisturbed.  A partition
+	 * given back at another epoch, two changes in quick succession (the
+	 * stop of a removed partition may still be under way in librdkafka), or
+	 * a change librdkafka refuses: a new consumer instead, opened by the
+	 * main loop at the committed positions.
 	 */
 	if (receiver.consumer != NULL && !final && (nlost > 0 || ngained > 0))
 	{
-		sc_kafka_messages_release(receiver.messages, receiver.carried);
-		receiver.carried = 0;
-		for (int p = 0; p < receiver.nparts; p++)
-			receiver.eof[p] = -1;
-		sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
-								 receiver.parts, receiver.positions);
+		char		errbuf[256] = "";
+		bool		ok = !rekeyed &&
+			TimestampDifferenceExceeds(receiver.assignment_changed_at, now, SC_ASSIGNMENT_SETTLE_MS);
+
+		if (ok)
+			ok = sc_kafka_consumer_change(receiver.consumer, false, nlost, lost, NULL,
+										  errbuf, sizeof(errbuf)) &&
+				sc_kafka_consumer_change(receiver.consumer, true, ngained, gained, gained_offsets,
+										 errbuf, sizeof(errbuf));
+		if (ok)
+		{
+			for (int p = 0; p < receiver.nparts; p++)
+				for (int i = 0; i < ngained; i++)
+					if (receiver.parts[p] == gained[i])
+						receiver.eof[p] = -1;
+		}
+		else
+		{
+			if (errbuf[0] != '\0')
+				ereport(LOG,
+						(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: %s",
+								receiver.cube->qualified, receiver.replica_set, errbuf)));
+			sc_receiver_close_consumer();
+		}
+		receiver.assignment_changed_at = now;
 	}
+	MemoryContextDelete(cxt);
 	sc_receiver_publish();
 }
 
@@ -597,6 +667,7 @@ sc_receiver_open_consumer(void)
 	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
 							 receiver.parts, receiver.positions);
 	receiver.metadata_at = GetCurrentTimestamp();
+	receiver.assignment_changed_at = receiver.metadata_at;
 	return true;
 }
 
@@ -838,21 +909,17 @@ sc_receiver_lost_partition(int32 partition, int n)
 {
 	AbortCurrentTransaction();
 	sc_ingest_end_batch(receiver.ing, false);
-	sc_kafka_messages_release(receiver.messages, n);
-	receiver.carried = 0;
 	ereport(LOG,
 			(errmsg("streamcube receiver of cube %s (%s) rolled back a batch: partition %d was reassigned",
 					receiver.cube->qualified, receiver.replica_set, partition)));
-	sc_receiver_apply_assignment(false);
 
-	/* Partitions still ours restart at their committed positions. */
-	if (receiver.consumer != NULL)
-	{
-		for (int p = 0; p < receiver.nparts; p++)
-			receiver.eof[p] = -1;
-		sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
-								 receiver.parts, receiver.positions);
-	}
+	/*
+	 * Nothing of the batch committed: all of it waits for the next batch,
+	 * and following the new assignment drops the messages of partitions
+	 * no longer ours.
+	 */
+	receiver.carried = n;
+	sc_receiver_apply_assignment(false);
 }
 
 /*
@@ -1077,9 +1144,12 @@ sc_receiver_run(void)
 
 		if (stop)
 		{
-			/* Retired by a reassignment?  Journal it before leaving. */
-			if (config_version != (uint32) receiver.cube->config_version)
-				sc_receiver_apply_assignment(true);
+			/*
+			 * Retired by a reassignment (the launcher stops a replica set
+			 * left with no partition of the cube)?  Journal it before
+			 * leaving: reading the assignment finds nothing left.
+			 */
+			sc_receiver_apply_assignment(true);
 			break;
 		}
 		if (config_version != (uint32) receiver.cube->config_version)
@@ -1125,6 +1195,8 @@ sc_receiver_run(void)
 		{
 			if (TimestampDifferenceExceeds(receiver.last_batch_at, GetCurrentTimestamp(), 2000))
 				receiver.rows_per_sec = 0;
+			if (receiver.consumer == NULL)
+				continue;		/* a new one opens at the top of the loop */
 			sc_kafka_consumer_report(receiver.consumer);
 			sc_receiver_refresh_metadata();
 			sc_receiver_publish();
