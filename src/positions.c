@@ -16,6 +16,14 @@
  * (streamcube.window_offsets, written with the rows); a late row appended
  * to a sealed window moves its sealed_upto in the batch's transaction.
  *
+ * Each position carries its owner: the replica set that consumes the
+ * partition and the assignment epoch at which it got it.  A receiver
+ * advances a position with a compare-and-set on all three, so that a
+ * receiver that lost the partition to a reassignment can never commit a
+ * batch of it again.  Reassignment holds the positions it moves (waiting
+ * for a batch in flight), merges them (KEEP_LARGE) and hands them over
+ * here too.
+ *
  * Receivers load and advance positions here; streamcube_set_positions(),
  * the operator's way out when Kafka no longer holds what a cube needs (a
  * topic deleted and created again, offsets lost to retention), sets both

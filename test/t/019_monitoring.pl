@@ -1,8 +1,9 @@
 
 # Monitoring that tells the truth:
 #
-#   - partitions added to a topic after its cube was created are consumed
-#     by no replica set; streamcube.consumers shows them as
+#   - partitions added to a topic after its cube was created, under option
+#     new_partitions = ignore, are consumed by no replica set (under the
+#     default, assign, see 024_reassign.pl); streamcube.consumers shows them as
 #     unassigned_partitions (an alert can fire), and streamcube_wait()
 #     returns false with a WARNING, while the old partitions are still
 #     ingested exactly once;
@@ -32,7 +33,7 @@ my $node = sc_node('monitoring');
 my $topic = sc_topic('added');
 sc_create_topic($topic, 2);
 sc_produce($topic, count => 200, 'start-ts' => $start_ts, 'step-ms' => 1000);
-sc_create_cube($node, 'ev', $topic);
+sc_create_cube($node, 'ev', $topic, '{"new_partitions": "ignore"}');
 is($node->safe_psql('postgres', "SELECT streamcube_wait('ev', '60 s')"),
 	't', 'the cube consumes its two partitions');
 is($node->safe_psql('postgres',
@@ -42,7 +43,7 @@ is($node->safe_psql('postgres',
 sc_add_partitions($topic, 4);
 sc_produce($topic, count => 400, 'start-ts' => $start_ts + 1000, 'step-ms' => 1000);
 
-# Receivers look at the topic's partition count every 30 s.
+# Receivers look at the topic's partition count every streamcube.metadata_interval (30 s).
 ok( $node->poll_query_until('postgres',
 		"SELECT unassigned_partitions = '{2,3}' FROM streamcube.consumers "
 		  . "WHERE cube = 'ev'::regclass"),
