@@ -49,11 +49,9 @@
 
 #include <signal.h>
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
 #include "executor/spi.h"
-#include "funcapi.h"
 #include "kafka.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
@@ -64,7 +62,6 @@
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(sc_create_replica_set);
@@ -283,6 +280,36 @@ typedef struct ScJournalRow
 	double		unconsumed_ms;	/* < 0: none */
 	const char *outcome;
 } ScJournalRow;
+
+/* A row of step `step` with nothing else known yet. */
+static ScJournalRow
+sc_journal_row(const char *step, TimestampTz started_at)
+{
+	ScJournalRow row = {0};
+
+	row.step = step;
+	row.started_at = started_at;
+	row.waited_ms = -1;
+	row.unconsumed_ms = -1;
+	row.outcome = "ok";
+	return row;
+}
+
+/* The moved partitions and their offsets, as journal rows list them. */
+static void
+sc_journal_moves(ScReassign *r, ScJournalRow *row)
+{
+	ListCell   *lc;
+
+	row->offsets = palloc(sizeof(int64) * Max(list_length(r->moves), 1));
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		row->offsets[foreach_current_index(lc)] = m->offset;
+		row->partitions = lappend_int(row->partitions, m->partition);
+	}
+}
 
 static void
 sc_journal(ScReassign *r, ScJournalRow *row)
@@ -846,7 +873,7 @@ sc_reassign_pause(ScReassign *r)
 		TimestampTz began = GetCurrentTimestamp();
 		TimestampTz held_at;
 		ErrorData  *edata;
-		ScJournalRow row = {0};
+		ScJournalRow row;
 
 		foreach(mc, r->moves)
 		{
@@ -886,13 +913,10 @@ sc_reassign_pause(ScReassign *r)
 			if (m->from != NULL && strcmp(m->from, set) == 0)
 				m->held_at = held_at;
 		}
-		row.step = "pause";
+		row = sc_journal_row("pause", began);
 		row.replica_set = set;
 		row.partitions = parts;
-		row.started_at = began;
 		row.waited_ms = sc_ms_between(began, held_at);
-		row.unconsumed_ms = -1;
-		row.outcome = "ok";
 		sc_journal(r, &row);
 	}
 }
@@ -901,12 +925,9 @@ sc_reassign_pause(ScReassign *r)
 static void
 sc_reassign_merge(ScReassign *r)
 {
-	ScJournalRow row = {0};
-	List	   *parts = NIL;
-	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(r->moves), 1));
+	ScJournalRow row = sc_journal_row("merge", GetCurrentTimestamp());
 	ListCell   *lc;
 
-	row.started_at = GetCurrentTimestamp();
 	foreach(lc, r->moves)
 	{
 		ScMove	   *m = lfirst(lc);
@@ -916,15 +937,8 @@ sc_reassign_merge(ScReassign *r)
 		m->offset = merged >= 0 ? merged : m->low_watermark;
 		if (m->held_at == 0)
 			m->held_at = GetCurrentTimestamp();
-		offsets[foreach_current_index(lc)] = m->offset;
-		parts = lappend_int(parts, m->partition);
 	}
-	row.step = "merge";
-	row.partitions = parts;
-	row.offsets = offsets;
-	row.waited_ms = -1;
-	row.unconsumed_ms = -1;
-	row.outcome = "ok";
+	sc_journal_moves(r, &row);
 	sc_journal(r, &row);
 }
 
@@ -932,12 +946,9 @@ sc_reassign_merge(ScReassign *r)
 static void
 sc_reassign_assign(ScReassign *r)
 {
-	ScJournalRow row = {0};
-	List	   *parts = NIL;
-	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(r->moves), 1));
+	ScJournalRow row = sc_journal_row("assign", GetCurrentTimestamp());
 	ListCell   *lc;
 
-	row.started_at = GetCurrentTimestamp();
 	foreach(lc, r->moves)
 	{
 		ScMove	   *m = lfirst(lc);
@@ -954,8 +965,6 @@ sc_reassign_assign(ScReassign *r)
 			sc_reassign_exec("DELETE FROM streamcube.assignments WHERE cube_id = $1 AND partition = $2",
 							 2, t, v, NULL, false);
 		sc_positions_hand_over(r->cube_id, m->partition, m->to, r->id, m->offset, m->held_at);
-		offsets[foreach_current_index(lc)] = m->offset;
-		parts = lappend_int(parts, m->partition);
 	}
 	{
 		Oid			t[2] = {INT4OID, INT8OID};
@@ -965,13 +974,8 @@ sc_reassign_assign(ScReassign *r)
 						 "config_version = config_version + 1 WHERE cube_id = $1",
 						 2, t, v, NULL, false);
 	}
-	row.step = "assign";
-	row.partitions = parts;
-	row.offsets = offsets;
+	sc_journal_moves(r, &row);
 	row.assignments = true;
-	row.waited_ms = -1;
-	row.unconsumed_ms = -1;
-	row.outcome = "ok";
 	sc_journal(r, &row);
 	sc_launcher_wakeup_at_commit();
 }
@@ -1070,13 +1074,9 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 
 	if (r->moves == NIL)
 	{
-		ScJournalRow row = {0};
+		ScJournalRow row = sc_journal_row("assign", r->started_at);
 
-		row.step = "assign";
-		row.started_at = r->started_at;
 		row.assignments = true;
-		row.waited_ms = -1;
-		row.unconsumed_ms = -1;
 		row.outcome = "noop";
 		sc_journal(r, &row);
 		return sc_reassign_summary(r);
