@@ -55,7 +55,11 @@ SELECT streamcube_reassign('reassign_events', '{"ra": 0}');
 SELECT streamcube_reassign('reassign_events', '{"ra": [0, 1], "rb": [2, 3]}', '{"wait": true}');
 SELECT streamcube_reassign('reassign_events', '{"ra": [0, 1], "rb": [2, 3]}', '{"timeout": "soon"}');
 SELECT streamcube_reassign('reassign_events', '{"ra": [0, 1], "rb": [2, 3]}', '{"allow_partial": "yes"}');
+SELECT streamcube_reassign('reassign_events', '{"ra": [0, null], "rb": [1, 2, 3]}');
 SELECT streamcube_reassign('reassign_events', NULL);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT streamcube_reassign('reassign_events', '{"ra": [0, 1], "rb": [2, 3]}');
+ROLLBACK;
 SELECT streamcube_reassign('no_such_cube', '{}');
 SELECT sc_test.assignment('reassign_events');
 
@@ -68,7 +72,7 @@ RESET ROLE;
 SELECT r->'noop' AS noop, r->'removed' AS removed, r->'added' AS added, r->'unchanged' AS unchanged
 FROM streamcube_reassign('reassign_events', '{"ra": [0, 2], "rb": [1, 3]}') AS r;
 SELECT step, outcome, old_assignment, new_assignment FROM streamcube.reassign_log
-WHERE cube = 'reassign_events'::regclass ORDER BY entry_id;
+WHERE cube = 'reassign_events'::regclass AND outcome <> 'failed' ORDER BY entry_id;
 
 -- Move partition 2 from ra to rb while the topic grows.
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic reassign_events --count 1000 --format json --start-ts 1767225600 2>/dev/null
@@ -122,10 +126,23 @@ SELECT streamcube_wait('reassign_events', '60 s');
 SELECT count(*), count(DISTINCT (_partition, _offset)) FROM reassign_events;
 
 -- A failed call is journalled by the launcher (the call's own rows roll back).
+-- The launcher is a superuser: a function a cube owner planted on the
+-- default search path must not run there (it would record who ran it).
+CREATE TABLE public.sc_planted (who name);
+GRANT INSERT ON public.sc_planted TO PUBLIC;
+SET ROLE sc_admin;
+CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE sql
+    AS $$ INSERT INTO public.sc_planted VALUES (current_user) RETURNING 1::bigint $$;
+SELECT streamcube_reassign('reassign_events', '{"rc": [0, 1]}', '"not an object"');
+RESET ROLE;
 SELECT streamcube_reassign('reassign_events', '{"rc": [0, 1, 2, 3, 9]}');
 SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.reassign_log WHERE cube = 'reassign_events'::regclass AND outcome = 'failed' AND error LIKE '%no partition 9')$$);
 SELECT step, outcome, error, new_assignment FROM streamcube.reassign_log
 WHERE cube = 'reassign_events'::regclass AND outcome = 'failed' ORDER BY started_at;
+
+SELECT count(*) AS planted_function_runs FROM public.sc_planted;
+DROP FUNCTION public.nextval(text);
+DROP TABLE public.sc_planted;
 
 -- Readers of the journal see only the cubes they may read.
 SET ROLE sc_user;

@@ -367,7 +367,13 @@ sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
 		sc_launcher_owner_cannot_login(slot, w);
 		return;
 	}
-	if (!local_slots[s].restart_pending)
+	if (!local_slots[s].restart_pending && slot->state == SC_RECEIVER_STOPPED)
+	{
+		/* It stopped as asked, and is wanted again: no failure, no delay. */
+		slot->next_start = rc->now;
+		local_slots[s].restart_pending = true;
+	}
+	else if (!local_slots[s].restart_pending)
 	{
 		slot->failures++;
 		if (slot->state != SC_RECEIVER_FAILED && slot->last_error[0] == '\0')
@@ -409,6 +415,13 @@ sc_launcher_review_slots(ScReconcile *rc)
 		{
 			sc_launcher_retire(rc, s, alive);
 			continue;
+		}
+
+		/* Wanted again (a reassignment gave the set partitions back): stay. */
+		if (slot->stop_wanted && alive)
+		{
+			slot->stop_wanted = false;
+			sc_signal_slot(slot);
 		}
 
 		/* A reassignment, a pause, an operator's change: the receiver reads the catalog again. */
@@ -582,6 +595,8 @@ sc_launcher_main(Datum main_arg)
 
 	BackgroundWorkerInitializeConnection(sc_database, NULL, 0);
 	pgstat_report_appname("streamcube launcher");
+	/* The launcher is a superuser: nothing on a user's path may run in it. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 
 	local_slots = MemoryContextAllocZero(TopMemoryContext,
 										 sizeof(ScLauncherSlot) * sc_shared->nslots);

@@ -242,6 +242,21 @@ sc_positions_hold(int32 cube_id, int n, const int32 *partitions)
 		elems[i] = Int32GetDatum(partitions[i]);
 	args[0] = Int32GetDatum(cube_id);
 	args[1] = PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+
+	/*
+	 * A position not created yet (a receiver that has not started, or not
+	 * since a crash) would be no row to lock: its owner could create it and
+	 * commit a batch after this, unseen.  Create it now, for its current
+	 * owner; an owner creating it meanwhile waits for this transaction.
+	 */
+	sc_positions_exec("INSERT INTO streamcube.consume_positions "
+					  "(cube_id, partition, position, replica_set, epoch) "
+					  "SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
+					  "FROM streamcube.checkpoints k "
+					  "JOIN streamcube.assignments a USING (cube_id, partition) "
+					  "WHERE k.cube_id = $1 AND k.partition = ANY ($2) "
+					  "ON CONFLICT DO NOTHING",
+					  2, types, args, false);
 	sc_positions_exec("SELECT partition FROM streamcube.consume_positions "
 					  "WHERE cube_id = $1 AND partition = ANY ($2) "
 					  "ORDER BY partition FOR UPDATE",

@@ -49,10 +49,12 @@
 
 #include <signal.h>
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
 #include "executor/spi.h"
 #include "kafka.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "positions.h"
@@ -98,6 +100,7 @@ typedef struct ScReassign
 	ScCube	   *cube;
 	int64		id;				/* reassign_id, and the new assignment epoch */
 	const char *origin;			/* streamcube_reassign or new_partitions */
+	Oid			roleid;			/* the caller */
 	char	   *role;
 	TimestampTz started_at;
 	const char *step;			/* the step under way */
@@ -378,11 +381,12 @@ sc_reassign_report_failure(ScReassign *r, const char *message)
 		f->dboid = MyDatabaseId;
 		f->cube_id = r->cube_id;
 		f->reassign_id = r->id;
-		f->roleid = GetUserId();
+		f->roleid = r->roleid;
 		f->started_at = r->started_at;
 		f->failed_at = GetCurrentTimestamp();
 		strlcpy(f->step, r->step, sizeof(f->step));
-		strlcpy(f->error, message, sizeof(f->error));
+		/* whole characters only: the row is dumped and restored */
+		memcpy(f->error, message, pg_mbcliplen(message, strlen(message), sizeof(f->error) - 1));
 		if (r->old_json && strlen(r->old_json) < SC_ASSIGNMENT_LEN)
 			strlcpy(f->old_assignment, r->old_json, SC_ASSIGNMENT_LEN);
 		if (r->new_json && strlen(r->new_json) < SC_ASSIGNMENT_LEN)
@@ -441,15 +445,16 @@ sc_reassign_journal_failures(void)
 		nulls[7] = f->old_assignment[0] ? ' ' : 'n';
 		v[8] = CStringGetTextDatum(f->new_assignment);
 		nulls[8] = f->new_assignment[0] ? ' ' : 'n';
-		SPI_execute_with_args("INSERT INTO streamcube.reassign_log "
-							  "(reassign_id, cube_id, cube, origin, step, role, started_at, finished_at, "
-							  " old_assignment, new_assignment, outcome, error) "
-							  "SELECT CASE WHEN $1 > 0 THEN $1 ELSE nextval('streamcube.reassign_ids') END, "
-							  "       c.cube_id, c.relid, 'streamcube_reassign', $6, "
-							  "       coalesce((SELECT rolname FROM pg_catalog.pg_authid WHERE oid = $3), '?'), "
-							  "       $4, $5, $8::jsonb, $9::jsonb, 'failed', $7 "
-							  "FROM streamcube.cubes c WHERE c.cube_id = $2",
-							  9, types, v, nulls, false, 0);
+		sc_reassign_exec("INSERT INTO streamcube.reassign_log "
+						 "(reassign_id, cube_id, cube, origin, step, role, started_at, finished_at, "
+						 " old_assignment, new_assignment, outcome, error) "
+						 "SELECT CASE WHEN $1 > 0 THEN $1 "
+						 "            ELSE pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass) END, "
+						 "       c.cube_id, c.relid, 'streamcube_reassign', $6, "
+						 "       coalesce((SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = $3), '?'), "
+						 "       $4, $5, $8::pg_catalog.jsonb, $9::pg_catalog.jsonb, 'failed', $7 "
+						 "FROM streamcube.cubes c WHERE c.cube_id = $2",
+						 9, types, v, nulls, false);
 	}
 	SPI_finish();
 	pfree(pending);
@@ -563,7 +568,8 @@ sc_reassign_parse_options(ScReassign *r, Jsonb *options)
 			if (strcmp(type, "boolean") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("reassignment option \"allow_partial\" must be true or false")));
+						 errmsg("reassignment option \"allow_partial\" must be true or false"),
+						 errhint("For example '{\"allow_partial\": true}'.")));
 			r->allow_partial = strcmp(value, "true") == 0;
 		}
 		else if (strcmp(key, "timeout") == 0)
@@ -583,7 +589,8 @@ sc_reassign_parse_options(ScReassign *r, Jsonb *options)
 			if (usecs < 1000)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("reassignment option \"timeout\" must be at least 1 ms")));
+						 errmsg("reassignment option \"timeout\" must be at least 1 ms"),
+						 errhint("For example {\"timeout\": \"10 s\"}.")));
 			r->timeout_ms = usecs / 1000;
 		}
 		else
@@ -645,16 +652,16 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("replica set \"%s\" does not exist", set),
-					 errhint("Create it with streamcube_create_replica_set('%s').", set)));
+					 errhint("Create it with streamcube_create_replica_set(%s).", quote_literal_cstr(set))));
 		if (!list_member(*names, makeString(set)))
 			*names = lappend(*names, makeString(set));
-		if (elem == NULL)
+		if (etype == NULL)
 			continue;			/* an empty array: the set gets nothing */
-		if (strcmp(etype, "number") != 0 || strspn(elem, "0123456789") != strlen(elem) ||
-			strlen(elem) > 9)
+		if (elem == NULL || strcmp(etype, "number") != 0 ||
+			strspn(elem, "0123456789") != strlen(elem) || strlen(elem) > 9)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid partition %s for replica set \"%s\"", elem, set),
+					 errmsg("invalid partition %s for replica set \"%s\"", elem ? elem : "null", set),
 					 errhint("Partitions are non-negative integers, such as 0.")));
 		a = palloc(sizeof(ScAssigned));
 		a->partition = pg_strtoint32(elem);
@@ -669,6 +676,25 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 		result = lappend(result, a);
 	}
 	list_sort(result, sc_assigned_cmp);
+
+	/* No replica set of the assignment may be dropped under the call. */
+	{
+		ListCell   *lc;
+
+		foreach(lc, *names)
+		{
+			Oid			nt = TEXTOID;
+			Datum		nv = CStringGetTextDatum(strVal(lfirst(lc)));
+
+			sc_reassign_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR KEY SHARE",
+							 1, &nt, &nv, NULL, false);
+			if (SPI_processed == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("replica set \"%s\" was dropped", strVal(lfirst(lc))),
+						 errhint("Create it again, or assign its partitions elsewhere.")));
+		}
+	}
 	return result;
 }
 
@@ -711,8 +737,10 @@ sc_reassign_lock_cube(ScReassign *r)
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("cube %s was dropped", r->cube_name)));
-	sc_reassign_exec("SELECT nextval('streamcube.reassign_ids')", 0, NULL, NULL, NULL, false);
+				 errmsg("cube %s was dropped", r->cube_name),
+				 errhint("Nothing is left to reassign.")));
+	sc_reassign_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
+					 0, NULL, NULL, NULL, false);
 	r->id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -1114,9 +1142,17 @@ sc_reassign(PG_FUNCTION_ARGS)
 	options = PG_ARGISNULL(2) ?
 		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) : PG_GETARG_JSONB_P(2);
 	r.origin = "streamcube_reassign";
-	r.role = GetUserNameFromId(GetUserId(), false);
+	r.roleid = GetUserId();
+	r.role = GetUserNameFromId(r.roleid, false);
 	r.started_at = GetCurrentTimestamp();
 	r.step = "validate";
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamcube_reassign() must run in a READ COMMITTED transaction"),
+				 errdetail("It waits for receivers' batches and merges the positions they committed meanwhile."),
+				 errhint("Call it outside a REPEATABLE READ or SERIALIZABLE transaction.")));
 
 	SPI_connect();
 	r.cube_id = sc_cube_for_action(r.cube_name, "reassign", &r.relid, &owner);
@@ -1169,7 +1205,8 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 	r.cube = cube;
 	r.cube_name = cube->qualified;
 	r.origin = "new_partitions";
-	r.role = GetUserNameFromId(GetUserId(), false);
+	r.roleid = GetUserId();
+	r.role = GetUserNameFromId(r.roleid, false);
 	r.started_at = GetCurrentTimestamp();
 
 	SPI_connect();
@@ -1244,7 +1281,8 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 	{
 		bool		isnull;
 
-		sc_reassign_exec("SELECT nextval('streamcube.reassign_ids')", 0, NULL, NULL, NULL, false);
+		sc_reassign_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
+						 0, NULL, NULL, NULL, false);
 		r.id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		r.old_json = sc_assignment_json(r.old, NIL);
 		r.new_json = sc_assignment_json(r.new, NIL);

@@ -954,6 +954,17 @@ sc_receiver_process(int n)
 		for (int p = 0; p < receiver.nparts; p++)
 			newpos[p] = Max(newpos[p], receiver.eof[p]);
 
+	/*
+	 * What the batch did to the cube's row first, then the positions: a
+	 * reassignment locks the cube's row, then positions, in that order.
+	 */
+	if (outcome.skip_used || outcome.paused)
+	{
+		SPI_connect();
+		sc_receiver_record_outcome(&outcome);
+		SPI_finish();
+	}
+
 	for (int p = 0; p < receiver.nparts; p++)
 		if (newpos[p] != receiver.positions[p] &&
 			!sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
@@ -962,15 +973,10 @@ sc_receiver_process(int n)
 		{
 			sc_receiver_lost_partition(receiver.parts[p], n);
 			pfree(newpos);
+			if (outcome.paused)
+				pfree(outcome.bad_error);
 			return;
 		}
-
-	if (outcome.skip_used || outcome.paused)
-	{
-		SPI_connect();
-		sc_receiver_record_outcome(&outcome);
-		SPI_finish();
-	}
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
 
@@ -1061,6 +1067,17 @@ sc_receiver_windows_ahead(void)
  * new_partitions = assign) or show in streamcube.consumers as
  * unassigned_partitions.
  */
+/* In a subtransaction: ask Kafka for the topic's partitions, assign the new ones. */
+static void
+sc_receiver_adopt_cb(void *arg)
+{
+	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
+										  sc_kafka_timeout_ms, NULL);
+
+	(void) sc_reassign_adopt_partitions(receiver.cube, kafka);
+	receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
+}
+
 static void
 sc_receiver_refresh_metadata(void)
 {
@@ -1081,20 +1098,27 @@ sc_receiver_refresh_metadata(void)
 	 */
 	if (n > receiver.known_partitions && receiver.cube->assign_new_partitions)
 	{
-		MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube new partitions",
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube new partitions",
 												  ALLOCSET_SMALL_SIZES);
 		MemoryContext old = MemoryContextSwitchTo(cxt);
-		List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-											  sc_kafka_timeout_ms, NULL);
+		ErrorData  *edata;
 
 		sc_receiver_begin("assigning new partitions");
 		if (!sc_receiver_lock_cube())
 			sc_receiver_cube_gone();
-		(void) sc_reassign_adopt_partitions(receiver.cube, kafka);
+		MemoryContextSwitchTo(cxt);
+		edata = sc_try(sc_receiver_adopt_cb, NULL);
 		sc_receiver_commit();
 		MemoryContextSwitchTo(old);
+		if (edata != NULL)
+		{
+			/* Kafka did not answer: look again at the next interval. */
+			sc_receiver_warn(edata->message);
+			ereport(LOG,
+					(errmsg("streamcube receiver of cube %s could not assign the partitions added to topic \"%s\": %s",
+							receiver.cube->qualified, receiver.cube->topic, edata->message)));
+		}
 		MemoryContextDelete(cxt);
-		receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
 	}
 }
 
