@@ -937,6 +937,26 @@ sc_receiver_process(int n)
 
 	qsort(receiver.messages, n, sizeof(ScKafkaMessage), sc_message_cmp);
 
+	/*
+	 * A message fetched twice (a partition removed from the consumer and
+	 * added again while its old fetch was still queued) counts once.
+	 */
+	{
+		int			kept = n > 0 ? 1 : 0;
+
+		for (int i = 1; i < n; i++)
+		{
+			ScKafkaMessage *prev = &receiver.messages[kept - 1];
+			ScKafkaMessage *m = &receiver.messages[i];
+
+			if (m->partition == prev->partition && m->offset == prev->offset)
+				sc_kafka_messages_release(m, 1);
+			else
+				receiver.messages[kept++] = *m;
+		}
+		n = kept;
+	}
+
 	sc_receiver_begin("ingesting a batch");
 	if (!sc_receiver_lock_cube())
 		sc_receiver_cube_gone();
