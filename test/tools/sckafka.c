@@ -69,7 +69,7 @@ static const char *const usage_text =
 	"  sckafka delete-topic --bootstrap B NAME\n"
 	"  sckafka add-partitions --bootstrap B NAME TOTAL\n"
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
-	"               [--format json|csv] [--partitions P]\n"
+	"               [--format json|csv] [--partitions P] [--shape wide|narrow]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
 	"  sckafka --help\n"
 	"\n"
@@ -126,6 +126,8 @@ static const char *const usage_text =
 	"    json: {\"ts\":\"2026-11-29T08:00:00.123Z\",\"country\":\"de\","
 	"\"device\":\"ios\",\"amount\":12.34,\"qty\":3}\n"
 	"    csv:  2026-11-29T08:00:00.123Z,de,ios,12.34,3\n"
+	"  --shape narrow gives three fields instead: ts, k (k00..k99) and v,\n"
+	"  a bigint: {\"ts\":\"...\",\"k\":\"k42\",\"v\":7919} or ts,k42,7919.\n"
 	"  ts is UTC with milliseconds: with --start-ts, ts = start + i * MS\n"
 	"  (--step-ms, default 1000), else the wall clock. country is one of\n"
 	"  de fr us gb jp br in es, device one of ios android web desktop,\n"
@@ -1317,11 +1319,13 @@ cmd_produce(int argc, char **argv)
 		{"start-ts", required_argument, NULL, 's'},
 		{"step-ms", required_argument, NULL, 'm'},
 		{"seed", required_argument, NULL, 'S'},
+		{"shape", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
 	const char *bootstrap = NULL;
 	const char *topic = NULL;
+	bool		narrow = false;
 	long long	count = -1;
 	long long	rate = 0;
 	bool		csv = false;
@@ -1380,6 +1384,15 @@ cmd_produce(int argc, char **argv)
 				break;
 			case 'S':
 				seed = option_int("--seed", optarg, LLONG_MIN, LLONG_MAX);
+				break;
+			case 'w':
+				if (strcmp(optarg, "narrow") == 0)
+					narrow = true;
+				else if (strcmp(optarg, "wide") == 0)
+					narrow = false;
+				else
+					fail(EXIT_USAGE, "produce: --shape is wide or narrow, not "
+						 "'%s'", optarg);
 				break;
 			case 'h':
 				usage(stdout);
@@ -1451,7 +1464,13 @@ cmd_produce(int argc, char **argv)
 		else
 			format_ts(wall_clock_ms(), ts, sizeof(ts));
 
-		if (csv)
+		if (narrow && csv)
+			len = snprintf(value, sizeof(value), "%s,k%02d,%" PRId64,
+						   ts, (int) (amount_cents % 100), amount_cents * 7919);
+		else if (narrow)
+			len = snprintf(value, sizeof(value), "{\"ts\":\"%s\",\"k\":\"k%02d\",\"v\":%" PRId64 "}",
+						   ts, (int) (amount_cents % 100), amount_cents * 7919);
+		else if (csv)
 			len = snprintf(value, sizeof(value),
 						   "%s,%s,%s,%" PRId64 ".%02" PRId64 ",%d",
 						   ts, country, device, amount_cents / 100,
