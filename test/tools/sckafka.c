@@ -122,6 +122,9 @@ static const char *const usage_text =
 	"  Produces N events (--count 0: until SIGTERM/SIGINT) to topic T, at\n"
 	"  MSGS_PER_SEC (--rate 0, the default: as fast as possible). Message i\n"
 	"  goes to partition i %% P (P defaults to the topic's partition count).\n"
+	"  --topic may be repeated (at most 1000 topics of as many partitions as\n"
+	"  the first): message i then goes to topic i %% K, partition (i / K) %% P;\n"
+	"  N and MSGS_PER_SEC count all topics together.\n"
 	"  One event per message, fields in this order:\n"
 	"    json: {\"ts\":\"2026-11-29T08:00:00.123Z\",\"country\":\"de\","
 	"\"device\":\"ios\",\"amount\":12.34,\"qty\":3}\n"
@@ -1325,6 +1328,8 @@ cmd_produce(int argc, char **argv)
 	};
 	const char *bootstrap = NULL;
 	const char *topic = NULL;
+	const char *topics[1000];
+	int			ntopics = 0;
 	bool		narrow = false;
 	long long	count = -1;
 	long long	rate = 0;
@@ -1353,7 +1358,10 @@ cmd_produce(int argc, char **argv)
 				bootstrap = optarg;
 				break;
 			case 't':
-				topic = optarg;
+				if (ntopics == (int) lengthof(topics))
+					fail(EXIT_USAGE, "produce: at most %d topics", (int) lengthof(topics));
+				topics[ntopics++] = optarg;
+				topic = topics[0];
 				break;
 			case 'n':
 				count = option_int("--count", optarg, 0, LLONG_MAX);
@@ -1483,8 +1491,8 @@ cmd_produce(int argc, char **argv)
 						   amount_cents % 100, qty);
 
 		while ((err = rd_kafka_producev(rk,
-										RD_KAFKA_V_TOPIC(topic),
-										RD_KAFKA_V_PARTITION((int32_t) (i % partitions)),
+										RD_KAFKA_V_TOPIC(topics[i % ntopics]),
+										RD_KAFKA_V_PARTITION((int32_t) ((i / ntopics) % partitions)),
 										RD_KAFKA_V_VALUE(value, (size_t) len),
 										RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 										RD_KAFKA_V_END)) ==
