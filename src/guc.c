@@ -24,6 +24,7 @@ int			sc_fetch_queue_kbytes = 16384;
 int			sc_restart_max_delay_ms = 60000;
 int			sc_batch_max_windows = 8;
 int			sc_metadata_interval_ms = 30000;
+bool		sc_direct_insert = true;
 
 void
 sc_guc_define(void)
@@ -126,6 +127,15 @@ sc_guc_define(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("streamcube.direct_insert",
+							 "Receivers of JSON cubes form rows themselves instead of going through COPY.",
+							 "Rows into sealed windows, and into partitions with triggers or generated columns, go through COPY either way.",
+							 &sc_direct_insert,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("streamcube");
 }

@@ -47,7 +47,9 @@
  */
 #include "streamcube.h"
 
+#include "access/heapam.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/partition.h"
 #include "storage/lmgr.h"
 #include "utils/syscache.h"
@@ -56,6 +58,7 @@
 #include "commands/copy.h"
 #include "common/jsonapi.h"
 #include "executor/executor.h"
+#include "executor/tuptable.h"
 #include "executor/spi.h"
 #include "ingest.h"
 #include "positions.h"
@@ -162,6 +165,14 @@ struct ScIngest
 	char	  **bad_error;		/* per message; NULL when fine */
 	char	   *fate;			/* per message: 'T' tombstone or 'R' re-read, skipped */
 	int64	   *line_window;	/* per line: its window */
+	int64	   *line_ts;		/* per line: its time value, parsed */
+	int64		last_ts;		/* the time value of the message just parsed */
+
+	/* the direct path (JSON): input functions of the columns, by cube column */
+	bool		direct_ready;
+	FmgrInfo   *in_func;
+	Oid		   *in_ioparam;
+	MemoryContext direct_cxt;	/* values of the rows not written yet */
 	bool	   *line_late;		/* per line: into a sealed window */
 	int			parse_mark;		/* ing->lines.len before the message being parsed */
 
@@ -242,6 +253,7 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 		ing->match[l] = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 
 	ing->copy_options = cube->format == SC_FORMAT_CSV ? sc_cube_copy_options(cube) : NIL;
+	ing->direct_ready = false;	/* input functions: looked up again when needed */
 	MemoryContextSwitchTo(old);
 }
 
@@ -1226,6 +1238,395 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 	table_close(rel, NoLock);
 }
 
+/* ----------------------------------------------------------------
+ * The direct path: rows formed here, no COPY round trip
+ *
+ * For JSON cubes, lines into active windows are not handed to COPY: each
+ * line's fields (COPY text format, as the JSON parsers wrote them) are
+ * split here, converted with each column's input function, or, for the
+ * time column, taken from the value the receiver parsed already; the rows
+ * are written per window partition (the receiver knows each row's window:
+ * no routing) with table_multi_insert() and a bulk-insert state, their
+ * indexes updated and their constraints checked as COPY does.  Errors read
+ * as COPY's would (an error context naming the column and its value), so a
+ * bad row is isolated and dead-lettered exactly as before.  Late rows into
+ * sealed windows (their guard triggers), CSV cubes, and partitions with
+ * triggers or generated columns take the COPY path.
+ * ----------------------------------------------------------------
+ */
+#define SC_DIRECT_FLUSH 1000
+#define SC_DIRECT_MAX_VALUE_SHOWN 100	/* as COPY's error context */
+
+typedef struct ScDirectTarget
+{
+	Oid			relid;
+	Relation	rel;
+	ResultRelInfo *rri;
+	BulkInsertState bistate;
+	AttrNumber *attno;			/* per cube column, + _partition, _offset */
+	bool		check;			/* has constraints to check */
+	TupleTableSlot **slots;
+	int			nslots;
+} ScDirectTarget;
+
+typedef struct ScDirectContext
+{
+	const char *relname;
+	int			line;
+	const char *attname;
+	const char *value;
+} ScDirectContext;
+
+static void
+sc_direct_error_context(void *arg)
+{
+	ScDirectContext *c = arg;
+
+	if (c->attname != NULL && c->value != NULL)
+	{
+		const char *v = c->value;
+		int			len = strlen(v);
+
+		if (len > SC_DIRECT_MAX_VALUE_SHOWN)
+			v = psprintf("%.*s...", pg_mbcliplen(v, len, SC_DIRECT_MAX_VALUE_SHOWN), v);
+		errcontext("COPY %s, line %d, column %s: \"%s\"", c->relname, c->line, c->attname, v);
+	}
+	else if (c->attname != NULL)
+		errcontext("COPY %s, line %d, column %s: null input", c->relname, c->line, c->attname);
+	else
+		errcontext("COPY %s, line %d", c->relname, c->line);
+}
+
+/* Can rows of this partition be written directly? */
+static bool
+sc_direct_writable(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	return rel->trigdesc == NULL &&
+		(desc->constr == NULL || !desc->constr->has_generated_stored) &&
+		rel->rd_rel->relkind == RELKIND_RELATION;
+}
+
+/*
+ * Split a line (COPY text format: tab-separated, \N for NULL, backslash
+ * escapes) into fields, in place in buf.  Returns the number of fields.
+ */
+static int
+sc_direct_split(char *buf, char **fields, int maxfields)
+{
+	int			n = 0;
+	char	   *in = buf;
+
+	for (;;)
+	{
+		char	   *start = in;
+		char	   *out = in;
+		bool		is_null = in[0] == '\\' && in[1] == 'N' &&
+			(in[2] == '\t' || in[2] == '\n' || in[2] == '\0');
+		char		end;
+
+		if (is_null)
+			in += 2;
+		else
+			while (*in != '\0' && *in != '\t' && *in != '\n')
+			{
+				if (*in == '\\' && in[1] != '\0')
+				{
+					in++;
+					switch (*in)
+					{
+						case 't':
+							*out++ = '\t';
+							break;
+						case 'n':
+							*out++ = '\n';
+							break;
+						case 'r':
+							*out++ = '\r';
+							break;
+						default:
+							*out++ = *in;	/* \\ and anything else: the character */
+							break;
+					}
+					in++;
+				}
+				else
+					*out++ = *in++;
+			}
+		end = *in;				/* before the terminator may overwrite it */
+		if (!is_null)
+			*out = '\0';
+		if (n < maxfields)
+			fields[n] = is_null ? NULL : start;
+		n++;
+		if (end != '\t')
+			return n;
+		in++;
+	}
+}
+
+static ScDirectTarget *
+sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, EState *estate)
+{
+	ScCube	   *cube = ing->cube;
+	ListCell   *lc;
+	ScDirectTarget *t;
+
+	foreach(lc, *targets)
+		if (((ScDirectTarget *) lfirst(lc))->relid == relid)
+			return lfirst(lc);
+
+	t = palloc0(sizeof(ScDirectTarget));
+	t->relid = relid;
+	t->rel = table_open(relid, RowExclusiveLock);
+	t->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(t->rri, t->rel, 0, root, 0);
+	if (t->rel->rd_rel->relhasindex)
+		ExecOpenIndices(t->rri, false);
+	t->bistate = GetBulkInsertState();
+	t->check = RelationGetDescr(t->rel)->constr != NULL;
+	t->attno = palloc(sizeof(AttrNumber) * ing->nattrs);
+	for (int a = 0; a < ing->nattrs; a++)
+		t->attno[a] = get_attnum(relid, strVal(list_nth(ing->attnames, a)));
+	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);	/* made as needed */
+	(void) cube;
+	*targets = lappend(*targets, t);
+	return t;
+}
+
+/* Write a target's buffered rows, and their index entries. */
+static void
+sc_direct_flush(ScIngest *ing, ScDirectTarget *t, EState *estate)
+{
+	if (t->nslots == 0)
+		return;
+	table_multi_insert(t->rel, t->slots, t->nslots, estate->es_output_cid, 0, t->bistate);
+	if (t->rri->ri_NumIndices > 0)
+		for (int i = 0; i < t->nslots; i++)
+		{
+			List	   *recheck = ExecInsertIndexTuples(t->rri, t->slots[i], estate,
+														false, false, NULL, NIL);
+
+			list_free(recheck);
+			ResetPerTupleExprContext(estate);
+		}
+	for (int i = 0; i < t->nslots; i++)
+		ExecClearTuple(t->slots[i]);
+	t->nslots = 0;
+}
+
+/* Look the columns' input functions up, once per cube. */
+static void
+sc_direct_prepare(ScIngest *ing, Relation parent)
+{
+	ScCube	   *cube = ing->cube;
+	MemoryContext old = MemoryContextSwitchTo(ing->cube_cxt);
+
+	ing->in_func = palloc0(sizeof(FmgrInfo) * Max(cube->ncolumns, 1));
+	ing->in_ioparam = palloc0(sizeof(Oid) * Max(cube->ncolumns, 1));
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(parent), ing->attnums[c] - 1);
+		Oid			func;
+
+		getTypeInputInfo(att->atttypid, &func, &ing->in_ioparam[c]);
+		fmgr_info_cxt(func, &ing->in_func[c], ing->cube_cxt);
+	}
+	if (ing->direct_cxt == NULL)
+		ing->direct_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube direct rows",
+												ALLOCSET_DEFAULT_SIZES);
+	ing->direct_ready = true;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Write lines [lo, hi) directly; false (nothing written) when one of them
+ * must take the COPY path.
+ */
+static bool
+sc_direct_lines_run(ScIngest *ing, int lo, int hi)
+{
+	ScCube	   *cube = ing->cube;
+	Relation	parent;
+	ParseState *pstate;
+	ParseNamespaceItem *nsitem;
+	RangeTblEntry *rte;
+	EState	   *estate;
+	ResultRelInfo *root;
+	List	   *targets = NIL;
+	ListCell   *lc;
+	char	  **fields = palloc(sizeof(char *) * (ing->nattrs + 1));
+	StringInfoData buf;
+	ScDirectContext ctx = {0};
+	ErrorContextCallback errcb;
+	int			t_index = cube->time_index;
+	bool		time_fast;
+
+	/* Lines into sealed windows go through COPY, their guard triggers too. */
+	for (int l = lo; l < hi; l++)
+		if (ing->line_late[l])
+			return false;
+
+	parent = table_open(cube->relid, RowExclusiveLock);
+	pstate = make_parsestate(NULL);
+	nsitem = addRangeTableEntryForRelation(pstate, parent, RowExclusiveLock, NULL, false, false);
+	rte = nsitem->p_rte;
+	rte->requiredPerms = ACL_INSERT;
+	for (int a = 0; a < ing->nattrs; a++)
+		rte->insertedCols = bms_add_member(rte->insertedCols,
+										   ing->attnums[a] - FirstLowInvalidHeapAttributeNumber);
+	ExecCheckRTPerms(pstate->p_rtable, true);
+
+	/* Every target partition must allow it; find them first. */
+	estate = CreateExecutorState();
+	ExecInitRangeTable(estate, pstate->p_rtable);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	root = makeNode(ResultRelInfo);
+	InitResultRelInfo(root, parent, 1, NULL, 0);
+	for (int l = lo; l < hi; l++)
+	{
+		ScWindowEntry *e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
+		ScDirectTarget *t = NULL;
+
+		if (e != NULL && !e->sealed && OidIsValid(e->relid))
+			t = sc_direct_target(ing, &targets, e->relid, root, estate);
+		if (t == NULL || !sc_direct_writable(t->rel))
+		{
+			foreach(lc, targets)
+			{
+				ScDirectTarget *x = lfirst(lc);
+
+				ExecCloseIndices(x->rri);
+				FreeBulkInsertState(x->bistate);
+				for (int i = 0; i < SC_DIRECT_FLUSH && x->slots[i] != NULL; i++)
+					ExecDropSingleTupleTableSlot(x->slots[i]);
+				table_close(x->rel, NoLock);
+			}
+			FreeExecutorState(estate);
+			free_parsestate(pstate);
+			table_close(parent, NoLock);
+			return false;
+		}
+	}
+	if (!ing->direct_ready)
+		sc_direct_prepare(ing, parent);
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(parent), ing->attnums[t_index] - 1);
+
+		time_fast = att->atttypmod < 0 &&
+			(att->atttypid == TIMESTAMPTZOID || att->atttypid == TIMESTAMPOID);
+	}
+
+	ctx.relname = RelationGetRelationName(parent);
+	errcb.callback = sc_direct_error_context;
+	errcb.arg = &ctx;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	initStringInfo(&buf);
+
+	for (int l = lo; l < hi; l++)
+	{
+		ScKafkaMessage *m = &ing->messages[ing->line_msg[l]];
+		ScWindowEntry *e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
+		ScDirectTarget *t = NULL;
+		TupleTableSlot *slot;
+		MemoryContext old;
+		int			nf;
+
+		foreach(lc, targets)
+			if (((ScDirectTarget *) lfirst(lc))->relid == e->relid)
+				t = lfirst(lc);
+		if (t->slots[t->nslots] == NULL)
+			t->slots[t->nslots] = table_slot_create(t->rel, NULL);
+		slot = t->slots[t->nslots];
+		ExecClearTuple(slot);
+		for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
+		{
+			slot->tts_values[a] = (Datum) 0;
+			slot->tts_isnull[a] = true;
+		}
+
+		ctx.line = l - lo + 1;
+		ctx.attname = NULL;
+		ctx.value = NULL;
+		resetStringInfo(&buf);
+		appendBinaryStringInfo(&buf, ing->lines.data + ing->line_start[l],
+							   ing->line_start[l + 1] - ing->line_start[l]);
+		pg_verify_mbstr(GetDatabaseEncoding(), buf.data, buf.len, false);
+		nf = sc_direct_split(buf.data, fields, ing->nattrs + 1);
+		if (nf != ing->nattrs)
+			ereport(ERROR,
+					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+					 errmsg(nf < ing->nattrs ? "missing data for column \"%s\"" : "extra data after last expected column",
+							nf < ing->nattrs ? strVal(list_nth(ing->attnames, nf)) : "")));
+
+		old = MemoryContextSwitchTo(ing->direct_cxt);
+		for (int c = 0; c < cube->ncolumns; c++)
+		{
+			AttrNumber at = t->attno[c];
+
+			if (at <= 0)
+				continue;
+			if (c == t_index && time_fast && fields[c] != NULL)
+			{
+				slot->tts_values[at - 1] = Int64GetDatum(ing->line_ts[l]);
+				slot->tts_isnull[at - 1] = false;
+				continue;
+			}
+			ctx.attname = cube->columns[c].name;
+			ctx.value = fields[c];
+			/* NULL too, as COPY does: a domain may refuse it */
+			slot->tts_values[at - 1] =
+				InputFunctionCall(&ing->in_func[c], fields[c], ing->in_ioparam[c],
+								  TupleDescAttr(slot->tts_tupleDescriptor, at - 1)->atttypmod);
+			slot->tts_isnull[at - 1] = fields[c] == NULL;
+		}
+		ctx.attname = NULL;
+		ctx.value = NULL;
+		if (t->attno[cube->ncolumns] > 0)
+		{
+			slot->tts_values[t->attno[cube->ncolumns] - 1] = Int32GetDatum(m->partition);
+			slot->tts_isnull[t->attno[cube->ncolumns] - 1] = false;
+		}
+		if (t->attno[cube->ncolumns + 1] > 0)
+		{
+			slot->tts_values[t->attno[cube->ncolumns + 1] - 1] = Int64GetDatum(m->offset);
+			slot->tts_isnull[t->attno[cube->ncolumns + 1] - 1] = false;
+		}
+		MemoryContextSwitchTo(old);
+		ExecStoreVirtualTuple(slot);
+		if (t->check)
+			ExecConstraints(t->rri, slot, estate);
+		if (++t->nslots == SC_DIRECT_FLUSH)
+		{
+			sc_direct_flush(ing, t, estate);
+			MemoryContextReset(ing->direct_cxt);
+		}
+	}
+	foreach(lc, targets)
+		sc_direct_flush(ing, lfirst(lc), estate);
+	MemoryContextReset(ing->direct_cxt);
+	error_context_stack = errcb.previous;
+
+	foreach(lc, targets)
+	{
+		ScDirectTarget *t = lfirst(lc);
+
+		ExecCloseIndices(t->rri);
+		FreeBulkInsertState(t->bistate);
+		table_finish_bulk_insert(t->rel, 0);
+		for (int i = 0; i < SC_DIRECT_FLUSH && t->slots[i] != NULL; i++)
+			ExecDropSingleTupleTableSlot(t->slots[i]);
+		table_close(t->rel, NoLock);
+	}
+	FreeExecutorState(estate);
+	free_parsestate(pstate);
+	table_close(parent, NoLock);
+	pfree(buf.data);
+	return true;
+}
+
 typedef struct ScCopyWork
 {
 	ScIngest   *ing;
@@ -1238,6 +1639,9 @@ sc_copy_work(void *arg)
 {
 	ScCopyWork *w = arg;
 
+	if (w->ing->cube->format == SC_FORMAT_JSON && sc_direct_insert &&
+		sc_direct_lines_run(w->ing, w->lo, w->hi))
+		return;
 	sc_copy_lines_run(w->ing, w->lo, w->hi);
 }
 
@@ -1423,6 +1827,7 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 	if (cube->reject_late >= 0 && ts < now && now - ts > cube->reject_late)
 		return psprintf("time value is more than late_rejection_period (%s) before now",
 						sc_usecs_text(cube->reject_late));
+	ing->last_ts = ts;
 	*window = sc_window_start(cube, ts);
 	if (cube->retention >= 0 && *window + cube->width <= now - cube->retention)
 		return psprintf("time value is older than the cube's retention (%s): its window is dropped",
@@ -1514,6 +1919,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				ing->line_start[ing->nlines] = mark;
 				ing->line_msg[ing->nlines] = i;
 				ing->line_window[ing->nlines] = window;
+				ing->line_ts[ing->nlines] = ing->last_ts;
 				ing->line_late[ing->nlines] = kind == 'l';
 				ing->nlines++;
 			}
@@ -1619,11 +2025,13 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 			pfree(ing->line_start);
 			pfree(ing->line_msg);
 			pfree(ing->line_window);
+			pfree(ing->line_ts);
 			pfree(ing->line_late);
 		}
 		ing->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
 		ing->fate = MemoryContextAlloc(TopMemoryContext, sizeof(char) * n);
 		ing->line_window = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+		ing->line_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 		ing->line_late = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * n);
 		ing->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
 		ing->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);

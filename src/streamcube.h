@@ -57,6 +57,7 @@ extern int	sc_fetch_queue_kbytes;
 extern int	sc_restart_max_delay_ms;
 extern int	sc_batch_max_windows;
 extern int	sc_metadata_interval_ms;
+extern bool sc_direct_insert;
 
 extern void sc_guc_define(void);
 

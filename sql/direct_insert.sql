@@ -1,0 +1,66 @@
+--
+-- direct_insert: receivers of JSON cubes form rows themselves (the direct
+-- path, streamcube.direct_insert = on, the default) instead of going
+-- through COPY.  The same messages through the COPY path (the setting off)
+-- give the same rows and the same dead letters, word for word; partitions
+-- with a row trigger take the COPY path, so the trigger fires.
+--
+\set VERBOSITY default
+
+CREATE DOMAIN sc_test.positive AS int NOT NULL CHECK (VALUE > 0);
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_topic 1 >/dev/null
+-- good rows, then each kind of bad value, then a duplicate key
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1,"q":1,"d":"1.5"}' '{"ts":"2026-01-01T00:00:02Z","k":"b","n":2,"q":2,"d":"2.5"}' '{"ts":"2026-01-01T00:00:03Z","k":"c","n":"x","q":3,"d":"1"}' '{"ts":"2026-01-01T00:00:04Z","k":"d","n":4,"q":-4,"d":"1"}' '{"ts":"2026-01-01T00:00:05Z","k":"e","n":5,"d":"1"}' '{"ts":"2026-01-01T00:00:06Z","n":6,"q":6,"d":"1"}' '{"ts":"2026-01-01T00:00:07Z","k":"g","n":7,"q":7,"d":"12345678901234567890.5"}' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":8,"q":8,"d":"1"}' '{"ts":"2026-01-01T00:00:09Z","k":"i\ttab","n":9,"q":9,"d":"9"}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
+
+-- d numeric(5,1): too many digits is an error of the type's input
+-- function with the column's typmod; k is NOT NULL; q a domain; (k, ts)
+-- unique.
+CREATE FUNCTION sc_test.direct_cube(name text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM streamcube_create_cube(name, 'kafka', 'direct_topic',
+        'ts timestamptz, k text NOT NULL, n int, q sc_test.positive, d numeric(5,1)', 'ts', '1 day');
+    EXECUTE format('CREATE UNIQUE INDEX ON %I (k, ts)', name);
+END $$;
+
+-- The direct path (the default).
+SHOW streamcube.direct_insert;
+SELECT sc_test.direct_cube('direct_on');
+SELECT streamcube_wait('direct_on', '60 s');
+
+-- The COPY path.
+ALTER SYSTEM SET streamcube.direct_insert = off;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT sc_test.direct_cube('direct_off');
+SELECT streamcube_wait('direct_off', '60 s');
+ALTER SYSTEM RESET streamcube.direct_insert;
+SELECT pg_reload_conf();
+
+SELECT _offset, ts, k, n, q, d FROM direct_on ORDER BY _offset;
+-- the same rows, the same dead letters
+SELECT (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n, q, d)::text x FROM direct_on) a)
+     = (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n, q, d)::text x FROM direct_off) b) AS same_rows;
+SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'direct_on'::regclass ORDER BY "offset";
+SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamcube.dead_letters WHERE cube = 'direct_on'::regclass)
+     = (SELECT array_agg(("offset", replace(error, 'direct_off', 'direct_on'))::text ORDER BY "offset")
+        FROM streamcube.dead_letters WHERE cube = 'direct_off'::regclass)
+       AS same_dead_letters;   -- the cubes' names aside
+
+-- A partition with a row trigger takes the COPY path: the trigger fires.
+CREATE TABLE sc_test.direct_seen (k text);
+GRANT INSERT ON sc_test.direct_seen TO PUBLIC;
+CREATE FUNCTION sc_test.direct_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO sc_test.direct_seen VALUES (NEW.k); RETURN NEW; END $$;
+CREATE TRIGGER seen BEFORE INSERT ON direct_on_20260101_0000
+    FOR EACH ROW EXECUTE FUNCTION sc_test.direct_seen();
+\! printf '%s\n' '{"ts":"2026-01-01T01:00:00Z","k":"t1","n":10,"q":10,"d":"1"}' '{"ts":"2026-01-01T01:00:01Z","k":"t2","n":11,"q":11,"d":"1"}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
+SELECT streamcube_wait('direct_on', '60 s');
+SELECT k FROM sc_test.direct_seen ORDER BY k;
+SELECT count(*), count(DISTINCT (_partition, _offset)) FROM direct_on;
+
+SELECT streamcube_drop_cube('direct_on');
+SELECT streamcube_drop_cube('direct_off');
+DROP TABLE sc_test.direct_seen;
+DROP FUNCTION sc_test.direct_seen();
+DROP FUNCTION sc_test.direct_cube(text);
+DROP DOMAIN sc_test.positive;
