@@ -4,10 +4,13 @@
  *		The hot path: turn a batch of Kafka messages into rows of the cube,
  *		and the messages that cannot be rows into dead letters.
  *
- * A batch is written with PostgreSQL's own COPY machinery fed from memory
- * (BeginCopyFrom with a data-source callback, then CopyFrom), which routes
- * rows into partitions and writes them with multi-inserts and a bulk-insert
- * state.  Each message becomes one COPY line:
+ * Each message becomes one line in COPY's text (or CSV) format, which is
+ * then written either directly (JSON cubes, streamcube.direct_insert: the
+ * receiver forms the rows and multi-inserts them per window, see "The
+ * direct path" below) or with PostgreSQL's own COPY machinery fed from
+ * memory (BeginCopyFrom with a data-source callback, then CopyFrom), which
+ * routes rows into partitions and writes them with multi-inserts and a
+ * bulk-insert state.  The lines:
  *
  *	- csv: the message itself, checked for one well-formed record with the
  *	  declared number of fields, then ",partition,offset";
@@ -1600,7 +1603,9 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 			ExecConstraints(t->rri, slot, estate);
 		if (++t->nslots == SC_DIRECT_FLUSH)
 		{
-			sc_direct_flush(ing, t, estate);
+			/* Values of every target live in one context: write them all. */
+			foreach(lc, targets)
+				sc_direct_flush(ing, lfirst(lc), estate);
 			MemoryContextReset(ing->direct_cxt);
 		}
 	}
