@@ -58,6 +58,20 @@ SELECT streamcube_wait('direct_on', '60 s');
 SELECT k FROM sc_test.direct_seen ORDER BY k;
 SELECT count(*), count(DISTINCT (_partition, _offset)) FROM direct_on;
 
+-- Batches spread over several windows and two partitions: rows of one
+-- window wait in their buffer while another window's are written (900
+-- rows per window and partition, so buffers fill at different times).
+-- Every row once, every value intact.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_many 2 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic direct_many --count 12000 --start-ts 1767225600 --step-ms 2000 --format json 2>/dev/null
+SELECT streamcube_create_cube('direct_many', 'kafka', 'direct_many',
+       'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 hour');
+SELECT streamcube_wait('direct_many', '60 s');
+SELECT count(*), count(DISTINCT (_partition, _offset)), count(DISTINCT date_trunc('hour', ts)) AS windows,
+       sum(qty), sum(amount), count(*) FILTER (WHERE country !~ '^[a-z]{2}$' OR device !~ '^[a-z]+$') AS garbled
+FROM direct_many;
+SELECT streamcube_drop_cube('direct_many');
+
 SELECT streamcube_drop_cube('direct_on');
 SELECT streamcube_drop_cube('direct_off');
 DROP TABLE sc_test.direct_seen;
