@@ -1,9 +1,10 @@
 --
--- direct_insert: receivers of JSON cubes form rows themselves (the direct
--- path, streamcube.direct_insert = on, the default) instead of going
--- through COPY.  The same messages through the COPY path (the setting off)
--- give the same rows and the same dead letters, word for word; partitions
--- with a row trigger take the COPY path, so the trigger fires.
+-- direct_insert: receivers form rows themselves (the direct path,
+-- streamcube.direct_insert = on, the default) instead of going through
+-- COPY.  The same messages through the COPY path (the setting off) give
+-- the same rows and the same dead letters, word for word, in JSON and in
+-- CSV; partitions with a row trigger take the COPY path, so the trigger
+-- fires.
 --
 \set VERBOSITY default
 
@@ -45,6 +46,46 @@ SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamc
      = (SELECT array_agg(("offset", replace(error, 'direct_off', 'direct_on'))::text ORDER BY "offset")
         FROM streamcube.dead_letters WHERE cube = 'direct_off'::regclass)
        AS same_dead_letters;   -- the cubes' names aside
+
+-- CSV: quoted delimiters, doubled quotes, the null string against a quoted
+-- empty string, a NOT NULL column, a type error; a cube with its own
+-- delimiter and null string too.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv 1 >/dev/null
+\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv2 1 >/dev/null
+\! printf '%s\n' '2026-01-01T00:00:01Z;a;1' '2026-01-01T00:00:02Z;NULL;2' '2026-01-01T00:00:03Z;"NULL";3' '2026-01-01T00:00:04Z;x;NULL' '2026-01-01T00:00:05Z;;5' | kcat -P -b "$SC_KAFKA" -t direct_csv2 -p 0
+CREATE FUNCTION sc_test.direct_csv_cubes(suffix text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM streamcube_create_cube('direct_csv_' || suffix, 'kafka', 'direct_csv',
+        'ts timestamptz, k text NOT NULL, n int', 'ts', '1 day', 'csv');
+    PERFORM streamcube_create_cube('direct_csv2_' || suffix, 'kafka', 'direct_csv2',
+        'ts timestamptz, k text, n int', 'ts', '1 day', 'csv', '{"delimiter": ";", "null": "NULL"}');
+END $$;
+SELECT sc_test.direct_csv_cubes('on');
+SELECT streamcube_wait('direct_csv_on', '60 s'), streamcube_wait('direct_csv2_on', '60 s');
+ALTER SYSTEM SET streamcube.direct_insert = off;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT sc_test.direct_csv_cubes('off');
+SELECT streamcube_wait('direct_csv_off', '60 s'), streamcube_wait('direct_csv2_off', '60 s');
+ALTER SYSTEM RESET streamcube.direct_insert;
+SELECT pg_reload_conf();
+SELECT _offset, k, k IS NULL AS k_null, n FROM direct_csv_on ORDER BY _offset;
+SELECT _offset, k, k IS NULL AS k_null, n FROM direct_csv2_on ORDER BY _offset;
+SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'direct_csv_on'::regclass ORDER BY "offset";
+SELECT c, (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n)::text x FROM direct_csv_on) a)
+        = (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n)::text x FROM direct_csv_off) b) AS same_rows
+FROM (VALUES ('csv')) v(c)
+UNION ALL
+SELECT c, (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n)::text x FROM direct_csv2_on) a)
+        = (SELECT array_agg(x ORDER BY x) FROM (SELECT (_offset, ts, k, n)::text x FROM direct_csv2_off) b)
+FROM (VALUES ('csv2')) v(c);
+SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamcube.dead_letters WHERE cube = 'direct_csv_on'::regclass)
+     = (SELECT array_agg(("offset", replace(error, 'direct_csv_off', 'direct_csv_on'))::text ORDER BY "offset")
+        FROM streamcube.dead_letters WHERE cube = 'direct_csv_off'::regclass)
+       AS same_dead_letters;
+SELECT streamcube_drop_cube(c) FROM unnest('{direct_csv_on,direct_csv_off,direct_csv2_on,direct_csv2_off}'::text[]) c;
+DROP FUNCTION sc_test.direct_csv_cubes(text);
 
 -- A partition with a row trigger takes the COPY path: the trigger fires.
 CREATE TABLE sc_test.direct_seen (k text);

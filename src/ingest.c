@@ -1369,6 +1369,89 @@ sc_direct_split(char *buf, char **fields, int maxfields)
 	}
 }
 
+/*
+ * Split a CSV line (the message, then ",partition,offset") into fields, in
+ * place, the way COPY's CSV mode does with the cube's delimiter, quote (the
+ * escape too) and null string: a field equal to the null string and never
+ * quoted is NULL; quoted parts may hold delimiters and doubled quotes.
+ * The receiver checked the record already, so it is well formed.
+ */
+static int
+sc_direct_split_csv(ScIngest *ing, char *buf, char **fields, int maxfields)
+{
+	ScCube	   *cube = ing->cube;
+	char		delim = cube->csv_delimiter;
+	char		quote = cube->csv_quote;
+	const char *null_print = cube->csv_null;
+	int			null_len = strlen(null_print);
+	char	   *end = buf + strlen(buf);
+	char	   *in = buf;
+	char	   *out = buf;
+	int			n = 0;
+
+	if (end > buf && end[-1] == '\n')
+		end--;
+	for (;;)
+	{
+		char	   *value = out;
+		bool		found_delim = false;
+		bool		saw_quote = false;
+
+		for (;;)
+		{
+			/* an unquoted part */
+			for (;;)
+			{
+				char		c;
+
+				if (in >= end)
+					goto endfield;
+				c = *in++;
+				if (c == delim)
+				{
+					found_delim = true;
+					goto endfield;
+				}
+				if (c == quote)
+				{
+					saw_quote = true;
+					break;
+				}
+				*out++ = c;
+			}
+			/* a quoted part: a doubled quote is one quote (escape = quote) */
+			for (;;)
+			{
+				char		c;
+
+				if (in >= end)
+					goto endfield;	/* unterminated: checked before, cannot be */
+				c = *in++;
+				if (c == quote)
+				{
+					if (in < end && *in == quote)
+					{
+						*out++ = quote;
+						in++;
+						continue;
+					}
+					break;
+				}
+				*out++ = c;
+			}
+		}
+endfield:
+		/* unquoted, the output is the input: compare it with the null string */
+		if (n < maxfields)
+			fields[n] = !saw_quote && out - value == null_len &&
+				memcmp(value, null_print, null_len) == 0 ? NULL : value;
+		*out++ = '\0';
+		n++;
+		if (!found_delim)
+			return n;
+	}
+}
+
 static ScDirectTarget *
 sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, EState *estate)
 {
@@ -1557,7 +1640,9 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 		appendBinaryStringInfo(&buf, ing->lines.data + ing->line_start[l],
 							   ing->line_start[l + 1] - ing->line_start[l]);
 		pg_verify_mbstr(GetDatabaseEncoding(), buf.data, buf.len, false);
-		nf = sc_direct_split(buf.data, fields, ing->nattrs + 1);
+		nf = cube->format == SC_FORMAT_CSV
+			? sc_direct_split_csv(ing, buf.data, fields, ing->nattrs + 1)
+			: sc_direct_split(buf.data, fields, ing->nattrs + 1);
 		if (nf != ing->nattrs)
 			ereport(ERROR,
 					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
@@ -1644,8 +1729,7 @@ sc_copy_work(void *arg)
 {
 	ScCopyWork *w = arg;
 
-	if (w->ing->cube->format == SC_FORMAT_JSON && sc_direct_insert &&
-		sc_direct_lines_run(w->ing, w->lo, w->hi))
+	if (sc_direct_insert && sc_direct_lines_run(w->ing, w->lo, w->hi))
 		return;
 	sc_copy_lines_run(w->ing, w->lo, w->hi);
 }
