@@ -129,7 +129,7 @@ sc_guc_define(void)
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("streamcube.direct_insert",
-							 "Receivers of JSON cubes form rows themselves instead of going through COPY.",
+							 "Receivers form rows themselves instead of going through COPY.",
 							 "Rows into sealed windows, and into partitions with triggers or generated columns, go through COPY either way.",
 							 &sc_direct_insert,
 							 true,

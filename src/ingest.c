@@ -5,9 +5,9 @@
  *		and the messages that cannot be rows into dead letters.
  *
  * Each message becomes one line in COPY's text (or CSV) format, which is
- * then written either directly (JSON cubes, streamcube.direct_insert: the
- * receiver forms the rows and multi-inserts them per window, see "The
- * direct path" below) or with PostgreSQL's own COPY machinery fed from
+ * then written either directly (streamcube.direct_insert: the receiver
+ * forms the rows and multi-inserts them per window, see "The direct path"
+ * below) or with PostgreSQL's own COPY machinery fed from
  * memory (BeginCopyFrom with a data-source callback, then CopyFrom), which
  * routes rows into partitions and writes them with multi-inserts and a
  * bulk-insert state.  The lines:
@@ -1244,17 +1244,17 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 /* ----------------------------------------------------------------
  * The direct path: rows formed here, no COPY round trip
  *
- * For JSON cubes, lines into active windows are not handed to COPY: each
- * line's fields (COPY text format, as the JSON parsers wrote them) are
- * split here, converted with each column's input function, or, for the
+ * Lines into active windows are not handed to COPY: each line's fields
+ * (COPY's text format as the JSON parsers wrote them, or the message's CSV
+ * record, split with COPY's CSV rules) are split here, converted with each column's input function, or, for the
  * time column, taken from the value the receiver parsed already; the rows
  * are written per window partition (the receiver knows each row's window:
  * no routing) with table_multi_insert() and a bulk-insert state, their
  * indexes updated and their constraints checked as COPY does.  Errors read
  * as COPY's would (an error context naming the column and its value), so a
  * bad row is isolated and dead-lettered exactly as before.  Late rows into
- * sealed windows (their guard triggers), CSV cubes, and partitions with
- * triggers or generated columns take the COPY path.
+ * sealed windows (their guard triggers) and partitions with triggers or
+ * generated columns take the COPY path.
  * ----------------------------------------------------------------
  */
 #define SC_DIRECT_FLUSH 1000
