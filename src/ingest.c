@@ -1209,22 +1209,18 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
  * ----------------------------------------------------------------
  */
 
-static void
-sc_copy_lines_run(ScIngest *ing, int lo, int hi)
+/*
+ * A parse state holding the cube's table as the target of an INSERT of the
+ * batch's columns, once the owner's privilege to do so is checked: what
+ * COPY and the direct path both start from.
+ */
+static ParseState *
+sc_insert_parsestate(ScIngest *ing, Relation rel)
 {
-	ScCube	   *cube = ing->cube;
-	Relation	rel;
-	ParseState *pstate;
+	ParseState *pstate = make_parsestate(NULL);
 	ParseNamespaceItem *nsitem;
 	RangeTblEntry *rte;
-	CopyFromState cstate;
 
-	copy_source.data = ing->lines.data + ing->line_start[lo];
-	copy_source.len = ing->line_start[hi] - ing->line_start[lo];
-	copy_source.pos = 0;
-
-	rel = table_open(cube->relid, RowExclusiveLock);
-	pstate = make_parsestate(NULL);
 	nsitem = addRangeTableEntryForRelation(pstate, rel, RowExclusiveLock, NULL, false, false);
 	rte = nsitem->p_rte;
 	rte->requiredPerms = ACL_INSERT;
@@ -1232,6 +1228,23 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 		rte->insertedCols = bms_add_member(rte->insertedCols,
 										   ing->attnums[a] - FirstLowInvalidHeapAttributeNumber);
 	ExecCheckRTPerms(pstate->p_rtable, true);
+	return pstate;
+}
+
+static void
+sc_copy_lines_run(ScIngest *ing, int lo, int hi)
+{
+	ScCube	   *cube = ing->cube;
+	Relation	rel;
+	ParseState *pstate;
+	CopyFromState cstate;
+
+	copy_source.data = ing->lines.data + ing->line_start[lo];
+	copy_source.len = ing->line_start[hi] - ing->line_start[lo];
+	copy_source.pos = 0;
+
+	rel = table_open(cube->relid, RowExclusiveLock);
+	pstate = sc_insert_parsestate(ing, rel);
 
 	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, sc_copy_read,
 						   ing->attnames, ing->copy_options);
@@ -1455,7 +1468,6 @@ endfield:
 static ScDirectTarget *
 sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, EState *estate)
 {
-	ScCube	   *cube = ing->cube;
 	ListCell   *lc;
 	ScDirectTarget *t;
 
@@ -1476,9 +1488,27 @@ sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, 
 	for (int a = 0; a < ing->nattrs; a++)
 		t->attno[a] = get_attnum(relid, strVal(list_nth(ing->attnames, a)));
 	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);	/* made as needed */
-	(void) cube;
 	*targets = lappend(*targets, t);
 	return t;
+}
+
+/* Release what the targets hold; after a flush, or when nothing was written. */
+static void
+sc_direct_close(List *targets)
+{
+	ListCell   *lc;
+
+	foreach(lc, targets)
+	{
+		ScDirectTarget *t = lfirst(lc);
+
+		ExecCloseIndices(t->rri);
+		FreeBulkInsertState(t->bistate);
+		table_finish_bulk_insert(t->rel, 0);
+		for (int i = 0; i < SC_DIRECT_FLUSH && t->slots[i] != NULL; i++)
+			ExecDropSingleTupleTableSlot(t->slots[i]);
+		table_close(t->rel, NoLock);
+	}
 }
 
 /* Write a target's buffered rows, and their index entries. */
@@ -1536,8 +1566,6 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	ScCube	   *cube = ing->cube;
 	Relation	parent;
 	ParseState *pstate;
-	ParseNamespaceItem *nsitem;
-	RangeTblEntry *rte;
 	EState	   *estate;
 	ResultRelInfo *root;
 	List	   *targets = NIL;
@@ -1555,14 +1583,7 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 			return false;
 
 	parent = table_open(cube->relid, RowExclusiveLock);
-	pstate = make_parsestate(NULL);
-	nsitem = addRangeTableEntryForRelation(pstate, parent, RowExclusiveLock, NULL, false, false);
-	rte = nsitem->p_rte;
-	rte->requiredPerms = ACL_INSERT;
-	for (int a = 0; a < ing->nattrs; a++)
-		rte->insertedCols = bms_add_member(rte->insertedCols,
-										   ing->attnums[a] - FirstLowInvalidHeapAttributeNumber);
-	ExecCheckRTPerms(pstate->p_rtable, true);
+	pstate = sc_insert_parsestate(ing, parent);
 
 	/* Every target partition must allow it; find them first. */
 	estate = CreateExecutorState();
@@ -1579,16 +1600,7 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 			t = sc_direct_target(ing, &targets, e->relid, root, estate);
 		if (t == NULL || !sc_direct_writable(t->rel))
 		{
-			foreach(lc, targets)
-			{
-				ScDirectTarget *x = lfirst(lc);
-
-				ExecCloseIndices(x->rri);
-				FreeBulkInsertState(x->bistate);
-				for (int i = 0; i < SC_DIRECT_FLUSH && x->slots[i] != NULL; i++)
-					ExecDropSingleTupleTableSlot(x->slots[i]);
-				table_close(x->rel, NoLock);
-			}
+			sc_direct_close(targets);
 			FreeExecutorState(estate);
 			free_parsestate(pstate);
 			table_close(parent, NoLock);
@@ -1699,17 +1711,7 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	MemoryContextReset(ing->direct_cxt);
 	error_context_stack = errcb.previous;
 
-	foreach(lc, targets)
-	{
-		ScDirectTarget *t = lfirst(lc);
-
-		ExecCloseIndices(t->rri);
-		FreeBulkInsertState(t->bistate);
-		table_finish_bulk_insert(t->rel, 0);
-		for (int i = 0; i < SC_DIRECT_FLUSH && t->slots[i] != NULL; i++)
-			ExecDropSingleTupleTableSlot(t->slots[i]);
-		table_close(t->rel, NoLock);
-	}
+	sc_direct_close(targets);
 	FreeExecutorState(estate);
 	free_parsestate(pstate);
 	table_close(parent, NoLock);
