@@ -33,6 +33,7 @@
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "portability/instr_time.h"
+#include "utils/timestamp.h"
 #include "utils/memutils.h"
 
 /* Every property of librdkafka 2.0.2, by class, in strcmp() order. */
@@ -75,6 +76,7 @@ struct ScKafkaConsumer
 	int			batch_size;
 	int			pipefd[2];
 	char	   *topic;
+	TimestampTz last_nudge;		/* see sc_kafka_consumer_nudge() */
 	ScKafkaEvents events;
 };
 
@@ -642,19 +644,66 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 	snprintf(kbytes, sizeof(kbytes), "%d", queue_kbytes);
 
 	/*
-	 * librdkafka stops prefetching a partition at queued.min.messages
-	 * (100,000 by default) and resumes only after a delay; a receiver drains
-	 * that faster and then waits for Kafka (docs/benchmarks.md).  Prefetch
-	 * more, unless the cluster's properties say otherwise; the volume stays
-	 * bounded by queued.max.messages.kbytes.
+	 * The prefetch is bounded in bytes by streamcube.fetch_queue_size (B).
+	 * queued.max.messages.kbytes = B bounds the payloads waiting in the
+	 * queue, but librdkafka keeps a few hundred bytes of its own for every
+	 * queued message, and a fetch response (up to fetch.max.bytes,
+	 * compressed) lands whole even above the bound.  So, unless the
+	 * cluster's properties set them:
+	 *	- queued.min.messages = B / 320: for small messages the count bounds
+	 *	  the bookkeeping (16 MB -> 52,428 messages);
+	 *	- fetch.max.bytes = B / 16 (at least message.max.bytes, which
+	 *	  librdkafka requires) and fetch.message.max.bytes = B / 64: what
+	 *	  one fetch adds above the bound (1 MB and 256 kB at 16 MB).
+	 * A small queue runs at full speed only with sc_kafka_consumer_nudge().
+	 * Kafka returns a batch larger than these limits whole, so they never
+	 * stop a partition with large messages.
 	 */
-	if (!sc_kafka_has_property(conn, "queued.min.messages") &&
-		rd_kafka_conf_set(conf, "queued.min.messages", "1000000", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
 	{
-		rd_kafka_conf_destroy(conf);
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not configure the Kafka consumer: %s", errbuf)));
+		static const struct
+		{
+			const char *name;
+			const char *alias;
+			int64		divisor;
+		}			derived[] = {
+			{"queued.min.messages", NULL, 320},
+			{"fetch.max.bytes", NULL, 16},
+			{"fetch.message.max.bytes", "max.partition.fetch.bytes", 64},
+		};
+
+		for (int i = 0; i < lengthof(derived); i++)
+		{
+			char		value[32];
+			int64		v;
+
+			if (sc_kafka_has_property(conn, derived[i].name) ||
+				(derived[i].alias && sc_kafka_has_property(conn, derived[i].alias)))
+				continue;
+			v = Max((int64) queue_kbytes * 1024 / derived[i].divisor, 1024);
+
+			/*
+			 * librdkafka refuses a fetch.max.bytes below message.max.bytes,
+			 * and one a user-set receive.message.max.bytes cannot hold.
+			 */
+			if (strcmp(derived[i].name, "fetch.max.bytes") == 0)
+			{
+				char		mmb[32];
+				size_t		size = sizeof(mmb);
+
+				if (sc_kafka_has_property(conn, "receive.message.max.bytes"))
+					continue;
+				if (rd_kafka_conf_get(conf, "message.max.bytes", mmb, &size) == RD_KAFKA_CONF_OK)
+					v = Max(v, strtoll(mmb, NULL, 10));
+			}
+			snprintf(value, sizeof(value), INT64_FORMAT, v);
+			if (rd_kafka_conf_set(conf, derived[i].name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+			{
+				rd_kafka_conf_destroy(conf);
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("could not configure the Kafka consumer: %s", errbuf)));
+			}
+		}
 	}
 	if (rd_kafka_conf_set(conf, "group.id", group_id, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.commit", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
@@ -760,6 +809,63 @@ sc_kafka_consumer_wait_fd(ScKafkaConsumer *c)
 }
 
 /*
+ * Wake the fetcher up when it stopped behind the high watermark.
+ *
+ * librdkafka stops fetching while its queue holds queued.min.messages or
+ * queued.max.messages.kbytes, and in 2.0.2 it decides to fetch again only
+ * when its broker thread wakes up for some other reason, up to a second
+ * later (fetch.queue.backoff.ms, which bounds that wait, came in 2.1).  A
+ * receiver draining the queue faster than that waited for Kafka with data
+ * still to read, which is why the prefetch had to be large.  When the queue
+ * is empty and some partition is known to have more messages, the receiver
+ * sends a ListOffsets request and does not wait for its answer: queuing the
+ * request wakes the broker threads of those partitions' leaders, which then
+ * look at their partitions again and fetch.  At most once every
+ * SC_NUDGE_INTERVAL_MS; nothing is consumed or skipped by it.
+ */
+#define SC_NUDGE_INTERVAL_MS 5
+
+static void
+sc_kafka_consumer_nudge(ScKafkaConsumer *c)
+{
+	rd_kafka_topic_partition_list_t *probe;
+	TimestampTz now;
+	bool		behind = false;
+
+	if (c->assignment == NULL || c->assignment->cnt == 0)
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(c->last_nudge, now, SC_NUDGE_INTERVAL_MS))
+		return;
+
+	probe = rd_kafka_topic_partition_list_copy(c->assignment);
+	if (rd_kafka_position(c->rk, probe) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		for (int i = 0; i < probe->cnt && !behind; i++)
+		{
+			rd_kafka_topic_partition_t *tp = &probe->elems[i];
+			int64_t		low,
+						high;
+
+			if (tp->offset >= 0 &&
+				rd_kafka_get_watermark_offsets(c->rk, tp->topic, tp->partition,
+											   &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+				high > tp->offset)
+				behind = true;
+		}
+	}
+	if (behind)
+	{
+		c->last_nudge = now;
+		for (int i = 0; i < probe->cnt; i++)
+			probe->elems[i].offset = RD_KAFKA_OFFSET_END;
+		/* Times out at once by design; a late answer is dropped. */
+		(void) rd_kafka_offsets_for_times(c->rk, probe, 0);
+	}
+	rd_kafka_topic_partition_list_destroy(probe);
+}
+
+/*
  * Take up to max_messages messages without blocking.  Error events are
  * folded into *result: a lost offset range or a fatal client error stops
  * the receiver, anything else is transient (librdkafka retries by itself)
@@ -859,6 +965,9 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 					 rd_kafka_message_errstr(m));
 		rd_kafka_message_destroy(m);
 	}
+
+	if (n < max_messages)
+		sc_kafka_consumer_nudge(c);
 
 	/* Serve logs and client errors queued on the main queue. */
 	rd_kafka_poll(c->rk, 0);
