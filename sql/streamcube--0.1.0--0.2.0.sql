@@ -333,6 +333,19 @@ GRANT SELECT ON streamcube.consumers TO PUBLIC;
 COMMENT ON VIEW streamcube.consumers IS
     'One row per receiver: state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';
 
+-- Per partition of the cube's topic, from Kafka and the catalog now.
+CREATE FUNCTION streamcube.lag(cube text)
+    RETURNS TABLE (partition integer, replica_set text, "position" bigint,
+                   checkpoint bigint, high_watermark bigint,
+                   last_stable_offset bigint, lag bigint,
+                   last_batch_at timestamptz, since_last_batch interval)
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_cube_lag';
+COMMENT ON FUNCTION streamcube.lag(text) IS
+    'Per Kafka partition of a cube: replica set, committed position, checkpoint, high watermark, last stable offset, lag in messages, when the position last moved; asks Kafka';
+-- The C code shows a cube only to those who may SELECT it.
+GRANT EXECUTE ON FUNCTION streamcube.lag(text) TO PUBLIC;
+
 -- Exact row count of a window, counted in C by a plain heap scan: only a
 -- plain table that is still a partition of its cube is counted, so no
 -- rule, view or function a cube owner controls runs for the reader.  NULL

@@ -4,7 +4,8 @@
  *		The monitoring functions behind the streamcube.* views:
  *		streamcube._receivers() (the receiver slots of shared memory as
  *		rows, behind streamcube.consumers) and streamcube._segment_rows()
- *		(exact row counts, behind streamcube.segments).
+ *		(exact row counts, behind streamcube.segments), and streamcube.lag()
+ *		(per partition, from Kafka and the catalog).
  *
  * Slots are copied under the shared lock and turned into rows afterwards,
  * so a slow client never holds up a receiver.  A slot is shown only to
@@ -38,9 +39,16 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/datum.h"
+#include "executor/spi.h"
+#include "catalog/pg_type.h"
+
+#include "cube.h"
+#include "kafka.h"
 
 PG_FUNCTION_INFO_V1(sc_receivers);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
+PG_FUNCTION_INFO_V1(sc_cube_lag);
 
 #define SC_RECEIVER_COLS 17
 
@@ -170,4 +178,172 @@ sc_segment_rows(PG_FUNCTION_ARGS)
 	table_endscan(scan);
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_INT64(rows);
+}
+
+/*
+ * A copy of conn that reads with the given isolation level: the end of a
+ * partition Kafka reports (ListOffsets) is the high watermark for
+ * read_uncommitted and the last stable offset for read_committed.
+ */
+static ScKafkaConnInfo *
+sc_conn_with_isolation(const ScKafkaConnInfo *conn, const char *level)
+{
+	ScKafkaConnInfo *copy = palloc(sizeof(ScKafkaConnInfo));
+	ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
+
+	*copy = *conn;
+	prop->name = "isolation.level";
+	prop->value = unconstify(char *, level);
+	/* set last, so it wins over the cluster's own */
+	copy->properties = lappend(list_copy(conn->properties), prop);
+	return copy;
+}
+
+/* Does the cluster's consumer read uncommitted messages? */
+static bool
+sc_conn_reads_uncommitted(const ScKafkaConnInfo *conn)
+{
+	ListCell   *lc;
+	bool		uncommitted = false;
+
+	foreach(lc, conn->properties)
+	{
+		ScKafkaProperty *prop = lfirst(lc);
+
+		if (strcmp(prop->name, "isolation.level") == 0)
+			uncommitted = strcmp(prop->value, "read_uncommitted") == 0;
+	}
+	return uncommitted;
+}
+
+/* The ends of the topic's partitions, in partition order, as int8[]. */
+static void
+sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum *ends)
+{
+	List	   *partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL);
+	int			n = list_length(partitions);
+	Datum	   *pd = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *ed = palloc(sizeof(Datum) * Max(n, 1));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+
+		pd[i] = Int32GetDatum(p->partition);
+		ed[i] = Int64GetDatum(p->high_watermark);
+		i++;
+	}
+	if (parts)
+		*parts = sc_int_array(pd, n, INT4OID);
+	*ends = sc_int_array(ed, n, INT8OID);
+}
+
+#define SC_LAG_COLS 9
+
+/*
+ * streamcube.lag(cube text): one row per partition of the cube's topic, as
+ * Kafka and the catalog see it now: replica set, committed position,
+ * checkpoint, high watermark, last stable offset, lag in messages (to the
+ * end the cluster's consumers read to: the last stable offset unless the
+ * cluster's isolation.level is read_uncommitted) and when the position last
+ * moved.  Asks Kafka (two metadata and watermark requests); for frequent
+ * polling, streamcube.consumers shows the receivers' cached figures.
+ * Readers of the cube only.
+ */
+Datum
+sc_cube_lag(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	ScKafkaConnInfo *conn;
+	Datum		parts,
+				highs,
+				stables;
+	Datum		args[4];
+	Oid			types[4] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+	ScPrivilegeSave save;
+	int			ret;
+	bool		uncommitted;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	SPI_connect();
+	cube_id = sc_cube_lookup(name, &relid, &owner);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
+	cube = sc_cube_load(cube_id, false);
+	conn = sc_cluster_conninfo(cube->cluster);
+	uncommitted = sc_conn_reads_uncommitted(conn);
+
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), cube->topic, &parts, &highs);
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), cube->topic, NULL, &stables);
+
+	args[0] = Int32GetDatum(cube_id);
+	args[1] = parts;
+	args[2] = highs;
+	args[3] = stables;
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT t.part, a.replica_set, p.position, k.\"offset\", "
+								"       t.hw, t.lso, p.updated_at, "
+								"       date_trunc('milliseconds', clock_timestamp() - p.updated_at) "
+								"FROM unnest($2, $3, $4) AS t(part, hw, lso) "
+								"LEFT JOIN streamcube.assignments a "
+								"       ON a.cube_id = $1 AND a.partition = t.part "
+								"LEFT JOIN streamcube.consume_positions p "
+								"       ON p.cube_id = $1 AND p.partition = t.part "
+								"LEFT JOIN streamcube.checkpoints k "
+								"       ON k.cube_id = $1 AND k.partition = t.part "
+								"ORDER BY t.part",
+								4, types, args, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read the positions of cube %s: %s", cube->qualified,
+			 SPI_result_code_string(ret));
+
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		values[SC_LAG_COLS];
+		bool		nulls[SC_LAG_COLS];
+		Datum		in[8];
+		bool		innull[8];
+
+		for (int c = 0; c < 8; c++)
+			in[c] = SPI_getbinval(tup, desc, c + 1, &innull[c]);
+
+		values[0] = in[0];		/* partition */
+		nulls[0] = innull[0];
+		values[1] = innull[1] ? (Datum) 0 : PointerGetDatum(DatumGetTextPCopy(in[1]));
+		nulls[1] = innull[1];	/* replica set; NULL: unassigned */
+		values[2] = in[2];		/* position; NULL: never consumed */
+		nulls[2] = innull[2];
+		values[3] = in[3];		/* checkpoint */
+		nulls[3] = innull[3];
+		values[4] = in[4];		/* high watermark */
+		nulls[4] = innull[4] || DatumGetInt64(in[4]) < 0;
+		values[5] = in[5];		/* last stable offset */
+		nulls[5] = innull[5] || DatumGetInt64(in[5]) < 0;
+		{
+			int			end = uncommitted ? 4 : 5;
+
+			nulls[6] = nulls[2] || nulls[end];
+			values[6] = nulls[6] ? (Datum) 0 :
+				Int64GetDatum(Max(DatumGetInt64(in[end]) - DatumGetInt64(in[2]), 0));
+		}
+		values[7] = in[6];		/* when the position last moved */
+		nulls[7] = innull[6];
+		values[8] = innull[7] ? (Datum) 0 :
+			PointerGetDatum(DatumGetIntervalP(datumCopy(in[7], false, sizeof(Interval))));
+		nulls[8] = innull[7];
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
 }

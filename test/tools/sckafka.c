@@ -71,6 +71,7 @@ static const char *const usage_text =
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
 	"               [--format json|csv] [--partitions P] [--shape wide|narrow]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
+	"               [--transactional-id ID [--end commit|abort|hold]]\n"
 	"  sckafka --help\n"
 	"\n"
 	"mock\n"
@@ -139,6 +140,10 @@ static const char *const usage_text =
 	"  the end and exits 1 if any delivery failed (a message not delivered\n"
 	"  within 60 s fails). Last line on stderr:\n"
 	"    produced N messages in S s (R msg/s)\n"
+	"  With --transactional-id ID all messages go into one Kafka transaction,\n"
+	"  which --end commits (the default) or aborts, or holds: `open` is\n"
+	"  printed on stdout once every message is written, and the transaction\n"
+	"  stays open until SIGTERM/SIGINT, then is aborted.\n"
 	"\n"
 	"exit status: 0 ok, 1 Kafka or runtime failure, 2 usage error\n";
 
@@ -1323,6 +1328,8 @@ cmd_produce(int argc, char **argv)
 		{"step-ms", required_argument, NULL, 'm'},
 		{"seed", required_argument, NULL, 'S'},
 		{"shape", required_argument, NULL, 'w'},
+		{"transactional-id", required_argument, NULL, 'x'},
+		{"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -1331,6 +1338,9 @@ cmd_produce(int argc, char **argv)
 	const char *topics[1000];
 	int			ntopics = 0;
 	bool		narrow = false;
+	const char *transactional_id = NULL;
+	const char *end = "commit";
+	rd_kafka_error_t *txn_error;
 	long long	count = -1;
 	long long	rate = 0;
 	bool		csv = false;
@@ -1402,6 +1412,16 @@ cmd_produce(int argc, char **argv)
 					fail(EXIT_USAGE, "produce: --shape is wide or narrow, not "
 						 "'%s'", optarg);
 				break;
+			case 'x':
+				transactional_id = optarg;
+				break;
+			case 'e':
+				if (strcmp(optarg, "commit") != 0 && strcmp(optarg, "abort") != 0 &&
+					strcmp(optarg, "hold") != 0)
+					fail(EXIT_USAGE, "produce: --end is commit, abort or hold, not "
+						 "'%s'", optarg);
+				end = optarg;
+				break;
 			case 'h':
 				usage(stdout);
 				return 0;
@@ -1426,9 +1446,16 @@ cmd_produce(int argc, char **argv)
 	conf_set(conf, "queue.buffering.max.kbytes", "1048576");
 	/* Give up on a message after a minute, not librdkafka's five. */
 	conf_set(conf, "message.timeout.ms", "60000");
+	if (transactional_id != NULL)
+		conf_set(conf, "transactional.id", transactional_id);
 	rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 	rd_kafka_conf_set_opaque(conf, &stats);
 	rk = new_producer(conf);
+	if (transactional_id != NULL &&
+		((txn_error = rd_kafka_init_transactions(rk, 30000)) != NULL ||
+		 (txn_error = rd_kafka_begin_transaction(rk)) != NULL))
+		fail(EXIT_KAFKA, "produce: cannot start a transaction: %s",
+			 rd_kafka_error_string(txn_error));
 
 	topic_partitions = topic_partition_count(rk, topic);
 	if (partitions == 0)
@@ -1522,6 +1549,29 @@ cmd_produce(int argc, char **argv)
 		}
 	}
 	elapsed = monotonic_seconds() - t0;
+
+	/*
+	 * --end hold: say so on stdout and keep the transaction open until a
+	 * signal, then abort it (what a test needs to see a last stable offset
+	 * below the high watermark).
+	 */
+	if (transactional_id != NULL && stats.failed == 0)
+	{
+		if (strcmp(end, "hold") == 0)
+		{
+			int			signals_at_hold = signals_received;
+
+			printf("open\n");
+			fflush(stdout);
+			while (signals_received == signals_at_hold)
+				rd_kafka_poll(rk, 100);
+		}
+		txn_error = strcmp(end, "commit") == 0 ? rd_kafka_commit_transaction(rk, 30000)
+			: rd_kafka_abort_transaction(rk, 30000);
+		if (txn_error != NULL)
+			fail(EXIT_KAFKA, "produce: cannot end the transaction: %s",
+				 rd_kafka_error_string(txn_error));
+	}
 	rd_kafka_destroy(rk);
 
 	fprintf(stderr, "produced %lld messages in %.3f s (%.0f msg/s)\n",
