@@ -2,6 +2,8 @@
 -- operations: looking at and changing cubes in place.
 --   streamcube.lag(): per partition, from Kafka and the catalog, with the
 --   high watermark and the last stable offset of an open transaction.
+--   streamcube_alter_cube(): what may change and what may not, the
+--   journal, and a running receiver taking the change.
 --
 \set VERBOSITY default
 
@@ -54,3 +56,114 @@ SELECT * FROM streamcube.lag('pg_class');
 SELECT * FROM streamcube.lag(NULL);
 
 SELECT streamcube_drop_cube('lag_events');
+
+-- streamcube_alter_cube
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" alter_events 1 >/dev/null
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","n":1}' '{"ts":"2026-01-01T00:00:01Z","n":2}' | kcat -P -b "$SC_KAFKA" -t alter_events -p 0
+SET ROLE sc_admin;
+SELECT streamcube_create_cube('alter_events', 'kafka', 'alter_events', 'ts timestamptz, n int', 'ts', '1 day', 'json',
+       '{"grace": "5 minutes", "late": "append"}');
+RESET ROLE;
+SELECT streamcube_wait('alter_events', '60 s');
+
+-- Who may: the owner (and admins, superusers); not a plain role.
+SET ROLE sc_user;
+SELECT streamcube_alter_cube('alter_events', '{"grace": "1 minute"}');
+RESET ROLE;
+SET ROLE sc_admin;
+SELECT streamcube_alter_cube('alter_events', '{"grace": "10 minutes", "retention": "3650 days", "bad_message": "pause"}');
+-- The same again changes nothing and journals nothing.
+SELECT streamcube_alter_cube('alter_events', '{"grace": "10 minutes"}');
+
+-- What cannot change, and why.
+SELECT streamcube_alter_cube('alter_events', '{"topic": "other"}');
+SELECT streamcube_alter_cube('alter_events', '{"format": "csv"}');
+SELECT streamcube_alter_cube('alter_events', '{"time_column": "n"}');
+SELECT streamcube_alter_cube('alter_events', '{"segment_interval": "1 hour"}');
+SELECT streamcube_alter_cube('alter_events', '{"start": "latest"}');
+SELECT streamcube_alter_cube('alter_events', '{"replica_sets": ["x"]}');
+-- Checked as at creation; nothing changes on an error.
+SELECT streamcube_alter_cube('alter_events', '{"grace": "soon"}');
+SELECT streamcube_alter_cube('alter_events', '{"late": "sometimes"}');
+SELECT streamcube_alter_cube('alter_events', '{"colour": "blue"}');
+SELECT streamcube_alter_cube('alter_events', '{"delimiter": ";"}');
+SELECT streamcube_alter_cube('alter_events', '{"fields": {"nope": "x"}}');
+SELECT streamcube_alter_cube('alter_events', '[]');
+SELECT streamcube_alter_cube('alter_events', NULL);
+SELECT streamcube_alter_cube('no_such_cube', '{}');
+RESET ROLE;
+SELECT options FROM streamcube.cubes WHERE relid = 'alter_events'::regclass;
+
+-- The running receiver takes bad_message = pause: a bad message now pauses
+-- the cube instead of going to the dead letters.
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:02Z","n":3}' '{"ts":"2026-01-01T00:00:03Z","n":"four"}' '{"ts":"2026-01-01T00:00:04Z","n":5}' | kcat -P -b "$SC_KAFKA" -t alter_events -p 0
+SELECT sc_test.wait_for($$SELECT paused FROM streamcube.cubes WHERE relid = 'alter_events'::regclass$$);
+SELECT n FROM alter_events ORDER BY n;
+SELECT count(*) FROM streamcube.dead_letters WHERE cube = 'alter_events'::regclass;
+-- null removes the option: dead_letter again; resumed, the message goes
+-- to the dead letters and the rest follows, each once.
+SET ROLE sc_admin;
+SELECT streamcube_alter_cube('alter_events', '{"bad_message": null}');
+SELECT streamcube_resume('alter_events');
+SELECT streamcube_wait('alter_events', '60 s');
+RESET ROLE;
+SELECT n, _offset FROM alter_events ORDER BY _offset;
+SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'alter_events'::regclass;
+
+-- The journal: each change once, readable by the cube's readers only.
+SELECT object_type, cube, cluster, old_value, new_value, changed_by, changed_at <= now() AS at
+FROM streamcube.config_log ORDER BY log_id;
+SET ROLE sc_user;
+SELECT count(*) FROM streamcube.config_log;
+RESET ROLE;
+
+SELECT streamcube_drop_cube('alter_events');
+SELECT count(*) FROM streamcube.config_log;
+
+-- streamcube_alter_cluster: merge properties (null removes), replace the
+-- bootstrap list, checked as at creation for the caller; journalled with
+-- secrets masked.  The rotation of a password under load is in
+-- test/t/025_alter_cluster.pl.
+SET ROLE sc_admin;
+SELECT streamcube_add_cluster('opcl', '127.0.0.1:1',
+       '{"sasl.username": "u", "sasl.password": "hunter2-old", "client.id": "one"}');
+SELECT streamcube_alter_cluster('opcl', properties => '{"sasl.password": "hunter2-new", "client.id": null, "socket.timeout.ms": 20000}');
+SELECT name, bootstrap_servers, properties FROM streamcube.kafka_clusters WHERE name = 'opcl';
+SELECT streamcube_alter_cluster('opcl', '127.0.0.2:1');
+-- The same again changes nothing and journals nothing.
+SELECT streamcube_alter_cluster('opcl', '127.0.0.2:1', '{"sasl.username": "u"}');
+-- Errors change nothing.
+SELECT streamcube_alter_cluster('opcl');
+SELECT streamcube_alter_cluster('opcl', ' , ');
+SELECT streamcube_alter_cluster('opcl', properties => '[]');
+SELECT streamcube_alter_cluster('opcl', properties => '{"no.such.property": "1"}');
+SELECT streamcube_alter_cluster('opcl', properties => '{"socket.timeout.ms": "soon"}');
+SELECT streamcube_alter_cluster('opcl', properties => '{"group.id": "mine"}');
+SELECT streamcube_alter_cluster('opcl', properties => '{"ssl.ca.location": "/etc/passwd"}');
+SELECT streamcube_alter_cluster('no_such_cluster', properties => '{"client.id": "x"}');
+SELECT name, bootstrap_servers, properties FROM streamcube.kafka_clusters WHERE name = 'opcl';
+RESET ROLE;
+-- A superuser gives it a property that reads a server file: from then on
+-- only a role that may set that property may change the cluster at all
+-- (an admin could otherwise send its connection elsewhere).
+SELECT streamcube_alter_cluster('opcl', properties => '{"ssl.ca.location": "/etc/ssl/certs/ca-certificates.crt"}');
+SET ROLE sc_admin;
+SELECT streamcube_alter_cluster('opcl', '127.0.0.3:1');
+RESET ROLE;
+SET ROLE sc_user;
+SELECT streamcube_alter_cluster('opcl', '127.0.0.4:1');
+RESET ROLE;
+
+-- The journal: masked, admins only.
+SELECT cluster, old_value, new_value, changed_by FROM streamcube.config_log
+WHERE object_type = 'cluster' ORDER BY log_id;
+SELECT count(*) AS secrets_shown FROM streamcube.config_log
+WHERE old_value::text LIKE '%hunter2%' OR new_value::text LIKE '%hunter2%';
+SET ROLE sc_user;
+SELECT count(*) FROM streamcube.config_log WHERE object_type = 'cluster';
+RESET ROLE;
+SET ROLE sc_admin;
+SELECT count(*) FROM streamcube.config_log WHERE object_type = 'cluster';
+RESET ROLE;
+SELECT streamcube_drop_cluster('opcl');
+SELECT count(*) AS kept_after_drop FROM streamcube.config_log WHERE cluster = 'opcl';

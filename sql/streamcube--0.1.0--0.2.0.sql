@@ -442,3 +442,45 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Changes of clusters and cubes in place (streamcube_alter_cluster,
+-- streamcube_alter_cube): who, when, the value before and after.  Secret
+-- properties show as ********.  A cube's rows are readable by its readers,
+-- a cluster's by admins (who may read streamcube.kafka_clusters).
+CREATE TABLE streamcube.config_log (
+    log_id      bigserial PRIMARY KEY,
+    object_type text NOT NULL CHECK (object_type IN ('cluster', 'cube')),
+    cluster     text,                             -- object_type cluster
+    cube_id     integer REFERENCES streamcube.cubes ON DELETE CASCADE,
+    cube        regclass,                         -- object_type cube
+    old_value   jsonb NOT NULL,
+    new_value   jsonb NOT NULL,
+    changed_by  name NOT NULL,
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    CHECK ((object_type = 'cluster') = (cluster IS NOT NULL)),
+    CHECK ((object_type = 'cube') = (cube_id IS NOT NULL AND cube IS NOT NULL))
+);
+REVOKE ALL ON streamcube.config_log FROM PUBLIC;
+GRANT SELECT ON streamcube.config_log TO PUBLIC;
+ALTER TABLE streamcube.config_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readers ON streamcube.config_log FOR SELECT
+    USING (CASE WHEN object_type = 'cube' THEN pg_catalog.has_table_privilege(cube, 'SELECT')
+                ELSE pg_catalog.pg_has_role('streamcube_admin', 'MEMBER') END);
+COMMENT ON TABLE streamcube.config_log IS
+    'Journal of streamcube_alter_cluster() and streamcube_alter_cube(): who changed what, when, old and new value (secrets masked)';
+
+CREATE FUNCTION streamcube_alter_cluster(name text, bootstrap_servers text DEFAULT NULL, properties jsonb DEFAULT NULL)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_alter_cluster';
+COMMENT ON FUNCTION streamcube_alter_cluster(text, text, jsonb) IS
+    'Replace the bootstrap servers and merge properties of a Kafka cluster (a key set to null removes it), checked as at creation; receivers reconnect at their committed positions; journalled in streamcube.config_log';
+REVOKE EXECUTE ON FUNCTION streamcube_alter_cluster(text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_alter_cluster(text, text, jsonb) TO streamcube_admin;
+
+CREATE FUNCTION streamcube_alter_cube(cube text, options jsonb)
+    RETURNS jsonb LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_alter_cube';
+COMMENT ON FUNCTION streamcube_alter_cube(text, jsonb) IS
+    'Change the options of a running cube that can change safely (a key set to null removes it); journalled in streamcube.config_log';
+SELECT pg_catalog.pg_extension_config_dump('streamcube.config_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.config_log_log_id_seq', '');

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * cluster.c
- *		SQL functions on Kafka clusters: add, drop, check.
+ *		SQL functions on Kafka clusters: add, alter, drop, check.
  *
  * A cluster is a name, a bootstrap list and librdkafka properties.
  *
@@ -38,10 +38,12 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/jsonb.h"
 
 PG_FUNCTION_INFO_V1(sc_add_cluster);
 PG_FUNCTION_INFO_V1(sc_drop_cluster);
+PG_FUNCTION_INFO_V1(sc_alter_cluster);
 PG_FUNCTION_INFO_V1(sc_check_cluster);
 PG_FUNCTION_INFO_V1(sc_kafka_properties);
 
@@ -460,4 +462,138 @@ sc_kafka_properties(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * streamcube_alter_cluster(name text, bootstrap_servers text DEFAULT NULL,
+ *							properties jsonb DEFAULT NULL)
+ *
+ * Replaces the bootstrap list (when given) and merges properties into the
+ * cluster's (a key set to JSON null removes it).  The configuration as it
+ * will be is checked as streamcube_add_cluster() checks a new one, against
+ * the caller, who becomes the role the cluster is stored by: an admin
+ * cannot point a cluster holding a superuser's file or program properties
+ * at another broker.  Journalled in streamcube.config_log, secrets masked.
+ * Cubes of the cluster see a new configuration version; their receivers
+ * open a new consumer with it at their committed positions.
+ */
+Datum
+sc_alter_cluster(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *bootstrap = NULL;
+	Datum		given = (Datum) 0;
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID};
+	Datum		args[5];
+	bool		nulls_unused;
+	ScPrivilegeSave save;
+	int			ret;
+	Datum		merged;
+	char	   *old_bootstrap;
+	bool		changed;
+	MemoryContext caller = CurrentMemoryContext;
+
+	/* The statement holds the properties: keep it out of the server log. */
+	sc_hide_statement = true;
+	name = sc_text_arg(fcinfo, 0, "cluster name");
+	sc_require_admin("alter Kafka clusters");
+	if (!PG_ARGISNULL(1))
+	{
+		bootstrap = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		if (strspn(bootstrap, " \t\n,") == strlen(bootstrap))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bootstrap_servers of Kafka cluster \"%s\" must not be empty", name),
+					 errhint("Give a comma-separated list of host:port, or NULL to keep the current one.")));
+	}
+	if (!PG_ARGISNULL(2))
+		given = PG_GETARG_DATUM(2);
+	if (bootstrap == NULL && given == (Datum) 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("streamcube_alter_cluster() needs bootstrap_servers or properties"),
+				 errhint("For example streamcube_alter_cluster('%s', properties => '{\"sasl.password\": \"...\"}').", name)));
+
+	SPI_connect();
+	args[0] = CStringGetTextDatum(name);
+	args[2] = given != (Datum) 0 ? given : DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	if (SPI_execute_with_args("SELECT jsonb_typeof($3)", 3, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not inspect properties");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("properties of Kafka cluster \"%s\" must be a JSON object", name),
+				 errhint("Pass the properties to change, such as '{\"sasl.password\": \"...\"}'; a key set to null removes it.")));
+
+	/* The cluster's row, locked: concurrent changes queue up. */
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT bootstrap_servers, "
+								"       ((properties || secrets) || $3) - "
+								"         ARRAY(SELECT key FROM jsonb_each($3) WHERE jsonb_typeof(value) = 'null'), "
+								"       (properties || secrets) "
+								"FROM streamcube.clusters WHERE name = $1 FOR UPDATE",
+								3, argtypes, args, NULL, false, 1);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("Kafka cluster \"%s\" does not exist", name),
+				 errhint("The view streamcube.kafka_clusters lists the known clusters.")));
+	MemoryContextSwitchTo(caller);
+	old_bootstrap = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	merged = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls_unused),
+					   false, -1);
+	{
+		Datum		old_all = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &nulls_unused);
+		Datum		pair[2] = {old_all, merged};
+		Oid			ptypes[2] = {JSONBOID, JSONBOID};
+
+		if (SPI_execute_with_args("SELECT $1 IS DISTINCT FROM $2", 2, ptypes, pair, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not compare properties");
+		changed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls_unused));
+	}
+	if (bootstrap == NULL)
+		bootstrap = old_bootstrap;
+	changed = changed || strcmp(bootstrap, old_bootstrap) != 0;
+
+	/* The whole configuration, checked for the caller as at creation. */
+	args[1] = CStringGetTextDatum(bootstrap);
+	args[2] = merged;
+	args[3] = sc_check_properties(name, merged);
+	args[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+
+	if (changed)
+	{
+		sc_catalog_enter(&save);
+		ret = SPI_execute_with_args("WITH old AS ("
+									"  SELECT jsonb_build_object('bootstrap_servers', bootstrap_servers, 'properties', "
+									"         properties || coalesce((SELECT jsonb_object_agg(key, '********') "
+									"                                 FROM jsonb_object_keys(secrets) AS key), '{}')) AS v "
+									"  FROM streamcube.clusters WHERE name = $1), "
+									"upd AS ("
+									"  UPDATE streamcube.clusters SET bootstrap_servers = $2, properties = $3 - $4, "
+									"         secrets = coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
+									"                             WHERE key = ANY ($4)), '{}'), "
+									"         created_by = $5 "
+									"  WHERE name = $1 RETURNING 1), "
+									"cubes AS ("
+									"  UPDATE streamcube.cubes SET config_version = config_version + 1 "
+									"  WHERE cluster_name = $1 RETURNING 1) "
+									"INSERT INTO streamcube.config_log (object_type, cluster, old_value, new_value, changed_by) "
+									"SELECT 'cluster', $1, old.v, "
+									"       jsonb_build_object('bootstrap_servers', $2, 'properties', "
+									"         ($3 - $4) || coalesce((SELECT jsonb_object_agg(key, '********') "
+									"                                FROM unnest($4) AS key), '{}')), $5 "
+									"FROM old, (SELECT count(*) FROM upd) u, (SELECT count(*) FROM cubes) c",
+									5, argtypes, args, NULL, false, 0);
+		sc_catalog_leave(&save);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "could not alter Kafka cluster \"%s\": %s", name, SPI_result_code_string(ret));
+		sc_launcher_wakeup_at_commit();
+	}
+	SPI_finish();
+	sc_hide_statement = false;
+	PG_RETURN_VOID();
 }

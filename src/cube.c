@@ -31,6 +31,7 @@
 #include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -43,6 +44,7 @@ PG_FUNCTION_INFO_V1(sc_drop_cube);
 PG_FUNCTION_INFO_V1(sc_pause_cube);
 PG_FUNCTION_INFO_V1(sc_resume_cube);
 PG_FUNCTION_INFO_V1(sc_wait_cube);
+PG_FUNCTION_INFO_V1(sc_alter_cube);
 
 /* ----------------------------------------------------------------
  * Small helpers
@@ -213,6 +215,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 									"segment_interval");
 	cube->format = strcmp(SPI_getvalue(tup, desc, 9), "csv") == 0 ? SC_FORMAT_CSV : SC_FORMAT_JSON;
 	options = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 10, &isnull));
+	cube->options_text = SPI_getvalue(tup, desc, 10);
 	cube->paused = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
 	d = SPI_getbinval(tup, desc, 12, &isnull);
 	cube->skip_partition = isnull ? -1 : DatumGetInt32(d);
@@ -856,4 +859,150 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	PG_RETURN_BOOL(done);
+}
+
+/*
+ * What a cube option that cannot change in place says when asked to.  The
+ * arguments of streamcube_create_cube() are listed too: a user trying them
+ * here learns why, instead of "unknown option".
+ */
+static const struct
+{
+	const char *name;
+	const char *why;
+	const char *hint;
+}			sc_fixed_options[] = {
+	{"topic", "its positions are offsets of its topic; another topic's offsets mean other messages",
+	"Create a new cube for the other topic."},
+	{"format", "the format decides how every message of the topic becomes a row; messages consumed and messages to come would be read differently",
+	"Create a new cube over the same topic with the other format; streamcube_set_positions() can start it where this one is."},
+	{"time_column", "the table is partitioned by the time column and every window was cut by it",
+	"Create a new cube with the other time column."},
+	{"segment_interval", "every window of the table (active and sealed) was cut at this size, and sealing and retention count in windows",
+	"Create a new cube with the other window size; compaction merges sealed windows into coarser ones."},
+	{"start", "it only decides where a new cube starts reading",
+	"Move the positions of a paused cube with streamcube_set_positions()."},
+	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",
+	"Move partitions between replica sets with streamcube_reassign()."},
+};
+
+/*
+ * streamcube_alter_cube(cube text, options jsonb) RETURNS jsonb
+ *
+ * Changes the options that can change while the cube runs, in the
+ * caller's transaction: each key of options sets that option, a key set
+ * to JSON null removes it (its default applies again).  The merged options
+ * are checked as at creation; the change is journalled in
+ * streamcube.config_log and the receivers take it before their next batch.
+ * Returns the cube's options after the change.
+ */
+Datum
+sc_alter_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Jsonb	   *given;
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	Oid			types[2] = {INT4OID, JSONBOID};
+	Datum		values[2];
+	Datum		old_options,
+				new_options;
+	bool		isnull;
+	bool		changed;
+	ScPrivilegeSave save;
+	MemoryContext caller = CurrentMemoryContext;
+	Jsonb	   *result;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("options of streamcube_alter_cube() must not be NULL"),
+				 errhint("Pass a JSON object of the options to change, such as '{\"grace\": \"10 minutes\"}'.")));
+	given = PG_GETARG_JSONB_P(1);
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "alter", &relid, &owner);
+	values[0] = Int32GetDatum(cube_id);
+	values[1] = JsonbPGetDatum(given);
+
+	if (SPI_execute_with_args("SELECT jsonb_typeof($2)", 2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the options");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options of streamcube_alter_cube() must be a JSON object"),
+				 errhint("Pass the options to change, such as '{\"grace\": \"10 minutes\"}'; a key set to null removes that option.")));
+
+	/* Options that cannot change in place, with the reason. */
+	if (SPI_execute_with_args("SELECT key FROM jsonb_object_keys($2) AS key ORDER BY key",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the options");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		for (int f = 0; f < lengthof(sc_fixed_options); f++)
+			if (strcmp(key, sc_fixed_options[f].name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("\"%s\" of cube \"%s\" cannot be changed: %s",
+								key, name, sc_fixed_options[f].why),
+						 errhint("%s", sc_fixed_options[f].hint)));
+	}
+
+	/*
+	 * The cube's row first, as every other writer of it (a reassignment, a
+	 * pause) takes it: the options merged under the lock.
+	 */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT options, (options || $2) - "
+							  "  ARRAY(SELECT key FROM jsonb_each($2) WHERE jsonb_typeof(value) = 'null') "
+							  "FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes");
+	sc_catalog_leave(&save);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cube \"%s\" was dropped meanwhile", name)));
+	MemoryContextSwitchTo(caller);
+	old_options = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+							false, -1);
+	new_options = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
+							false, -1);
+
+	/* Checked as at creation, against the table as it is now. */
+	cube = sc_cube_load(cube_id, false);
+	sc_cube_parse_options(cube, DatumGetJsonbP(new_options), true);
+
+	values[1] = new_options;
+	{
+		Datum		pair[2] = {old_options, new_options};
+		Oid			ptypes[2] = {JSONBOID, JSONBOID};
+
+		if (SPI_execute_with_args("SELECT $1 IS DISTINCT FROM $2", 2, ptypes, pair, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not compare the options");
+		changed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (changed)
+	{
+		Oid			jtypes[5] = {INT4OID, JSONBOID, JSONBOID, OIDOID, TEXTOID};
+		Datum		jvalues[5] = {Int32GetDatum(cube_id), old_options, new_options,
+			ObjectIdGetDatum(relid),
+		CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
+
+		sc_catalog_exec("UPDATE streamcube.cubes SET options = $2, "
+						"config_version = config_version + 1 WHERE cube_id = $1",
+						2, types, values);
+		sc_catalog_exec("INSERT INTO streamcube.config_log "
+						"(object_type, cube_id, cube, old_value, new_value, changed_by) "
+						"VALUES ('cube', $1, $4::oid::regclass, $2, $3, $5)",
+						5, jtypes, jvalues);
+		sc_launcher_wakeup_at_commit();
+	}
+	SPI_finish();
+	result = DatumGetJsonbPCopy(new_options);
+	PG_RETURN_JSONB_P(result);
 }

@@ -55,6 +55,7 @@ typedef struct ScCube
 	int64		width;			/* segment interval in microseconds */
 
 	ScFormat	format;
+	char	   *options_text;	/* the stored options, to notice a change */
 	ScBadPolicy bad_policy;
 	bool		skip_tombstones;	/* option tombstones: skip (count) them */
 	bool		start_latest;
