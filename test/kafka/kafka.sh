@@ -6,7 +6,7 @@
 # broker and controller, bound to 127.0.0.1 only.  See docs/kafka-versions.md.
 #
 #   kafka.sh fetch [--version V]
-#   kafka.sh start --dir DIR --port PORT [--controller-port CPORT] [--version V]
+#   kafka.sh start --dir DIR --port PORT [--controller-port CPORT] [--sasl-port SPORT] [--version V]
 #   kafka.sh stop --dir DIR
 #   kafka.sh status --dir DIR
 #   kafka.sh create-topic --bootstrap HOST:PORT [--version V] [--config K=V]... NAME PARTITIONS
@@ -15,6 +15,11 @@
 #              KAFKA_JVM_PERFORMANCE_OPTS (default "-XX:+UseSerialGC") replace
 #              those parts of the broker's java command.
 #              KAFKA_START_TIMEOUT (default 90 s) bounds the wait in start.
+#              KAFKA_SASL_USERS (default "alice:alice-secret bob:bob-secret")
+#              are the user:password pairs the SASL/PLAIN listener accepts.
+#
+# Besides PLAINTEXT on PORT, the broker listens with SASL_PLAINTEXT and the
+# PLAIN mechanism on SPORT (default PORT + 2), for tests of credentials.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -176,12 +181,13 @@ abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }
 
 # ---------------------------------------------------------------- start
 do_start() {
-    local dir="" port="" cport="" v=$DEFAULT_VERSION
+    local dir="" port="" cport="" sport="" v=$DEFAULT_VERSION
     while (( $# )); do
         case $1 in
             --dir) dir=${2:?}; shift 2 ;;
             --port) port=${2:?}; shift 2 ;;
             --controller-port) cport=${2:?}; shift 2 ;;
+            --sasl-port) sport=${2:?}; shift 2 ;;
             --version) v=${2:?}; shift 2 ;;
             *) usage ;;
         esac
@@ -190,6 +196,8 @@ do_start() {
     [[ $port =~ ^[0-9]+$ ]] || die "bad port '$port'"
     [[ -z $cport ]] && cport=$(( port + 1 ))
     [[ $cport =~ ^[0-9]+$ ]] || die "bad controller port '$cport'"
+    [[ -z $sport ]] && sport=$(( port + 2 ))
+    [[ $sport =~ ^[0-9]+$ ]] || die "bad SASL port '$sport'"
     check_version "$v"
     command -v kcat >/dev/null || die "kcat not found (apt-get install kcat)"
     dir=$(abs_dir "$dir")
@@ -201,21 +209,29 @@ do_start() {
     rm -f "$dir/kafka.pid"
     port_in_use "$port" && die "port $port is already in use"
     port_in_use "$cport" && die "controller port $cport is already in use"
+    port_in_use "$sport" && die "SASL port $sport is already in use"
 
     do_fetch "$v"
     local jars; jars=$(jars_dir "$v")
 
-    local props=$dir/server.properties
+    local props=$dir/server.properties jaas_users="" pair
+    for pair in ${KAFKA_SASL_USERS:-alice:alice-secret bob:bob-secret}; do
+        [[ $pair =~ ^[A-Za-z0-9_-]+:[A-Za-z0-9_.-]+$ ]] || die "bad KAFKA_SASL_USERS entry '$pair' (want user:password)"
+        jaas_users+=" user_${pair%%:*}=\"${pair#*:}\""
+    done
     cat >"$props" <<EOF
 # written by test/kafka/kafka.sh for Kafka $v
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required $jaas_users;
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=1
@@ -292,7 +308,7 @@ EOF
         sleep 0.1
     done
     local t2; t2=$(now_ms)
-    say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, controller 127.0.0.1:$cport" \
+    say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, SASL/PLAIN 127.0.0.1:$sport, controller 127.0.0.1:$cport" \
         "($fmt, start until metadata $(( t2 - t1 )) ms)"
 }
 
