@@ -430,6 +430,14 @@ sc_launcher_review_slots(ScReconcile *rc)
 			slot->pause_wanted = w->paused;
 			slot->config_version = (uint32) w->config_version;
 			sc_signal_slot(slot);
+
+			/*
+			 * A failed receiver waiting out its back-off may fail for what
+			 * just changed (a cluster's password, a cube's options): try
+			 * the new configuration now.
+			 */
+			if (!alive && slot->state == SC_RECEIVER_FAILED)
+				slot->next_start = rc->now;
 		}
 		strlcpy(local_slots[s].cube_name, w->cube_name, sizeof(local_slots[s].cube_name));
 		if (!alive)

@@ -1474,7 +1474,15 @@ sc_receiver_main(Datum main_arg)
 			proc_exit(0);
 		}
 		LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-		sc_slot_set_error(slot, edata->message);
+
+		/*
+		 * The detail often says what went wrong (librdkafka's last client
+		 * error: a refused password, an unknown host): keep it with the
+		 * message.
+		 */
+		sc_slot_set_error(slot, edata->detail
+						  ? psprintf("%s (%s)", edata->message, edata->detail)
+						  : edata->message);
 		sc_slot_transition(slot, SC_RECEIVER_FAILED);
 		LWLockRelease(sc_shared->lock);
 		ReThrowError(edata);
