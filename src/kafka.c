@@ -77,6 +77,10 @@ struct ScKafkaConsumer
 	int			pipefd[2];
 	char	   *topic;
 	TimestampTz last_nudge;		/* see sc_kafka_consumer_nudge() */
+	int64		nudge_messages; /* the queue may have stopped the fetcher */
+	int64		nudge_bytes;	/* ... once this much went through it */
+	int64		drained_messages;	/* taken since the queue was last empty */
+	int64		drained_bytes;
 	ScKafkaEvents events;
 };
 
@@ -718,6 +722,19 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 				 errmsg("could not configure the Kafka consumer: %s", errbuf)));
 	}
 
+	/*
+	 * The queue's thresholds, as librdkafka will apply them: half of either
+	 * taken between two empty polls means the fetcher may have stopped.
+	 */
+	{
+		char		v[32];
+		size_t		size = sizeof(v);
+
+		c->nudge_messages = rd_kafka_conf_get(conf, "queued.min.messages", v, &size) == RD_KAFKA_CONF_OK
+			? strtoll(v, NULL, 10) / 2 : 50000;
+		c->nudge_bytes = (int64) queue_kbytes * 1024 / 2;
+	}
+
 	c->rk = sc_kafka_new_handle(RD_KAFKA_CONSUMER, conf, errbuf, sizeof(errbuf));
 	if (c->rk == NULL)
 		ereport(ERROR,
@@ -817,11 +834,14 @@ sc_kafka_consumer_wait_fd(ScKafkaConsumer *c)
  * later (fetch.queue.backoff.ms, which bounds that wait, came in 2.1).  A
  * receiver draining the queue faster than that waited for Kafka with data
  * still to read, which is why the prefetch had to be large.  When the queue
- * is empty and some partition is known to have more messages, the receiver
- * sends a ListOffsets request and does not wait for its answer: queuing the
- * request wakes the broker threads of those partitions' leaders, which then
- * look at their partitions again and fetch.  At most once every
- * SC_NUDGE_INTERVAL_MS; nothing is consumed or skipped by it.
+ * runs empty after at least half of a threshold went through it since it
+ * was last empty (so the fetcher may have stopped; a receiver keeping up
+ * with a live stream never gets there), and some partition is known to
+ * have more messages, the receiver sends a ListOffsets request and does not
+ * wait for its answer: queuing the request wakes the broker threads of
+ * those partitions' leaders, which then look at their partitions again and
+ * fetch.  At most once every SC_NUDGE_INTERVAL_MS; nothing is consumed or
+ * skipped by it.
  */
 #define SC_NUDGE_INTERVAL_MS 5
 
@@ -912,6 +932,8 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].eof = false;
 			messages[got].handle = m;
 			got++;
+			c->drained_messages++;
+			c->drained_bytes += m->len;
 			continue;
 		}
 
@@ -967,7 +989,11 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 	}
 
 	if (n < max_messages)
-		sc_kafka_consumer_nudge(c);
+	{
+		if (c->drained_messages >= c->nudge_messages || c->drained_bytes >= c->nudge_bytes)
+			sc_kafka_consumer_nudge(c);
+		c->drained_messages = c->drained_bytes = 0;
+	}
 
 	/* Serve logs and client errors queued on the main queue. */
 	rd_kafka_poll(c->rk, 0);
