@@ -147,8 +147,12 @@ RESET ROLE;
 -- only a role that may set that property may change the cluster at all
 -- (an admin could otherwise send its connection elsewhere).
 SELECT streamcube_alter_cluster('opcl', properties => '{"ssl.ca.location": "/etc/ssl/certs/ca-certificates.crt"}');
+-- An admin must give the secrets another role stored again (or they could
+-- be sent to a broker of its choosing), and may then still not keep the
+-- superuser's file property.
 SET ROLE sc_admin;
 SELECT streamcube_alter_cluster('opcl', '127.0.0.3:1');
+SELECT streamcube_alter_cluster('opcl', '127.0.0.3:1', '{"sasl.password": "hunter2-again"}');
 RESET ROLE;
 SET ROLE sc_user;
 SELECT streamcube_alter_cluster('opcl', '127.0.0.4:1');

@@ -530,7 +530,9 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	ret = SPI_execute_with_args("SELECT bootstrap_servers, "
 								"       ((properties || secrets) || $3) - "
 								"         ARRAY(SELECT key FROM jsonb_each($3) WHERE jsonb_typeof(value) = 'null'), "
-								"       (properties || secrets) "
+								"       (properties || secrets), created_by, "
+								"       (SELECT string_agg(key, ', ' ORDER BY key) FROM jsonb_object_keys(secrets) AS key "
+								"        WHERE NOT $3 ? key) "
 								"FROM streamcube.clusters WHERE name = $1 FOR UPDATE",
 								3, argtypes, args, NULL, false, 1);
 	sc_catalog_leave(&save);
@@ -542,6 +544,26 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 				 errmsg("Kafka cluster \"%s\" does not exist", name),
 				 errhint("The view streamcube.kafka_clusters lists the known clusters.")));
 	MemoryContextSwitchTo(caller);
+
+	/*
+	 * Secrets stored by another role stay only if the caller gives them
+	 * again: otherwise an admin could send them to a broker of its own
+	 * (a new bootstrap list, security.protocol without TLS).
+	 */
+	{
+		char	   *stored_by = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+		char	   *kept = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5);
+		Oid			owner = get_role_oid(stored_by, true);
+
+		if (kept != NULL && !superuser() &&
+			!(OidIsValid(owner) && has_privs_of_role(GetUserId(), owner)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to alter Kafka cluster \"%s\" without giving its secret properties again", name),
+					 errdetail("Role \"%s\" stored secret properties (%s); a change could send them elsewhere.",
+							   stored_by, kept),
+					 errhint("Give %s in the same call, or ask a superuser or role \"%s\".", kept, stored_by)));
+	}
 	old_bootstrap = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	merged = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls_unused),
 					   false, -1);
