@@ -37,7 +37,7 @@ $$;
 --
 SELECT streamcube_add_cluster('local', :'kafka');
 SELECT streamcube_add_cluster('tuned', '127.0.0.1:9092, 127.0.0.2:9092',
-    '{"socket.timeout.ms": 10000, "client.rack": "rack-1", "api.version.request": true}');
+    '{"socket.timeout.ms": 10000, "client.rack": "rack-1", "api.version.request": true, "max.in.flight": 3}');
 -- NULL properties mean none
 SELECT streamcube_add_cluster('plain', '127.0.0.1:9092', NULL);
 SELECT name, bootstrap_servers, properties, created_by
@@ -52,6 +52,8 @@ FROM streamcube.kafka_clusters WHERE name = 'local';
 -- unknown property: librdkafka's own message
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"no.such.property": "1"}');
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"Security.Protocol": "SSL"}');
+-- one property under both its names
+SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"max.partition.fetch.bytes": 1048576, "fetch.message.max.bytes": 65536}');
 -- invalid values
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"socket.timeout.ms": "soon"}');
 SELECT streamcube_add_cluster('bad', '127.0.0.1:9092', '{"compression.codec": "zip"}');

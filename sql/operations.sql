@@ -132,7 +132,15 @@ SELECT name, bootstrap_servers, properties FROM streamcube.kafka_clusters WHERE 
 SELECT streamcube_alter_cluster('opcl', '127.0.0.2:1');
 -- The same again changes nothing and journals nothing.
 SELECT streamcube_alter_cluster('opcl', '127.0.0.2:1', '{"sasl.username": "u"}');
+-- A property is stored under the name librdkafka knows it by, so a change
+-- under its other name replaces it rather than standing beside it.
+SELECT streamcube_alter_cluster('opcl', properties => '{"sasl.mechanism": "PLAIN", "max.partition.fetch.bytes": 65536}');
+SELECT streamcube_alter_cluster('opcl', properties => '{"sasl.mechanisms": "SCRAM-SHA-256"}');
+SELECT properties FROM streamcube.kafka_clusters WHERE name = 'opcl';
+SELECT streamcube_alter_cluster('opcl', properties => '{"fetch.message.max.bytes": null, "sasl.mechanism": null}');
+SELECT properties FROM streamcube.kafka_clusters WHERE name = 'opcl';
 -- Errors change nothing.
+SELECT streamcube_alter_cluster('opcl', properties => '{"sasl.mechanism": "PLAIN", "sasl.mechanisms": "PLAIN"}');
 SELECT streamcube_alter_cluster('opcl');
 SELECT streamcube_alter_cluster('opcl', ' , ');
 SELECT streamcube_alter_cluster('opcl', properties => '[]');

@@ -443,6 +443,10 @@ BEGIN
 END
 $$;
 
+-- The Kafka cluster a cube's positions are offsets of: a cluster's
+-- bootstrap list changed to another Kafka cluster pauses the cube.
+ALTER TABLE streamcube.cubes ADD COLUMN kafka_cluster_id text;
+
 -- Changes of clusters and cubes in place (streamcube_alter_cluster,
 -- streamcube_alter_cube): who, when, the value before and after.  Secret
 -- properties show as ********.  A cube's rows are readable by its readers,

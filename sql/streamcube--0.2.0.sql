@@ -117,7 +117,8 @@ CREATE TABLE streamcube.cubes (
     skip_offset      bigint,
     skip_error       text,
     created_at       timestamptz NOT NULL DEFAULT now(),
-    assignment_epoch bigint NOT NULL DEFAULT 0       -- the reassignment that last changed its assignment
+    assignment_epoch bigint NOT NULL DEFAULT 0,      -- the reassignment that last changed its assignment
+    kafka_cluster_id text                            -- the Kafka cluster id its positions belong to (NULL: not known yet)
 );
 REVOKE ALL ON streamcube.cubes FROM PUBLIC;
 

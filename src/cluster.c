@@ -297,6 +297,103 @@ sc_check_properties(const char *cluster, Datum properties)
 }
 
 /*
+ * Properties as given, under the names librdkafka knows them by: "a key set
+ * twice" cannot hide behind an alias (sasl.mechanism, sasl.mechanisms), and
+ * streamcube_alter_cluster() replaces a stored property whichever name
+ * either call used.  *aliases receives a text[] of the other names of the
+ * keys given, for the caller to remove from a stored configuration.  The
+ * caller is connected to SPI.
+ */
+static Datum
+sc_text_array(List *strings)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * (list_length(strings) + 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, strings)
+		elems[n++] = CStringGetTextDatum(strVal(lfirst(lc)));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+sc_canonical_properties(const char *cluster, Datum properties, Datum *aliases)
+{
+	Oid			argtypes[3] = {JSONBOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		args[3];
+	List	   *from = NIL;
+	List	   *to = NIL;
+	List	   *others = NIL;
+	List	   *all;
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, argtypes, &properties, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("properties of Kafka cluster \"%s\" must be a JSON object", cluster),
+				 errhint("Pass librdkafka properties as '{\"security.protocol\": \"SASL_SSL\"}'; "
+						 "streamcube_alter_cluster() removes a key set to null.")));
+
+	ret = SPI_execute_with_args("SELECT key FROM jsonb_object_keys($1) AS key ORDER BY key",
+								1, argtypes, &properties, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
+	all = NIL;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		ListCell   *lc;
+		ScPropertyClass cls = sc_kafka_property_class(key, NULL);
+		/* Names refused anyway keep theirs, for the error that names them. */
+		const char *canonical = cls == SC_PROP_ALLOWED || cls == SC_PROP_SECRET ?
+			sc_kafka_property_canonical(key) : key;
+
+		foreach(lc, all)
+			if (strcmp(sc_kafka_property_canonical(lfirst(lc)), canonical) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("properties \"%s\" and \"%s\" of Kafka cluster \"%s\" are the same librdkafka property",
+								(char *) lfirst(lc), key, cluster),
+						 errhint("Give only \"%s\".", canonical)));
+		all = lappend(all, key);
+		if (canonical != key)
+		{
+			from = lappend(from, makeString(key));
+			to = lappend(to, makeString(pstrdup(canonical)));
+		}
+	}
+
+	/* Every other name of every key given: what a merge replaces. */
+	{
+		ListCell   *lc;
+
+		foreach(lc, all)
+			others = list_concat(others, sc_kafka_property_other_names(lfirst(lc)));
+	}
+	*aliases = sc_text_array(others);
+	if (from == NIL)
+		return properties;
+
+	args[0] = properties;
+	args[1] = sc_text_array(from);
+	args[2] = sc_text_array(to);
+	ret = SPI_execute_with_args("SELECT ($1 - $2) || jsonb_object_agg(c, $1 -> a) "
+								"FROM unnest($2, $3) AS u(a, c)",
+								3, argtypes, args, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not rename properties: %s", SPI_result_code_string(ret));
+	{
+		bool		isnull;
+
+		return datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+						 false, -1);
+	}
+}
+
+/*
  * streamcube_add_cluster(name text, bootstrap_servers text, properties jsonb)
  */
 Datum
@@ -333,6 +430,11 @@ sc_add_cluster(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(bootstrap);
 	args[2] = properties;
 	args[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+	{
+		Datum		unused;
+
+		args[2] = properties = sc_canonical_properties(name, properties, &unused);
+	}
 	args[3] = sc_check_properties(name, properties);
 
 	sc_catalog_enter(&save);
@@ -415,7 +517,7 @@ sc_check_cluster(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	conn = sc_cluster_conninfo(name);
-	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms, NULL);
+	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms, NULL, NULL);
 
 	foreach(lc, partitions)
 	{
@@ -483,8 +585,8 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	char	   *name;
 	char	   *bootstrap = NULL;
 	Datum		given = (Datum) 0;
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID};
-	Datum		args[5];
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID, TEXTARRAYOID};
+	Datum		args[6];
 	bool		nulls_unused;
 	ScPrivilegeSave save;
 	int			ret;
@@ -516,25 +618,34 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	args[0] = CStringGetTextDatum(name);
-	args[2] = given != (Datum) 0 ? given : DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
-	if (SPI_execute_with_args("SELECT jsonb_typeof($3)", 3, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not inspect properties");
-	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("properties of Kafka cluster \"%s\" must be a JSON object", name),
-				 errhint("Pass the properties to change, such as '{\"sasl.password\": \"...\"}'; a key set to null removes it.")));
+	args[2] = sc_canonical_properties(name,
+									  given != (Datum) 0 ? given : DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")),
+									  &args[5]);
 
-	/* The cluster's row, locked: concurrent changes queue up. */
+	/*
+	 * The rows of the cluster's cubes, then the cluster's row, locked:
+	 * concurrent changes queue up.  Cube rows first and in cube order, as
+	 * everything else that locks cubes (pause, alter, reassign, a receiver's
+	 * batch) takes them; the cluster's row is locked without its key, so a
+	 * cube created meanwhile (its foreign key shares the key) does not wait.
+	 */
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cluster_name = $1 "
+								"ORDER BY cube_id FOR NO KEY UPDATE",
+								1, argtypes, args, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the cubes of Kafka cluster \"%s\": %s", name, SPI_result_code_string(ret));
+
 	sc_catalog_enter(&save);
 	ret = SPI_execute_with_args("SELECT bootstrap_servers, "
-								"       ((properties || secrets) || $3) - "
+								"       (((properties || secrets) - $6) || $3) - "
 								"         ARRAY(SELECT key FROM jsonb_each($3) WHERE jsonb_typeof(value) = 'null'), "
 								"       (properties || secrets), created_by, "
 								"       (SELECT string_agg(key, ', ' ORDER BY key) FROM jsonb_object_keys(secrets) AS key "
-								"        WHERE NOT $3 ? key) "
-								"FROM streamcube.clusters WHERE name = $1 FOR UPDATE",
-								3, argtypes, args, NULL, false, 1);
+								"        WHERE NOT $3 ? key AND key <> ALL ($6)) "
+								"FROM streamcube.clusters WHERE name = $1 FOR NO KEY UPDATE",
+								6, argtypes, args, NULL, false, 1);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));

@@ -220,7 +220,7 @@ sc_conn_reads_uncommitted(const ScKafkaConnInfo *conn)
 static void
 sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum *ends)
 {
-	List	   *partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL);
+	List	   *partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, NULL);
 	int			n = list_length(partitions);
 	Datum	   *pd = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *ed = palloc(sizeof(Datum) * Max(n, 1));

@@ -181,7 +181,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	SPI_execute_with_args("SELECT c.relid, r.relowner, n.nspname, r.relname, c.cluster_name, c.topic, "
 						  "       c.time_column, c.segment_interval, c.format, c.options, c.paused, "
 						  "       c.skip_partition, c.skip_offset, c.config_version, c.skip_error, "
-						  "       c.paused_reason "
+						  "       c.paused_reason, c.kafka_cluster_id "
 						  "FROM streamcube.cubes c "
 						  "JOIN pg_class r ON r.oid = c.relid "
 						  "JOIN pg_namespace n ON n.oid = r.relnamespace "
@@ -224,6 +224,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->config_version = DatumGetInt64(SPI_getbinval(tup, desc, 14, &isnull));
 	cube->skip_error = SPI_getvalue(tup, desc, 15);
 	cube->paused_reason = SPI_getvalue(tup, desc, 16);
+	cube->kafka_cluster_id = SPI_getvalue(tup, desc, 17);
 
 	sc_cube_read_columns(cube, time_column);
 	sc_cube_parse_options(cube, options, false);
@@ -303,6 +304,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	int			nestlevel;
 	ScKafkaConnInfo *conn;
 	List	   *partitions;
+	char	   *kafka_cluster_id = NULL;
 	ListCell   *lc;
 	StringInfoData sql;
 	List	   *raw;
@@ -392,7 +394,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The cluster and the topic, with watermarks for the start positions. */
 	conn = sc_cluster_conninfo(cluster);
-	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL);
+	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	list_sort(partitions, sc_partition_cmp);
 
 	/* The table: exactly one CREATE TABLE statement, run as the caller. */
@@ -470,14 +472,17 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	values[5] = CStringGetTextDatum(format);
 	types[6] = JSONBOID;
 	values[6] = JsonbPGetDatum(options);
+	types[7] = TEXTOID;
+	values[7] = kafka_cluster_id ? CStringGetTextDatum(kafka_cluster_id) : (Datum) 0;
 	{
 		ScPrivilegeSave save;
 
 		sc_catalog_enter(&save);
 		SPI_execute_with_args("INSERT INTO streamcube.cubes "
-							  "(relid, cluster_name, topic, time_column, segment_interval, format, options) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING cube_id",
-							  7, types, values, NULL, false, 0);
+							  "(relid, cluster_name, topic, time_column, segment_interval, format, options, "
+							  " kafka_cluster_id) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING cube_id",
+							  8, types, values, kafka_cluster_id ? NULL : "       n", false, 0);
 		cube->cube_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		foreach(lc, cube->replica_sets)
 			SPI_execute_with_args("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
@@ -810,7 +815,7 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 	partitions = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-								   sc_kafka_timeout_ms, NULL);
+								   sc_kafka_timeout_ms, NULL, NULL);
 
 	parts = palloc(sizeof(int32) * Max(list_length(partitions), 1));
 	targets = palloc(sizeof(int64) * Max(list_length(partitions), 1));

@@ -47,6 +47,7 @@ typedef struct ScCube
 	char	   *qualified;		/* quoted schema.table */
 	char	   *cluster;
 	char	   *topic;
+	char	   *kafka_cluster_id;	/* the Kafka cluster its positions are of; NULL unknown */
 
 	int			ncolumns;		/* declared columns, without _partition/_offset */
 	ScColumn   *columns;

@@ -245,6 +245,54 @@ sc_kafka_property_class_name(ScPropertyClass cls)
 	return "unclassified";
 }
 
+/*
+ * Properties with a second name (CONFIGURATION.md: "alias for ..."), which
+ * sets the same thing: a configuration is stored and merged under one name
+ * only.  ("topic.<name>" is not an alias: for a property that exists both
+ * globally and per topic it sets the topic one.)
+ */
+static const struct
+{
+	const char *alias;
+	const char *name;
+}			property_aliases[] = {
+	{"acks", "request.required.acks"},
+	{"bootstrap.servers", "metadata.broker.list"},
+	{"compression.type", "compression.codec"},
+	{"delivery.timeout.ms", "message.timeout.ms"},
+	{"linger.ms", "queue.buffering.max.ms"},
+	{"max.in.flight", "max.in.flight.requests.per.connection"},
+	{"max.partition.fetch.bytes", "fetch.message.max.bytes"},
+	{"retries", "message.send.max.retries"},
+	{"sasl.mechanism", "sasl.mechanisms"},
+};
+
+/* The name librdkafka knows a property by; name itself if it has one only. */
+const char *
+sc_kafka_property_canonical(const char *name)
+{
+	for (int i = 0; i < lengthof(property_aliases); i++)
+		if (strcmp(name, property_aliases[i].alias) == 0)
+			return property_aliases[i].name;
+	return name;
+}
+
+/* The other names of a property (String nodes), NIL if it has none. */
+List *
+sc_kafka_property_other_names(const char *name)
+{
+	const char *canonical = sc_kafka_property_canonical(name);
+	List	   *names = NIL;
+
+	if (strcmp(canonical, name) != 0)
+		names = lappend(names, makeString(pstrdup(canonical)));
+	for (int i = 0; i < lengthof(property_aliases); i++)
+		if (strcmp(property_aliases[i].name, canonical) == 0 &&
+			strcmp(property_aliases[i].alias, name) != 0)
+			names = lappend(names, makeString(pstrdup(property_aliases[i].alias)));
+	return names;
+}
+
 /* Secrets, and the kinit command (it may quote one), are never shown. */
 bool
 sc_kafka_property_masked(const char *name)
@@ -478,7 +526,8 @@ sc_kafka_retriable(rd_kafka_resp_err_t err)
  */
 List *
 sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-				  bool with_watermarks, int timeout_ms, bool *topic_missing)
+				  bool with_watermarks, int timeout_ms, bool *topic_missing,
+				  char **cluster_id)
 {
 	ScKafkaEvents events = {0};
 	char		errbuf[512];
@@ -574,6 +623,16 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 		}
 		if (failure_code == 0 && topic != NULL && !topic_found)
 			failure_code = 2;
+
+		/* The id the metadata answer carried (none from brokers before 0.10.1). */
+		if (cluster_id != NULL && md != NULL)
+		{
+			char	   *id = rd_kafka_clusterid(rk, 0);
+
+			*cluster_id = id ? pstrdup(id) : NULL;
+			if (id)
+				rd_kafka_mem_free(rk, id);
+		}
 	}
 	PG_FINALLY();
 	{

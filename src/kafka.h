@@ -95,6 +95,8 @@ extern ScPropertyClass sc_kafka_property_class(const char *name, const char *val
 extern ScPropertyClass sc_kafka_config_class(List *properties);
 extern const char *sc_kafka_property_class_name(ScPropertyClass cls);
 extern bool sc_kafka_property_masked(const char *name);
+extern const char *sc_kafka_property_canonical(const char *name);
+extern List *sc_kafka_property_other_names(const char *name);
 extern List *sc_kafka_property_names(void);
 extern bool sc_kafka_check_property(const char *name, const char *value,
 									char *errbuf, size_t errlen);
@@ -102,7 +104,7 @@ extern bool sc_kafka_check_config(List *properties, char *errbuf, size_t errlen)
 
 extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 							   bool with_watermarks, int timeout_ms,
-							   bool *topic_missing);
+							   bool *topic_missing, char **cluster_id);
 
 extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 												 const char *group_id,

@@ -78,6 +78,8 @@ typedef struct ScLauncherSlot
 	BackgroundWorkerHandle *handle;
 	TimestampTz registered_at;
 	bool		restart_pending;	/* death noticed, back-off computed */
+	bool		retry_wanted;	/* its configuration changed while it was down */
+	bool		retry_used;		/* ... and that cut the back-off of this failure */
 	char		cube_name[2 * NAMEDATALEN + 2];
 } ScLauncherSlot;
 
@@ -376,6 +378,7 @@ sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
 	else if (!local_slots[s].restart_pending)
 	{
 		slot->failures++;
+		local_slots[s].retry_used = false;
 		if (slot->state != SC_RECEIVER_FAILED && slot->last_error[0] == '\0')
 			sc_slot_set_error(slot, "receiver exited unexpectedly");
 		sc_slot_transition(slot, SC_RECEIVER_FAILED);
@@ -384,6 +387,24 @@ sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
 													   Min((int64) 1000 << Min(slot->failures - 1, 20),
 														   (int64) sc_restart_max_delay_ms));
 		local_slots[s].restart_pending = true;
+	}
+
+	/*
+	 * A failed receiver waiting out its back-off may fail for what has just
+	 * changed (a cluster's password, a cube's options): try the new
+	 * configuration at once, but once per failure and not sooner than a
+	 * second after the last start, so that changing a cube in a loop does
+	 * not turn the back-off into a restart loop.
+	 */
+	if (local_slots[s].retry_wanted)
+	{
+		local_slots[s].retry_wanted = false;
+		if (!local_slots[s].retry_used && slot->state == SC_RECEIVER_FAILED)
+		{
+			slot->next_start = Min(slot->next_start,
+								   Max(rc->now, TimestampTzPlusMilliseconds(local_slots[s].registered_at, 1000)));
+			local_slots[s].retry_used = true;
+		}
 	}
 	if (rc->now >= slot->next_start)
 		rc->to_start[rc->nstart++] = s;
@@ -430,14 +451,8 @@ sc_launcher_review_slots(ScReconcile *rc)
 			slot->pause_wanted = w->paused;
 			slot->config_version = (uint32) w->config_version;
 			sc_signal_slot(slot);
-
-			/*
-			 * A failed receiver waiting out its back-off may fail for what
-			 * just changed (a cluster's password, a cube's options): try
-			 * the new configuration now.
-			 */
-			if (!alive && slot->state == SC_RECEIVER_FAILED)
-				slot->next_start = rc->now;
+			if (!alive)
+				local_slots[s].retry_wanted = true;
 		}
 		strlcpy(local_slots[s].cube_name, w->cube_name, sizeof(local_slots[s].cube_name));
 		if (!alive)

@@ -552,6 +552,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	List	   *assigned = NIL;
 	List	   *changes;
 	List	   *kafka;
+	char	   *kafka_cluster_id = NULL;
 	ListCell   *lc;
 	char	   *reason;
 	bool		paused;
@@ -592,7 +593,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	cube = sc_cube_load(cube_id, false);
 	changes = sc_parse_position_request(request, cube->qualified, assigned);
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-							  sc_kafka_timeout_ms, NULL);
+							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 
 	foreach(lc, changes)
 	{
@@ -671,14 +672,19 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 
-	/* The operator acted on the reason; the cube stays paused. */
+	/*
+	 * The operator acted on the reason; the cube stays paused.  Its
+	 * positions are now offsets of the Kafka cluster that answered here.
+	 */
 	{
-		Oid			t = INT4OID;
-		Datum		v = Int32GetDatum(cube_id);
+		Oid			t[2] = {INT4OID, TEXTOID};
+		Datum		v[2] = {Int32GetDatum(cube_id),
+		CStringGetTextDatum(kafka_cluster_id ? kafka_cluster_id : "")};
 
 		sc_positions_exec("UPDATE streamcube.cubes SET paused_reason = NULL, "
-						  "config_version = config_version + 1 WHERE cube_id = $1",
-						  1, &t, &v, false);
+						  "config_version = config_version + 1, "
+						  "kafka_cluster_id = coalesce(nullif($2, ''), kafka_cluster_id) WHERE cube_id = $1",
+						  2, t, v, false);
 	}
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();

@@ -759,7 +759,7 @@ sc_reassign_describe_cb(void *arg)
 
 	d->partitions = sc_kafka_describe(sc_cluster_conninfo(d->r->cube->cluster), d->r->cube->topic,
 									  true, (int) Min(d->r->timeout_ms, sc_kafka_timeout_ms),
-									  &d->missing);
+									  &d->missing, NULL);
 }
 
 static List *

@@ -552,6 +552,7 @@ sc_receiver_reload(uint32 config_version)
 		receiver.cube->skip_offset = fresh->skip_offset;
 		receiver.cube->skip_error = fresh->skip_error ? pstrdup(fresh->skip_error) : NULL;
 		receiver.cube->config_version = fresh->config_version;
+		receiver.cube->kafka_cluster_id = fresh->kafka_cluster_id ? pstrdup(fresh->kafka_cluster_id) : NULL;
 
 		/*
 		 * Options changed (streamcube_alter_cube): read the whole cube
@@ -644,6 +645,32 @@ sc_receiver_pause_for(const char *reason)
 }
 
 /*
+ * A cube created before streamcube knew cluster ids (or by a broker that
+ * did not tell) learns the id of the cluster its positions come from.
+ */
+static void
+sc_receiver_note_cluster_id(const char *cluster_id)
+{
+	Datum		args[2] = {Int32GetDatum(receiver.cube_id), CStringGetTextDatum(cluster_id)};
+	Oid			types[2] = {INT4OID, TEXTOID};
+	ScPrivilegeSave save;
+
+	sc_receiver_begin("recording the Kafka cluster id");
+	if (sc_receiver_lock_cube())
+	{
+		SPI_connect();
+		sc_catalog_enter(&save);
+		SPI_execute_with_args("UPDATE streamcube.cubes SET kafka_cluster_id = $2 "
+							  "WHERE cube_id = $1 AND kafka_cluster_id IS NULL",
+							  2, types, args, NULL, false, 0);
+		sc_catalog_leave(&save);
+		SPI_finish();
+	}
+	sc_receiver_commit();
+	receiver.cube->kafka_cluster_id = MemoryContextStrdup(receiver.cube_cxt, cluster_id);
+}
+
+/*
  * Does Kafka still hold what the cube needs?  Compares every position with
  * the partition's watermarks.  When it does not, the cube is paused with a
  * reason that names the partition, the offsets and what to do, and false
@@ -656,21 +683,39 @@ sc_receiver_check_kafka(void)
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	bool		missing;
+	char	   *cluster_id = NULL;
 	List	   *partitions = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-											   sc_kafka_timeout_ms, &missing);
+											   sc_kafka_timeout_ms, &missing, &cluster_id);
 	const char *cube = receiver.cube->qualified;
 	char	   *reason = NULL;
 	ListCell   *lc;
 
 	receiver.topic_gone = missing;
-	if (missing)
+
+	/*
+	 * Offsets mean something in one Kafka cluster only.  A bootstrap list
+	 * changed to another cluster (streamcube_alter_cluster) must not resume
+	 * the cube at offsets of the old one: whatever they point at there is
+	 * not what the cube has not read yet.
+	 */
+	if (cluster_id != NULL && receiver.cube->kafka_cluster_id != NULL &&
+		strcmp(cluster_id, receiver.cube->kafka_cluster_id) != 0)
+		reason = psprintf("Kafka cluster \"%s\" now reaches another Kafka cluster (id %s) than the one "
+						  "the cube's positions are offsets of (id %s). Nothing was read from it. If the "
+						  "cluster was changed by mistake, change it back with streamcube_alter_cluster() "
+						  "and call streamcube_resume('%s'); if the topic was moved there, set the "
+						  "positions it has there with streamcube_set_positions('%s', ...), then resume",
+						  receiver.cube->cluster, cluster_id, receiver.cube->kafka_cluster_id, cube, cube);
+	else if (cluster_id != NULL && receiver.cube->kafka_cluster_id == NULL)
+		sc_receiver_note_cluster_id(cluster_id);
+	if (reason == NULL && missing)
 		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
 						  "Nothing was skipped. If it was deleted and created again, its offsets "
 						  "start over: check it, then call streamcube_set_positions('%s', '\"earliest\"') "
 						  "and streamcube_resume('%s')",
 						  receiver.cube->topic, receiver.cube->cluster, cube, cube);
 	receiver.topic_partitions = list_length(partitions);
-	for (int i = 0; i < receiver.nparts && reason == NULL; i++)
+	for (int i = 0; i < receiver.nparts && reason == NULL && !missing; i++)
 	{
 		ScKafkaPartitionInfo *p = NULL;
 
@@ -1233,7 +1278,7 @@ static void
 sc_receiver_adopt_cb(void *arg)
 {
 	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-										  sc_kafka_timeout_ms, NULL);
+										  sc_kafka_timeout_ms, NULL, NULL);
 
 	(void) sc_reassign_adopt_partitions(receiver.cube, kafka);
 	receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));

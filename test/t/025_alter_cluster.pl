@@ -8,10 +8,12 @@
 #  2. A wrong password: the receiver cannot authenticate, says so in
 #     streamcube.consumers, and consumes nothing more.
 #  3. The right password again: it catches up.
+#  4. The cluster reaches another Kafka cluster (by its id): the cube
+#     pauses and reads nothing until its positions are set there.
 #
 # At the end the cube holds every message exactly once (count, unique
 # (_partition, _offset), per-partition offsets and sums against Kafka),
-# the journal holds the three changes with the password masked, and no
+# the journal holds the four changes with the password masked, and no
 # password reached the server log.
 
 use strict;
@@ -100,6 +102,38 @@ ok($node->poll_query_until('postgres', "SELECT count(*) >= $stuck + 2000 FROM ev
 	'with the right password it catches up');
 cmp_ok(time - $fixed, '<', 30, 'within seconds, not after the back-off');
 
+# 4. The cluster reaches another Kafka cluster.  There is one broker
+# here, so the catalog is made to say that the cube's positions are offsets
+# of another cluster: what it would hold after a bootstrap list was pointed
+# at a different cluster.
+my $real_id = $node->safe_psql('postgres',
+	"SELECT kafka_cluster_id FROM streamcube.cubes WHERE relid = 'ev'::regclass");
+like($real_id, qr/^[A-Za-z0-9_-]{16,}$/,
+	'the cube holds the id of the Kafka cluster its positions are offsets of');
+$node->safe_psql('postgres',
+	"UPDATE streamcube.cubes SET kafka_cluster_id = 'OtherKafkaClusterId000' WHERE relid = 'ev'::regclass");
+$node->safe_psql('postgres',
+	"SELECT streamcube_alter_cluster('s', properties => '{\"client.id\": \"moved\"}')");
+ok($node->poll_query_until('postgres',
+		"SELECT paused FROM streamcube.cubes WHERE relid = 'ev'::regclass"),
+	'a cube whose cluster now reaches another Kafka cluster pauses');
+like( $node->safe_psql('postgres',
+		"SELECT paused_reason FROM streamcube.cubes WHERE relid = 'ev'::regclass"),
+	qr/Kafka cluster "s" now reaches another Kafka cluster \(id \Q$real_id\E\) than the one the cube's positions are offsets of \(id OtherKafkaClusterId000\)\. Nothing was read from it\./,
+	'and says why, with both ids');
+my $held = rows();
+sleep 2;
+is(rows(), $held, 'nothing is read from the other cluster');
+# The way out when the topic really moved: set the positions it has there
+# (here the same offsets), which makes them offsets of that cluster.
+$node->safe_psql('postgres',
+	"SELECT count(*) FROM streamcube_set_positions('ev', "
+	  . "(SELECT jsonb_object_agg(partition::text, position) FROM streamcube.lag('ev')))");
+is( $node->safe_psql('postgres',
+		"SELECT kafka_cluster_id FROM streamcube.cubes WHERE relid = 'ev'::regclass"),
+	$real_id, 'streamcube_set_positions ties the positions to the cluster that answers now');
+$node->safe_psql('postgres', "SELECT streamcube_resume('ev')");
+
 ok(sc_produce_finish($producer), 'the producer delivered everything');
 is($node->safe_psql('postgres', "SELECT streamcube_wait('ev', '120 s')"),
 	't', 'the cube caught up with the topic');
@@ -110,8 +144,8 @@ is( $node->safe_psql('postgres',
 		"SELECT string_agg(format('%s %s', new_value->'properties'->>'sasl.username', "
 		  . "new_value->'properties'->>'sasl.password'), ', ' ORDER BY log_id) "
 		  . "FROM streamcube.config_log WHERE cluster = 's'"),
-	'bob ********, bob ********, bob ********',
-	'the journal holds the three changes, passwords masked');
+	'bob ********, bob ********, bob ********, bob ********',
+	'the journal holds the four changes, passwords masked');
 is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM streamcube.config_log WHERE cluster = 's' AND "
 		  . "(old_value::text ~ 'secret|not-bobs' OR new_value::text ~ 'secret|not-bobs')"),
