@@ -35,7 +35,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing reassign direct_insert operations
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing reassign direct_insert operations metadata
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

@@ -447,6 +447,10 @@ $$;
 -- bootstrap list changed to another Kafka cluster pauses the cube.
 ALTER TABLE streamcube.cubes ADD COLUMN kafka_cluster_id text;
 
+-- Format jsonb: JSON, and the whole document in a jsonb column.
+ALTER TABLE streamcube.cubes DROP CONSTRAINT cubes_format_check,
+    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv'));
+
 -- Changes of clusters and cubes in place (streamcube_alter_cluster,
 -- streamcube_alter_cube): who, when, the value before and after.  Secret
 -- properties show as ********.  A cube's rows are readable by its readers,

@@ -102,7 +102,7 @@ CREATE TABLE streamcube.cubes (
     topic            text NOT NULL,
     time_column      name NOT NULL,
     segment_interval interval NOT NULL,
-    format           text NOT NULL CHECK (format IN ('json', 'csv')),
+    format           text NOT NULL CHECK (format IN ('json', 'jsonb', 'csv')),
     options          jsonb NOT NULL DEFAULT '{}',
     -- the owner is the owner of the table (pg_class.relowner): DROP ROLE
     -- then fails as for any table, and ALTER TABLE OWNER TO moves the cube

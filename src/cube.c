@@ -213,7 +213,12 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	time_column = SPI_getvalue(tup, desc, 7);
 	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)),
 									"segment_interval");
-	cube->format = strcmp(SPI_getvalue(tup, desc, 9), "csv") == 0 ? SC_FORMAT_CSV : SC_FORMAT_JSON;
+	{
+		char	   *format = SPI_getvalue(tup, desc, 9);
+
+		cube->format = strcmp(format, "csv") == 0 ? SC_FORMAT_CSV :
+			strcmp(format, "jsonb") == 0 ? SC_FORMAT_JSONB : SC_FORMAT_JSON;
+	}
 	options = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 10, &isnull));
 	cube->options_text = SPI_getvalue(tup, desc, 10);
 	cube->paused = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
@@ -328,11 +333,13 @@ sc_create_cube(PG_FUNCTION_ARGS)
 		cube->format = SC_FORMAT_JSON;
 	else if (strcmp(format, "csv") == 0)
 		cube->format = SC_FORMAT_CSV;
+	else if (strcmp(format, "jsonb") == 0)
+		cube->format = SC_FORMAT_JSONB;
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
-				 errhint("Use 'json' or 'csv'.")));
+				 errhint("Use 'json', 'jsonb' or 'csv'.")));
 	cube->width = sc_interval_usecs(interval, "segment_interval");
 	if (cube->width < USECS_PER_MINUTE)
 		ereport(ERROR,

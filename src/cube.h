@@ -18,8 +18,21 @@
 typedef enum ScFormat
 {
 	SC_FORMAT_JSON,
-	SC_FORMAT_CSV
+	SC_FORMAT_CSV,
+	SC_FORMAT_JSONB				/* json, and the whole document in a jsonb column */
 } ScFormat;
+
+/* Where a column's value comes from, besides the payload (option "fields"). */
+typedef enum ScMeta
+{
+	SC_META_NONE = 0,			/* the payload: a JSON key path, a CSV field */
+	SC_META_KEY,				/* the message key */
+	SC_META_TIMESTAMP,			/* the Kafka timestamp */
+	SC_META_TIMESTAMP_TYPE,		/* CreateTime or LogAppendTime */
+	SC_META_HEADER,				/* one header, by name (its last value) */
+	SC_META_HEADERS,			/* every header, as a JSON object */
+	SC_META_VALUE				/* the whole message value */
+} ScMeta;
 
 typedef enum ScBadPolicy
 {
@@ -33,7 +46,9 @@ typedef struct ScColumn
 	char	   *name;
 	Oid			type;
 	char	  **path;			/* JSON keys leading to the value */
-	int			pathlen;
+	int			pathlen;		/* 0 for a metadata column */
+	ScMeta		meta;
+	char	   *header;			/* SC_META_HEADER: its name */
 } ScColumn;
 
 typedef struct ScCube
@@ -52,6 +67,7 @@ typedef struct ScCube
 	int			ncolumns;		/* declared columns, without _partition/_offset */
 	ScColumn   *columns;
 	int			time_index;		/* index of the time column in columns[] */
+	int			nmeta;			/* columns filled from message metadata */
 	Oid			time_type;		/* TIMESTAMPTZOID or TIMESTAMPOID */
 	int64		width;			/* segment interval in microseconds */
 

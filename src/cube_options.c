@@ -26,6 +26,7 @@
 #include "parser/parse_node.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 /* Longest key path of option "fields"; deeper paths are refused. */
@@ -106,11 +107,121 @@ sc_option_interval(const char *key, const char *value, bool allow_none)
 							 what);
 }
 
+/* The kinds of Kafka metadata a column can take, by the name "fields" uses. */
+static const struct
+{
+	const char *name;
+	ScMeta		meta;
+}			meta_kinds[] = {
+	{"key", SC_META_KEY},
+	{"timestamp", SC_META_TIMESTAMP},
+	{"timestamp_type", SC_META_TIMESTAMP_TYPE},
+	{"header", SC_META_HEADER},
+	{"headers", SC_META_HEADERS},
+	{"value", SC_META_VALUE},
+};
+
+static const char *
+sc_meta_name(ScMeta meta)
+{
+	for (int i = 0; i < lengthof(meta_kinds); i++)
+		if (meta_kinds[i].meta == meta)
+			return meta_kinds[i].name;
+	return "payload";
+}
+
 /*
- * Option "fields": column -> key path, as "a.b.c" or ["a", "b.c"].  With
- * validate, every column must exist and every path be a non-empty list of
- * keys (dotted paths: of non-empty keys); without, mappings of columns the
- * table no longer has are skipped.
+ * A metadata spec of option "fields": {"kafka": "key"}, {"kafka":
+ * "header", "name": "trace-id"}, ...  An object can never be a key path
+ * (those are strings and arrays), so no payload field name clashes with it.
+ */
+static void
+sc_parse_meta_spec(ScColumn *col, const char *kind, const char *name, int nkeys)
+{
+	col->meta = SC_META_NONE;
+	for (int i = 0; kind != NULL && i < lengthof(meta_kinds); i++)
+		if (strcmp(kind, meta_kinds[i].name) == 0)
+			col->meta = meta_kinds[i].meta;
+	if (col->meta == SC_META_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" in cube option \"fields\" must name a kind of Kafka metadata",
+						col->name),
+				 errhint("Use {\"kafka\": K} with K one of key, timestamp, timestamp_type, header, headers, value; "
+						 "{\"kafka\": \"header\", \"name\": \"trace-id\"} for one header.")));
+	if (col->meta == SC_META_HEADER && (name == NULL || name[0] == '\0' || nkeys != 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" in cube option \"fields\" takes a header without naming it",
+						col->name),
+				 errhint("Write {\"kafka\": \"header\", \"name\": \"trace-id\"}, or {\"kafka\": \"headers\"} for all of them.")));
+	if (col->meta != SC_META_HEADER && nkeys != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" in cube option \"fields\" has keys besides \"kafka\"", col->name),
+				 errhint("Only {\"kafka\": \"header\", \"name\": ...} takes a second key.")));
+	col->header = col->meta == SC_META_HEADER ? pstrdup(name) : NULL;
+	col->path = NULL;
+	col->pathlen = 0;
+}
+
+/*
+ * Can a column of this type take that metadata?  A key or a header goes
+ * through the column type's input function (raw bytes into bytea), so any
+ * type can; the others have a shape of their own.
+ */
+static void
+sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
+{
+	Oid			base = getBaseType(col->type);
+	bool		text = base == TEXTOID || base == VARCHAROID;
+	bool		json = base == JSONOID || base == JSONBOID;
+	bool		ok = true;
+	const char *want = NULL;
+
+	switch (col->meta)
+	{
+		case SC_META_NONE:
+		case SC_META_KEY:
+		case SC_META_HEADER:
+			break;
+		case SC_META_TIMESTAMP:
+			ok = base == TIMESTAMPTZOID || base == TIMESTAMPOID || base == INT8OID;
+			want = "timestamptz, timestamp or bigint (milliseconds since 1970)";
+			break;
+		case SC_META_TIMESTAMP_TYPE:
+			ok = text;
+			want = "text";
+			break;
+		case SC_META_HEADERS:
+			ok = json;
+			want = "jsonb or json";
+			break;
+		case SC_META_VALUE:
+			ok = cube->format == SC_FORMAT_CSV ? text || base == BYTEAOID : text || json;
+			want = cube->format == SC_FORMAT_CSV ? "text or bytea" : "jsonb, json or text";
+			break;
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of cube %s has type %s, which cannot hold the Kafka %s",
+						col->name, cube->qualified, format_type_be(col->type), sc_meta_name(col->meta)),
+				 errhint("Declare it as %s.", want)));
+	if (c == cube->time_index && col->meta != SC_META_NONE && col->meta != SC_META_TIMESTAMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time column \"%s\" of cube %s cannot come from the Kafka %s",
+						col->name, cube->qualified, sc_meta_name(col->meta)),
+				 errhint("The time column comes from the payload, or from the Kafka timestamp with {\"kafka\": \"timestamp\"}.")));
+}
+
+/*
+ * Option "fields": column -> key path, as "a.b.c" or ["a", "b.c"], or
+ * Kafka metadata, as {"kafka": "key"} and the like.  With validate, every
+ * column must exist and every path be a non-empty list of keys (dotted
+ * paths: of non-empty keys); without, mappings of columns the table no
+ * longer has are skipped.
  */
 static void
 sc_parse_fields(ScCube *cube, Datum fields, bool validate)
@@ -122,10 +233,16 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 	ret = SPI_execute_with_args("SELECT key, jsonb_typeof(value), "
 								"  CASE jsonb_typeof(value) WHEN 'array' THEN "
 								"    ARRAY(SELECT jsonb_array_elements_text(value)) "
-								"  ELSE string_to_array(value #>> '{}', '.') END, "
+								"  WHEN 'string' THEN string_to_array(value #>> '{}', '.') END, "
 								"  CASE jsonb_typeof(value) WHEN 'array' THEN "
 								"    (SELECT bool_and(jsonb_typeof(e) = 'string') FROM jsonb_array_elements(value) e) "
-								"  END "
+								"  END, "
+								"  CASE jsonb_typeof(value) WHEN 'object' THEN "
+								"    CASE jsonb_typeof(value -> 'kafka') WHEN 'string' THEN value ->> 'kafka' END END, "
+								"  CASE jsonb_typeof(value) WHEN 'object' THEN "
+								"    CASE jsonb_typeof(value -> 'name') WHEN 'string' THEN value ->> 'name' END END, "
+								"  CASE jsonb_typeof(value) WHEN 'object' THEN "
+								"    (SELECT count(*) FROM jsonb_object_keys(value)) END "
 								"FROM jsonb_each($1)",
 								1, &argtype, &fields, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -159,11 +276,26 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 							column, cube->qualified),
 					 errhint("Map declared columns only; _partition and _offset are filled by streamcube.")));
 		}
+		if (strcmp(type, "object") == 0)
+		{
+			bool		knull;
+
+			sc_parse_meta_spec(&cube->columns[c], SPI_getvalue(tup, desc, 5),
+							   SPI_getvalue(tup, desc, 6),
+							   (int) DatumGetInt64(SPI_getbinval(tup, desc, 7, &knull)));
+			continue;
+		}
 		if (!dotted && strcmp(type, "array") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("path of column \"%s\" in cube option \"fields\" must be a string such as \"user.id\" or an array of keys",
+					 errmsg("path of column \"%s\" in cube option \"fields\" must be a string such as \"user.id\", an array of keys, or Kafka metadata such as {\"kafka\": \"key\"}",
 							column)));
+		if (validate && cube->format == SC_FORMAT_CSV)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" in cube option \"fields\" has a key path, which applies to JSON cubes only",
+							column),
+					 errhint("A CSV record's fields fill the columns that do not take Kafka metadata, in table order.")));
 		if (!dotted)
 		{
 			bool		strings_only;
@@ -198,6 +330,69 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 								column),
 						 errhint("Write keys that contain dots, or empty keys, as an array: [\"a\", \"b.c\"].")));
 		}
+	}
+}
+
+/*
+ * After "fields": a jsonb cube's document column (the one jsonb column not
+ * mapped otherwise, unless "fields" names one with {"kafka": "value"}),
+ * the type of every metadata column, and how many columns the payload
+ * fills.
+ */
+static void
+sc_finish_columns(ScCube *cube, Datum fields, bool validate)
+{
+	int			nvalue = 0;
+
+	for (int c = 0; c < cube->ncolumns; c++)
+		nvalue += cube->columns[c].meta == SC_META_VALUE;
+	if (cube->format == SC_FORMAT_JSONB && nvalue == 0)
+	{
+		int			doc = -1;
+		int			candidates = 0;
+
+		for (int c = 0; c < cube->ncolumns; c++)
+		{
+			ScColumn   *col = &cube->columns[c];
+			bool		mapped = false;
+
+			if (fields != (Datum) 0)
+			{
+				Datum		args[2] = {fields, CStringGetTextDatum(col->name)};
+				Oid			types[2] = {JSONBOID, TEXTOID};
+				bool		isnull;
+
+				if (SPI_execute_with_args("SELECT $1 ? $2", 2, types, args, NULL, true, 1) != SPI_OK_SELECT)
+					elog(ERROR, "could not read option \"fields\"");
+				mapped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			}
+			if (!mapped && getBaseType(col->type) == JSONBOID)
+				doc = c, candidates++;
+		}
+		if (candidates != 1 && validate)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a cube of format jsonb needs one jsonb column for the document; cube %s has %d",
+							cube->qualified, candidates),
+					 errhint("Declare one column of type jsonb, or name it in option \"fields\" as {\"doc\": {\"kafka\": \"value\"}}.")));
+		if (candidates == 1)
+		{
+			cube->columns[doc].meta = SC_META_VALUE;
+			cube->columns[doc].path = NULL;
+			cube->columns[doc].pathlen = 0;
+			nvalue = 1;
+		}
+	}
+	if (validate && nvalue > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"fields\" maps the Kafka value to more than one column")));
+	cube->nmeta = 0;
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		if (validate)
+			sc_check_meta_type(cube, &cube->columns[c], c);
+		cube->nmeta += cube->columns[c].meta != SC_META_NONE;
 	}
 }
 
@@ -360,8 +555,8 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			if (strcmp(type, "object") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("cube option \"fields\" must be a JSON object mapping columns to key paths"),
-						 errhint("For example {\"fields\": {\"user_id\": \"user.id\"}}.")));
+						 errmsg("cube option \"fields\" must be a JSON object mapping columns to key paths or Kafka metadata"),
+						 errhint("For example {\"fields\": {\"user_id\": \"user.id\", \"k\": {\"kafka\": \"key\"}}}.")));
 			fields = SPI_getbinval(tup, desc, 4, &isnull);
 			continue;
 		}
@@ -403,7 +598,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
 		else
 		{
-			if (validate && cube->format == SC_FORMAT_JSON)
+			if (validate && cube->format != SC_FORMAT_CSV)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("cube option \"%s\" applies to format csv only", key)));
@@ -418,12 +613,20 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 
 	if (validate && cube->format == SC_FORMAT_CSV)
 		sc_check_csv_dialect(cube);
-	if (fields != (Datum) 0)
+	for (int c = 0; c < cube->ncolumns; c++)
 	{
-		if (validate && cube->format != SC_FORMAT_JSON)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cube option \"fields\" applies to format json only")));
-		sc_parse_fields(cube, fields, validate);
+		ScColumn   *col = &cube->columns[c];
+
+		col->meta = SC_META_NONE;
+		col->header = NULL;
+		if (col->pathlen == 0)
+		{
+			col->path = palloc(sizeof(char *));
+			col->path[0] = col->name;
+			col->pathlen = 1;
+		}
 	}
+	if (fields != (Datum) 0)
+		sc_parse_fields(cube, fields, validate);
+	sc_finish_columns(cube, fields, validate);
 }

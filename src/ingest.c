@@ -122,6 +122,13 @@ struct ScIngest
 	List	   *attnames;		/* String nodes: columns + _partition, _offset */
 	AttrNumber *attnums;
 	int			nattrs;
+	List	   *line_attnames;	/* the same in the order of a line's fields */
+	int		   *line_pos;		/* per column: its field in a line */
+	int		   *line_col;		/* per field of a line: its column */
+	int			npayload;		/* columns the payload fills (not metadata) */
+	int			csv_time_field; /* the time column's field of a CSV record; -1 */
+	Oid		   *meta_base;		/* per column: base type of a metadata column */
+	StringInfoData meta_buf;	/* a metadata value being built */
 	List	   *copy_options;
 	bool	   *json_column;	/* column type is json or jsonb */
 	int			max_pathlen;
@@ -234,6 +241,41 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	ing->attnums[cube->ncolumns] = get_attnum(cube->relid, "_partition");
 	ing->attnums[cube->ncolumns + 1] = get_attnum(cube->relid, "_offset");
 
+	/*
+	 * The fields of a line: a JSON cube writes every column in table order
+	 * (metadata columns in their place); a CSV line is the record, which
+	 * fills the payload columns, followed by the metadata columns.
+	 */
+	ing->line_pos = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	ing->meta_base = palloc0(sizeof(Oid) * Max(cube->ncolumns, 1));
+	ing->npayload = 0;
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		if (cube->columns[c].meta == SC_META_NONE)
+			ing->line_pos[c] = ing->npayload++;
+		if (cube->columns[c].meta != SC_META_NONE)
+			ing->meta_base[c] = getBaseType(cube->columns[c].type);
+	}
+	{
+		int			next = ing->npayload;
+
+		for (int c = 0; c < cube->ncolumns; c++)
+			if (cube->format != SC_FORMAT_CSV)
+				ing->line_pos[c] = c;
+			else if (cube->columns[c].meta != SC_META_NONE)
+				ing->line_pos[c] = next++;
+	}
+	ing->line_col = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	for (int c = 0; c < cube->ncolumns; c++)
+		ing->line_col[ing->line_pos[c]] = c;
+	ing->line_attnames = NIL;
+	for (int f = 0; f < cube->ncolumns; f++)
+		ing->line_attnames = lappend(ing->line_attnames, list_nth(ing->attnames, ing->line_col[f]));
+	ing->line_attnames = lappend(ing->line_attnames, list_nth(ing->attnames, cube->ncolumns));
+	ing->line_attnames = lappend(ing->line_attnames, list_nth(ing->attnames, cube->ncolumns + 1));
+	ing->csv_time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
+		? ing->line_pos[cube->time_index] : -1;
+
 	ing->json_values = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
 	ing->json_present = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 	ing->json_capture_start = palloc0(sizeof(char *) * Max(cube->ncolumns, 1));
@@ -246,6 +288,11 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	ing->json_flat = true;
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
+		if (cube->columns[c].meta != SC_META_NONE)
+		{
+			ing->name_len[c] = -1;	/* matches no key */
+			continue;
+		}
 		ing->name_len[c] = strlen(cube->columns[c].path[0]);
 		if (cube->columns[c].pathlen != 1 || ing->json_column[c])
 			ing->json_flat = false;
@@ -275,6 +322,7 @@ sc_ingest_create(ScCube *cube)
 
 		initStringInfo(&ing->lines);
 		initStringInfo(&ing->scratch);
+		initStringInfo(&ing->meta_buf);
 		initStringInfo(&ing->strval);
 		MemoryContextSwitchTo(old);
 	}
@@ -600,12 +648,13 @@ sc_ingest_end_batch(ScIngest *ing, bool committed)
  * ----------------------------------------------------------------
  */
 static void
-sc_append_text_value(StringInfo out, const char *value)
+sc_append_text_bytes(StringInfo out, const char *value, size_t len)
 {
 	const char *start = value;
+	const char *end = value + len;
 	const char *p;
 
-	for (p = value; *p; p++)
+	for (p = value; p < end; p++)
 	{
 		const char *esc = NULL;
 
@@ -633,6 +682,12 @@ sc_append_text_value(StringInfo out, const char *value)
 	appendBinaryStringInfo(out, start, p - start);
 }
 
+static inline void
+sc_append_text_value(StringInfo out, const char *value)
+{
+	sc_append_text_bytes(out, value, strlen(value));
+}
+
 /* Append "<sep>partition<sep>offset\n", the two columns every line ends with. */
 static inline void
 sc_append_position(StringInfo out, char sep, const ScKafkaMessage *m)
@@ -646,6 +701,208 @@ sc_append_position(StringInfo out, char sep, const ScKafkaMessage *m)
 	len += pg_lltoa(m->offset, buf + len);
 	buf[len++] = '\n';
 	appendBinaryStringInfo(out, buf, len);
+}
+
+/* ----------------------------------------------------------------
+ * Message metadata as values (option "fields": {"kafka": ...})
+ * ----------------------------------------------------------------
+ */
+
+/* A value in a CSV line, quoted when COPY could read it otherwise. */
+static void
+sc_append_csv_value(ScIngest *ing, StringInfo out, const char *p, size_t len)
+{
+	ScCube	   *cube = ing->cube;
+	char		quote = cube->csv_quote;
+	bool		quoted = len == strlen(cube->csv_null) && memcmp(p, cube->csv_null, len) == 0;
+
+	for (size_t i = 0; i < len && !quoted; i++)
+		quoted = p[i] == cube->csv_delimiter || p[i] == quote || p[i] == '\n' ||
+			p[i] == '\r' || p[i] == '\\';
+	if (!quoted)
+	{
+		appendBinaryStringInfo(out, p, len);
+		return;
+	}
+	appendStringInfoChar(out, quote);
+	for (size_t i = 0; i < len; i++)
+	{
+		if (p[i] == quote)
+			appendStringInfoChar(out, quote);
+		appendStringInfoChar(out, p[i]);
+	}
+	appendStringInfoChar(out, quote);
+}
+
+/* One value of a line, in the cube's format; into bytea as its hex form. */
+static void
+sc_append_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bool bytea)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (bytea)
+	{
+		/* COPY's text format needs the backslash doubled; CSV does not. */
+		appendStringInfoString(out, ing->cube->format == SC_FORMAT_CSV ? "\\x" : "\\\\x");
+		enlargeStringInfo(out, (int) len * 2);
+		for (size_t i = 0; i < len; i++)
+		{
+			out->data[out->len++] = hex[(unsigned char) p[i] >> 4];
+			out->data[out->len++] = hex[(unsigned char) p[i] & 0xf];
+		}
+		out->data[out->len] = '\0';
+	}
+	else if (ing->cube->format == SC_FORMAT_CSV)
+		sc_append_csv_value(ing, out, p, len);
+	else
+		sc_append_text_bytes(out, p, len);
+}
+
+static inline void
+sc_append_null(ScIngest *ing, StringInfo out)
+{
+	if (ing->cube->format == SC_FORMAT_CSV)
+		appendStringInfoString(out, ing->cube->csv_null);
+	else
+		appendBinaryStringInfo(out, "\\N", 2);
+}
+
+/* Bytes as a JSON string; a NUL becomes \u0000, which jsonb refuses. */
+static void
+sc_append_json_string(StringInfo out, const char *p, size_t len)
+{
+	appendStringInfoChar(out, '"');
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char ch = (unsigned char) p[i];
+
+		if (ch == '"' || ch == '\\')
+		{
+			appendStringInfoChar(out, '\\');
+			appendStringInfoChar(out, ch);
+		}
+		else if (ch < 0x20)
+			appendStringInfo(out, "\\u%04x", ch);
+		else
+			appendStringInfoChar(out, ch);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+/* Microseconds since 2000 of a Kafka timestamp (milliseconds since 1970). */
+static inline int64
+sc_kafka_usecs(int64 ms)
+{
+	return ms * 1000 - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/* The time value of a message whose time column is its Kafka timestamp. */
+static bool
+sc_kafka_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
+{
+	if (m->timestamp < 0)
+	{
+		*error = psprintf("time column \"%s\" takes the Kafka timestamp, and the message has none",
+						  ing->cube->columns[ing->cube->time_index].name);
+		return false;
+	}
+	*ts = sc_kafka_usecs(m->timestamp);
+	return true;
+}
+
+/*
+ * Append the value column c takes from the message's metadata: what the
+ * column's input function (COPY's, or the direct path's) then reads.
+ */
+static void
+sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
+{
+	ScColumn   *col = &ing->cube->columns[c];
+	StringInfo	buf = &ing->meta_buf;
+
+	switch (col->meta)
+	{
+		case SC_META_NONE:
+			break;
+		case SC_META_KEY:
+			if (m->key == NULL)
+				sc_append_null(ing, out);
+			else
+				sc_append_value_bytes(ing, out, m->key, m->key_len, ing->meta_base[c] == BYTEAOID);
+			break;
+		case SC_META_VALUE:
+			sc_append_value_bytes(ing, out, m->payload, m->len, ing->meta_base[c] == BYTEAOID);
+			break;
+		case SC_META_TIMESTAMP:
+			if (m->timestamp < 0)
+				sc_append_null(ing, out);
+			else if (ing->meta_base[c] == INT8OID)
+				appendStringInfo(out, INT64_FORMAT, m->timestamp);
+			else
+			{
+				struct pg_tm tm;
+				fsec_t		fsec;
+
+				/* ISO 8601, read the same under every DateStyle; UTC */
+				if (timestamp2tm(sc_kafka_usecs(m->timestamp), NULL, &tm, &fsec, NULL, NULL) != 0)
+					sc_append_null(ing, out);
+				else
+					appendStringInfo(out, "%04d-%02d-%02d %02d:%02d:%02d.%06d%s",
+									 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
+									 tm.tm_sec, (int) fsec,
+									 ing->meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
+			}
+			break;
+		case SC_META_TIMESTAMP_TYPE:
+			if (m->timestamp_type == 'C')
+				appendStringInfoString(out, "CreateTime");
+			else if (m->timestamp_type == 'L')
+				appendStringInfoString(out, "LogAppendTime");
+			else
+				sc_append_null(ing, out);
+			break;
+		case SC_META_HEADER:
+			{
+				const char *name;
+				const char *value;
+				const char *found = NULL;
+				size_t		size;
+				size_t		found_size = 0;
+
+				/* The last value of the name, as Kafka's lastHeader() */
+				for (int i = 0; sc_kafka_message_header(m, i, &name, &value, &size); i++)
+					if (strcmp(name, col->header) == 0)
+						found = value, found_size = size;
+				if (found == NULL)
+					sc_append_null(ing, out);
+				else
+					sc_append_value_bytes(ing, out, found, found_size, ing->meta_base[c] == BYTEAOID);
+			}
+			break;
+		case SC_META_HEADERS:
+			{
+				const char *name;
+				const char *value;
+				size_t		size;
+
+				resetStringInfo(buf);
+				appendStringInfoChar(buf, '{');
+				for (int i = 0; sc_kafka_message_header(m, i, &name, &value, &size); i++)
+				{
+					if (i > 0)
+						appendStringInfoString(buf, ", ");
+					sc_append_json_string(buf, name, strlen(name));
+					appendStringInfoString(buf, ": ");
+					if (value == NULL)
+						appendStringInfoString(buf, "null");
+					else
+						sc_append_json_string(buf, value, size);
+				}
+				appendStringInfoChar(buf, '}');
+				sc_append_value_bytes(ing, out, buf->data, buf->len, false);
+			}
+			break;
+	}
 }
 
 /* ----------------------------------------------------------------
@@ -947,18 +1204,26 @@ sc_json_flat_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 
 	ScCube	   *cube = ing->cube;
 	int			t = cube->time_index;
 
-	if (ing->flat_value[t] == NULL)
+	if (cube->columns[t].meta == SC_META_TIMESTAMP)
+	{
+		if (!sc_kafka_time(ing, m, ts, error))
+			return false;
+	}
+	else if (ing->flat_value[t] == NULL)
 	{
 		*error = psprintf("time column \"%s\" is %s", cube->columns[t].name,
 						  ing->flat_present[t] ? "null" : "missing");
 		return false;
 	}
-	resetStringInfo(&ing->scratch);
-	appendBinaryStringInfo(&ing->scratch, ing->flat_value[t], ing->flat_len[t]);
-	if (!sc_parse_time(cube, ing->scratch.data, ts, error))
+	else
 	{
-		*error = psprintf("column \"%s\": %s", cube->columns[t].name, *error);
-		return false;
+		resetStringInfo(&ing->scratch);
+		appendBinaryStringInfo(&ing->scratch, ing->flat_value[t], ing->flat_len[t]);
+		if (!sc_parse_time(cube, ing->scratch.data, ts, error))
+		{
+			*error = psprintf("column \"%s\": %s", cube->columns[t].name, *error);
+			return false;
+		}
 	}
 
 	/* No escapes and no control characters: the bytes go to COPY as they are. */
@@ -966,7 +1231,9 @@ sc_json_flat_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 
 	{
 		if (c > 0)
 			appendStringInfoChar(out, '\t');
-		if (ing->flat_value[c] == NULL)
+		if (cube->columns[c].meta != SC_META_NONE)
+			sc_append_meta(ing, out, c, m);
+		else if (ing->flat_value[c] == NULL)
 			appendBinaryStringInfo(out, "\\N", 2);
 		else
 			appendBinaryStringInfo(out, ing->flat_value[c], ing->flat_len[c]);
@@ -1080,13 +1347,18 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	}
 
 	time_value = st.values[cube->time_index];
-	if (time_value == NULL)
+	if (cube->columns[cube->time_index].meta == SC_META_TIMESTAMP)
+	{
+		if (!sc_kafka_time(ing, m, ts, error))
+			return false;
+	}
+	else if (time_value == NULL)
 	{
 		*error = psprintf("time column \"%s\" is %s", cube->columns[cube->time_index].name,
 						  st.present[cube->time_index] ? "null" : "missing");
 		return false;
 	}
-	if (!sc_parse_time(cube, time_value, ts, error))
+	else if (!sc_parse_time(cube, time_value, ts, error))
 	{
 		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 		return false;
@@ -1096,7 +1368,9 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	{
 		if (c > 0)
 			appendStringInfoChar(out, '\t');
-		if (st.values[c] == NULL)
+		if (cube->columns[c].meta != SC_META_NONE)
+			sc_append_meta(ing, out, c, m);
+		else if (st.values[c] == NULL)
 			appendBinaryStringInfo(out, "\\N", 2);
 		else
 			sc_append_text_value(out, st.values[c]);
@@ -1109,6 +1383,22 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
  * CSV
  * ----------------------------------------------------------------
  */
+
+/* The metadata columns of a CSV line, after the record (if any). */
+static void
+sc_append_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first)
+{
+	ScCube	   *cube = ing->cube;
+
+	if (cube->nmeta == 0)
+		return;
+	for (int f = ing->npayload; f < cube->ncolumns; f++)
+	{
+		if (!first || f > 0)
+			appendStringInfoChar(out, cube->csv_delimiter);
+		sc_append_meta(ing, out, ing->line_col[f], m);
+	}
+}
 
 /*
  * Check that a message is exactly one CSV record of the declared width,
@@ -1132,6 +1422,15 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	{
 		*error = "message is empty";
 		return false;
+	}
+	if (ing->npayload == 0)
+	{
+		/* Every column takes metadata: the record is not read at all. */
+		if (!sc_kafka_time(ing, m, ts, error))
+			return false;
+		sc_append_csv_meta(ing, out, m, true);
+		sc_append_position(out, delim, m);
+		return true;
 	}
 	/* One trailing line end is part of a record, not of its last field. */
 	if (len > 0 && p[len - 1] == '\n')
@@ -1160,7 +1459,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 			const char *d = memchr(f, delim, end - f);
 			const char *fend = d ? d : end;
 
-			if (field == cube->time_index)
+			if (field == ing->csv_time_field)
 				appendBinaryStringInfo(time_value, f, fend - f);
 			if (d == NULL)
 				break;
@@ -1180,14 +1479,14 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 			{
 				if (i + 1 < len && p[i + 1] == quote)
 				{
-					if (field == cube->time_index)
+					if (field == ing->csv_time_field)
 						appendStringInfoChar(time_value, quote);
 					i++;
 				}
 				else
 					in_quote = false;
 			}
-			else if (field == cube->time_index)
+			else if (field == ing->csv_time_field)
 				appendStringInfoChar(time_value, ch);
 			continue;
 		}
@@ -1196,7 +1495,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 		else if (ch == quote)
 		{
 			in_quote = true;
-			if (field == cube->time_index)
+			if (field == ing->csv_time_field)
 				quoted = true;
 		}
 		else if (ch == '\n' || ch == '\r')
@@ -1204,7 +1503,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 			*error = "message holds more than one CSV record (line break outside quotes)";
 			return false;
 		}
-		else if (field == cube->time_index)
+		else if (field == ing->csv_time_field)
 			appendStringInfoChar(time_value, ch);
 	}
 	if (in_quote)
@@ -1213,24 +1512,30 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 		return false;
 	}
 checked:
-	if (field + 1 != cube->ncolumns)
+	if (field + 1 != ing->npayload)
 	{
 		*error = psprintf("CSV message has %d fields, cube %s expects %d",
-						  field + 1, cube->qualified, cube->ncolumns);
+						  field + 1, cube->qualified, ing->npayload);
 		return false;
 	}
-	if (!quoted && strcmp(time_value->data, cube->csv_null) == 0)
+	if (ing->csv_time_field < 0)
+	{
+		if (!sc_kafka_time(ing, m, ts, error))
+			return false;
+	}
+	else if (!quoted && strcmp(time_value->data, cube->csv_null) == 0)
 	{
 		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
 		return false;
 	}
-	if (!sc_parse_time(cube, time_value->data, ts, error))
+	else if (!sc_parse_time(cube, time_value->data, ts, error))
 	{
 		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 		return false;
 	}
 
 	appendBinaryStringInfo(out, p, len);
+	sc_append_csv_meta(ing, out, m, false);
 	sc_append_position(out, delim, m);
 	return true;
 }
@@ -1278,7 +1583,7 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 	pstate = sc_insert_parsestate(ing, rel);
 
 	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, sc_copy_read,
-						   ing->attnames, ing->copy_options);
+						   ing->line_attnames, ing->copy_options);
 	CopyFrom(cstate);
 	EndCopyFrom(cstate);
 	free_parsestate(pstate);
@@ -1710,28 +2015,29 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 			ereport(ERROR,
 					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 					 errmsg(nf < ing->nattrs ? "missing data for column \"%s\"" : "extra data after last expected column",
-							nf < ing->nattrs ? strVal(list_nth(ing->attnames, nf)) : "")));
+							nf < ing->nattrs ? strVal(list_nth(ing->line_attnames, nf)) : "")));
 
 		old = MemoryContextSwitchTo(ing->direct_cxt);
 		for (int c = 0; c < cube->ncolumns; c++)
 		{
 			AttrNumber at = t->attno[c];
+			char	   *field = fields[ing->line_pos[c]];
 
 			if (at <= 0)
 				continue;
-			if (c == t_index && time_fast && fields[c] != NULL)
+			if (c == t_index && time_fast && field != NULL)
 			{
 				slot->tts_values[at - 1] = Int64GetDatum(ing->line_ts[l]);
 				slot->tts_isnull[at - 1] = false;
 				continue;
 			}
 			ctx.attname = cube->columns[c].name;
-			ctx.value = fields[c];
+			ctx.value = field;
 			/* NULL too, as COPY does: a domain may refuse it */
 			slot->tts_values[at - 1] =
-				InputFunctionCall(&ing->in_func[c], fields[c], ing->in_ioparam[c],
+				InputFunctionCall(&ing->in_func[c], field, ing->in_ioparam[c],
 								  TupleDescAttr(slot->tts_tupleDescriptor, at - 1)->atttypmod);
-			slot->tts_isnull[at - 1] = fields[c] == NULL;
+			slot->tts_isnull[at - 1] = field == NULL;
 		}
 		ctx.attname = NULL;
 		ctx.value = NULL;

@@ -988,6 +988,16 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].len = m->payload ? m->len : 0;
 			messages[got].key = m->key;
 			messages[got].key_len = m->key ? m->key_len : 0;
+			{
+				rd_kafka_timestamp_type_t tstype;
+
+				messages[got].timestamp = rd_kafka_message_timestamp(m, &tstype);
+				messages[got].timestamp_type =
+					tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME ? 'C' :
+					tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 'L' : 0;
+				if (messages[got].timestamp_type == 0)
+					messages[got].timestamp = -1;
+			}
 			messages[got].eof = false;
 			messages[got].handle = m;
 			got++;
@@ -1009,6 +1019,8 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			messages[got].len = 0;
 			messages[got].key = NULL;
 			messages[got].key_len = 0;
+			messages[got].timestamp = -1;
+			messages[got].timestamp_type = 0;
 			messages[got].eof = true;
 			messages[got].handle = NULL;
 			got++;
@@ -1088,6 +1100,28 @@ sc_kafka_messages_release(ScKafkaMessage *messages, int n)
 			rd_kafka_message_destroy((rd_kafka_message_t *) messages[i].handle);
 		messages[i].handle = NULL;
 	}
+}
+
+/*
+ * The header at index of a message, in the order the producer gave them;
+ * false past the last one.  *value is NULL for a header without a value.
+ * librdkafka parses a message's headers on the first call only.
+ */
+bool
+sc_kafka_message_header(const ScKafkaMessage *message, int index,
+						const char **name, const char **value, size_t *size)
+{
+	rd_kafka_headers_t *headers;
+	const void *v;
+
+	if (message->handle == NULL ||
+		rd_kafka_message_headers((rd_kafka_message_t *) message->handle, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		rd_kafka_header_get_all(headers, index, name, &v, size) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return false;
+	*value = v;
+	if (v == NULL)
+		*size = 0;
+	return true;
 }
 
 /*

@@ -50,6 +50,8 @@ typedef struct ScKafkaMessage
 	size_t		len;
 	const char *key;			/* NULL when the message has no key */
 	size_t		key_len;
+	int64		timestamp;		/* milliseconds since 1970; -1 when none */
+	char		timestamp_type; /* 'C' CreateTime, 'L' LogAppendTime, 0 none */
 	bool		eof;			/* no message: the partition ends at offset */
 	void	   *handle;			/* owned by kafka.c */
 } ScKafkaMessage;
@@ -119,6 +121,8 @@ extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);
 extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *messages,
 								   int max_messages, ScKafkaPollResult *result);
 extern void sc_kafka_messages_release(ScKafkaMessage *messages, int n);
+extern bool sc_kafka_message_header(const ScKafkaMessage *message, int index,
+									const char **name, const char **value, size_t *size);
 extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
 extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
 extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);

@@ -119,6 +119,7 @@ sub _produce_cmd
 	{
 		push @cmd, "--$k", $o{$k} if defined $o{$k};
 	}
+	push @cmd, '--meta' if $o{meta};
 	return @cmd;
 }
 

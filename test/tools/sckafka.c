@@ -71,7 +71,7 @@ static const char *const usage_text =
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
 	"               [--format json|csv] [--partitions P] [--shape wide|narrow]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
-	"               [--transactional-id ID [--end commit|abort|hold]]\n"
+	"               [--transactional-id ID [--end commit|abort|hold]] [--meta]\n"
 	"  sckafka --help\n"
 	"\n"
 	"mock\n"
@@ -144,6 +144,12 @@ static const char *const usage_text =
 	"  which --end commits (the default) or aborts, or holds: `open` is\n"
 	"  printed on stdout once every message is written, and the transaction\n"
 	"  stays open until SIGTERM/SIGINT, then is aborted.\n"
+	"  --meta gives every message a key, a timestamp and headers, known in\n"
+	"  advance: key \"key-<i>\" (none when i %% 7 == 6); timestamp (CreateTime)\n"
+	"  ts + 1 hour, in milliseconds (the event time plus an hour, so the two\n"
+	"  are told apart); headers trace-id: \"t-<i>\", then source: \"sckafka\",\n"
+	"  then, when i %% 5 == 0, trace-id again: \"t-<i>-last\", and when\n"
+	"  i %% 3 == 0 a header \"empty\" without a value.\n"
 	"\n"
 	"exit status: 0 ok, 1 Kafka or runtime failure, 2 usage error\n";
 
@@ -1328,6 +1334,7 @@ cmd_produce(int argc, char **argv)
 		{"step-ms", required_argument, NULL, 'm'},
 		{"seed", required_argument, NULL, 'S'},
 		{"shape", required_argument, NULL, 'w'},
+		{"meta", no_argument, NULL, 'M'},
 		{"transactional-id", required_argument, NULL, 'x'},
 		{"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
@@ -1338,6 +1345,7 @@ cmd_produce(int argc, char **argv)
 	const char *topics[1000];
 	int			ntopics = 0;
 	bool		narrow = false;
+	bool		meta = false;
 	const char *transactional_id = NULL;
 	const char *end = "commit";
 	rd_kafka_error_t *txn_error;
@@ -1414,6 +1422,9 @@ cmd_produce(int argc, char **argv)
 				break;
 			case 'x':
 				transactional_id = optarg;
+				break;
+			case 'M':
+				meta = true;
 				break;
 			case 'e':
 				if (strcmp(optarg, "commit") != 0 && strcmp(optarg, "abort") != 0 &&
@@ -1517,14 +1528,57 @@ cmd_produce(int argc, char **argv)
 						   ts, country, device, amount_cents / 100,
 						   amount_cents % 100, qty);
 
-		while ((err = rd_kafka_producev(rk,
+		if (meta)
+		{
+			char		key[32];
+			char		trace[48];
+			int			keylen = snprintf(key, sizeof(key), "key-%lld", (long long) i);
+			const char *keyptr = i % 7 == 6 ? NULL : key;
+			size_t		keysize = i % 7 == 6 ? 0 : (size_t) keylen;
+			rd_kafka_headers_t *headers = rd_kafka_headers_new(4);
+			int64_t		ms = (deterministic_ts ? start_ts * 1000 + i * step_ms : wall_clock_ms()) + 3600000;
+
+			snprintf(trace, sizeof(trace), "t-%lld", (long long) i);
+			rd_kafka_header_add(headers, "trace-id", -1, trace, -1);
+			rd_kafka_header_add(headers, "source", -1, "sckafka", -1);
+			if (i % 5 == 0)
+			{
+				snprintf(trace, sizeof(trace), "t-%lld-last", (long long) i);
+				rd_kafka_header_add(headers, "trace-id", -1, trace, -1);
+			}
+			if (i % 3 == 0)
+				rd_kafka_header_add(headers, "empty", -1, NULL, 0);
+			for (;;)
+			{
+				/* librdkafka owns the headers once the message is queued */
+				rd_kafka_headers_t *copy = rd_kafka_headers_copy(headers);
+
+				err = rd_kafka_producev(rk,
 										RD_KAFKA_V_TOPIC(topics[i % ntopics]),
 										RD_KAFKA_V_PARTITION((int32_t) ((i / ntopics) % partitions)),
 										RD_KAFKA_V_VALUE(value, (size_t) len),
+										RD_KAFKA_V_KEY(keyptr, keysize),
+										RD_KAFKA_V_TIMESTAMP(ms),
+										RD_KAFKA_V_HEADERS(copy),
 										RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-										RD_KAFKA_V_END)) ==
-			   RD_KAFKA_RESP_ERR__QUEUE_FULL && signals_received == 0)
-			rd_kafka_poll(rk, 10);	/* let deliveries drain the queue */
+										RD_KAFKA_V_END);
+				if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+					rd_kafka_headers_destroy(copy);
+				if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || signals_received != 0)
+					break;
+				rd_kafka_poll(rk, 10);
+			}
+			rd_kafka_headers_destroy(headers);
+		}
+		else
+			while ((err = rd_kafka_producev(rk,
+											RD_KAFKA_V_TOPIC(topics[i % ntopics]),
+											RD_KAFKA_V_PARTITION((int32_t) ((i / ntopics) % partitions)),
+											RD_KAFKA_V_VALUE(value, (size_t) len),
+											RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+											RD_KAFKA_V_END)) ==
+				   RD_KAFKA_RESP_ERR__QUEUE_FULL && signals_received == 0)
+				rd_kafka_poll(rk, 10);	/* let deliveries drain the queue */
 		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 			break;
 		sent++;

@@ -1,0 +1,125 @@
+--
+-- metadata: Kafka key, timestamp, timestamp type and headers as columns
+-- (option "fields" with {"kafka": ...}), a time column from the Kafka
+-- timestamp, and format jsonb (the whole document in a jsonb column).
+--
+-- sckafka produce --meta gives message i key "key-<i>" (none when
+-- i % 7 = 6), timestamp ts + 1 hour (CreateTime), headers trace-id
+-- "t-<i>", source "sckafka", a second trace-id "t-<i>-last" when i % 5 = 0
+-- and a header "empty" without a value when i % 3 = 0.  With --start-ts,
+-- ts is start + i seconds, so i = epoch(ts) - start.
+--
+\set VERBOSITY default
+
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_events 2 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic meta_events --count 70 --format json --start-ts 1767225600 --meta 2>/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_csv 2 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic meta_csv --count 70 --format csv --start-ts 1767225600 --meta 2>/dev/null
+
+SET ROLE sc_admin;
+-- JSON: payload columns and every kind of metadata side by side.
+SELECT streamcube_create_cube('meta_events', 'kafka', 'meta_events',
+       'ts timestamptz, country text, amount numeric, k text, kafka_ts timestamptz, kafka_ms bigint, '
+       'ts_type text, trace text, source bytea, empty text, hdrs jsonb',
+       'ts', '1 day', 'json',
+       '{"fields": {"k": {"kafka": "key"}, "kafka_ts": {"kafka": "timestamp"},
+                    "kafka_ms": {"kafka": "timestamp"}, "ts_type": {"kafka": "timestamp_type"},
+                    "trace": {"kafka": "header", "name": "trace-id"},
+                    "source": {"kafka": "header", "name": "source"},
+                    "empty": {"kafka": "header", "name": "empty"},
+                    "hdrs": {"kafka": "headers"}}}');
+-- CSV: the record fills the payload columns in table order; the time
+-- column is the Kafka timestamp; the key into bytea; the whole record too.
+SELECT streamcube_create_cube('meta_csv', 'kafka', 'meta_csv',
+       'event_ts timestamptz, kafka_ts timestamptz, country text, device text, amount numeric, qty int, '
+       'k bytea, line text',
+       'kafka_ts', '1 day', 'csv',
+       '{"fields": {"kafka_ts": {"kafka": "timestamp"}, "k": {"kafka": "key"}, "line": {"kafka": "value"}}}');
+-- jsonb: the document in its jsonb column, the key beside it.
+SELECT streamcube_create_cube('meta_doc', 'kafka', 'meta_events',
+       'ts timestamptz, k text, doc jsonb', 'ts', '1 day', 'jsonb',
+       '{"fields": {"k": {"kafka": "key"}}}');
+RESET ROLE;
+SELECT streamcube_wait('meta_events', '60 s'), streamcube_wait('meta_csv', '60 s'),
+       streamcube_wait('meta_doc', '60 s');
+
+-- Every message once, every value as produced.
+CREATE TEMP VIEW meta_expected AS
+SELECT i, to_timestamp(1767225600 + i) AS ts,
+       CASE WHEN i % 7 <> 6 THEN 'key-' || i END AS k,
+       CASE WHEN i % 5 = 0 THEN 't-' || i || '-last' ELSE 't-' || i END AS trace,
+       CASE WHEN i % 5 = 0 THEN 3 ELSE 2 END + CASE WHEN i % 3 = 0 THEN 1 ELSE 0 END AS nheaders
+FROM generate_series(0, 69) AS i;
+SELECT count(*) AS rows, count(DISTINCT (_partition, _offset)) AS distinct_positions,
+       count(*) FILTER (WHERE e.k IS NOT DISTINCT FROM m.k) AS keys,
+       count(*) FILTER (WHERE m.k IS NULL) AS no_key,
+       count(*) FILTER (WHERE m.kafka_ts = e.ts + interval '1 hour') AS kafka_ts,
+       count(*) FILTER (WHERE m.kafka_ms = (extract(epoch FROM e.ts) * 1000)::bigint + 3600000) AS kafka_ms,
+       count(*) FILTER (WHERE m.ts_type = 'CreateTime') AS create_time,
+       count(*) FILTER (WHERE m.trace = e.trace) AS trace_last_value,
+       count(*) FILTER (WHERE m.source = 'sckafka'::bytea) AS source,
+       count(*) FILTER (WHERE m.empty IS NULL) AS empty_is_null,
+       count(*) FILTER (WHERE m.hdrs ->> 'trace-id' = e.trace AND m.hdrs ->> 'source' = 'sckafka') AS hdrs
+FROM meta_events m JOIN meta_expected e ON e.ts = m.ts;
+SELECT ts, k, kafka_ts, ts_type, trace, source, empty, hdrs
+FROM meta_events WHERE ts IN (to_timestamp(1767225600), to_timestamp(1767225600 + 6)) ORDER BY ts;
+-- A header without a value is JSON null among the headers.
+SELECT count(*) FILTER (WHERE hdrs ? 'empty' AND hdrs -> 'empty' = 'null') AS empty_headers FROM meta_events;
+
+-- The CSV cube's windows follow the Kafka timestamp, an hour after the event.
+SELECT count(*) AS rows, count(DISTINCT (_partition, _offset)) AS distinct_positions,
+       count(*) FILTER (WHERE kafka_ts = event_ts + interval '1 hour') AS kafka_ts,
+       count(*) FILTER (WHERE k IS NULL) AS no_key,
+       count(*) FILTER (WHERE convert_from(k, 'UTF8') = 'key-' || (extract(epoch FROM event_ts)::bigint - 1767225600)) AS keys,
+       count(*) FILTER (WHERE line = concat_ws(',', to_char(event_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                                                 country, device, amount, qty)) AS lines
+FROM meta_csv;
+SELECT event_ts, kafka_ts, k, line FROM meta_csv ORDER BY event_ts LIMIT 2;
+SELECT window_start, rows FROM streamcube.segments
+WHERE cube = 'meta_csv'::regclass AND window_start < '2026-06-01' ORDER BY 1;
+
+-- The jsonb cube holds each document whole.
+SELECT count(*), count(DISTINCT (_partition, _offset)), count(k),
+       count(*) FILTER (WHERE doc ->> 'ts' IS NOT NULL AND (doc ->> 'ts')::timestamptz = ts) AS doc_ts
+FROM meta_doc;
+SELECT d.doc ->> 'country' AS country, count(*) FROM meta_doc d GROUP BY 1
+EXCEPT
+SELECT country, count(*) FROM meta_events GROUP BY 1;
+SELECT ts, k, doc FROM meta_doc ORDER BY ts LIMIT 1;
+SELECT format FROM streamcube.cubes WHERE relid = 'meta_doc'::regclass;
+
+-- What the columns may be, checked at creation.
+SET ROLE sc_admin;
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, t text', 'ts', '1 day', 'json',
+       '{"fields": {"t": {"kafka": "timestamp"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"kafka": "headers"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, t int', 'ts', '1 day', 'json',
+       '{"fields": {"t": {"kafka": "timestamp_type"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, v int', 'ts', '1 day', 'json',
+       '{"fields": {"v": {"kafka": "value"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"kafka": "header"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"kafka": "partition"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"kafka": "key", "name": "x"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"name": "x"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
+       '{"fields": {"ts": {"kafka": "key"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, a jsonb, b jsonb', 'ts', '1 day', 'json',
+       '{"fields": {"a": {"kafka": "value"}, "b": {"kafka": "value"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_csv', 'ts timestamptz, c text', 'ts', '1 day', 'csv',
+       '{"fields": {"c": "country"}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_csv', 'ts timestamptz, v jsonb', 'ts', '1 day', 'csv',
+       '{"fields": {"v": {"kafka": "value"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, c text', 'ts', '1 day', 'jsonb');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, a jsonb, b jsonb', 'ts', '1 day', 'jsonb');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz', 'ts', '1 day', 'xml');
+RESET ROLE;
+SELECT count(*) FROM pg_class WHERE relname = 'meta_bad';
+
+SELECT streamcube_drop_cube('meta_events');
+SELECT streamcube_drop_cube('meta_csv');
+SELECT streamcube_drop_cube('meta_doc');
