@@ -587,10 +587,21 @@ sc_receiver_lock_cube(void)
 	Datum		value = Int32GetDatum(receiver.cube_id);
 	bool		exists;
 
+	static SPIPlanPtr plan = NULL;	/* every batch runs it: parsed once */
+
 	SPI_connect();
 	sc_catalog_enter(&save);
-	SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
-						  1, &type, &value, NULL, false, 1);
+	if (plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+									1, &type);
+
+		if (p == NULL)
+			elog(ERROR, "could not prepare the cube lock: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		plan = p;
+	}
+	SPI_execute_plan(plan, &value, NULL, false, 1);
 	sc_catalog_leave(&save);
 	exists = SPI_processed > 0;
 	SPI_finish();
