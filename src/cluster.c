@@ -155,6 +155,18 @@ sc_check_property_classes(Oid role, const char *cluster, List *properties,
 	sc_check_property_class(role, cluster, NULL, sc_kafka_config_class(properties), stored_by);
 }
 
+/* Every function that names a cluster says the same when it is not there. */
+static void sc_cluster_missing(const char *name) pg_attribute_noreturn();
+
+static void
+sc_cluster_missing(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("Kafka cluster \"%s\" does not exist", name),
+			 errhint("Add it with streamcube_add_cluster(); the view streamcube.kafka_clusters lists the known clusters.")));
+}
+
 /*
  * Load how to reach a cluster, secrets included.  The result lives in the
  * caller's memory context.  Raises an error naming the cluster if it does
@@ -182,10 +194,7 @@ sc_cluster_conninfo(const char *name)
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("Kafka cluster \"%s\" does not exist", name),
-				 errhint("Add it with streamcube_add_cluster(); the view streamcube.kafka_clusters lists the known clusters.")));
+		sc_cluster_missing(name);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -493,9 +502,7 @@ sc_drop_cluster(PG_FUNCTION_ARGS)
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamcube.clusters: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("Kafka cluster \"%s\" does not exist", name)));
+		sc_cluster_missing(name);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -650,10 +657,7 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("Kafka cluster \"%s\" does not exist", name),
-				 errhint("The view streamcube.kafka_clusters lists the known clusters.")));
+		sc_cluster_missing(name);
 	MemoryContextSwitchTo(caller);
 
 	/*
