@@ -216,7 +216,7 @@ sc_conn_reads_uncommitted(const ScKafkaConnInfo *conn)
 	return uncommitted;
 }
 
-/* The ends of the topic's partitions, in partition order, as int8[]. */
+/* The topic's partitions (int4[]) and their ends (int8[]), as Kafka lists them. */
 static void
 sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum *ends)
 {
@@ -235,8 +235,7 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum 
 		ed[i] = Int64GetDatum(p->high_watermark);
 		i++;
 	}
-	if (parts)
-		*parts = sc_int_array(pd, n, INT4OID);
+	*parts = sc_int_array(pd, n, INT4OID);
 	*ends = sc_int_array(ed, n, INT8OID);
 }
 
@@ -264,9 +263,10 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	ScKafkaConnInfo *conn;
 	Datum		parts,
 				highs,
+				stable_parts,
 				stables;
-	Datum		args[4];
-	Oid			types[4] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		args[5];
+	Oid			types[5] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID};
 	ScPrivilegeSave save;
 	int			ret;
 	bool		uncommitted;
@@ -282,17 +282,21 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	uncommitted = sc_conn_reads_uncommitted(conn);
 
 	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), cube->topic, &parts, &highs);
-	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), cube->topic, NULL, &stables);
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), cube->topic, &stable_parts, &stables);
 
+	/* Two answers, matched by partition: one may have seen a partition more. */
 	args[0] = Int32GetDatum(cube_id);
 	args[1] = parts;
 	args[2] = highs;
-	args[3] = stables;
+	args[3] = stable_parts;
+	args[4] = stables;
 	sc_catalog_enter(&save);
 	ret = SPI_execute_with_args("SELECT t.part, a.replica_set, p.position, k.\"offset\", "
 								"       t.hw, t.lso, p.updated_at, "
 								"       date_trunc('milliseconds', clock_timestamp() - p.updated_at) "
-								"FROM unnest($2, $3, $4) AS t(part, hw, lso) "
+								"FROM unnest($2, $3) AS h(part, hw) "
+								"LEFT JOIN unnest($4, $5) AS s(part, lso) USING (part) "
+								"CROSS JOIN LATERAL (SELECT h.part, h.hw, s.lso) AS t "
 								"LEFT JOIN streamcube.assignments a "
 								"       ON a.cube_id = $1 AND a.partition = t.part "
 								"LEFT JOIN streamcube.consume_positions p "
@@ -300,7 +304,7 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 								"LEFT JOIN streamcube.checkpoints k "
 								"       ON k.cube_id = $1 AND k.partition = t.part "
 								"ORDER BY t.part",
-								4, types, args, NULL, false, 0);
+								5, types, args, NULL, false, 0);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read the positions of cube %s: %s", cube->qualified,
