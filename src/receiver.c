@@ -1529,16 +1529,19 @@ sc_receiver_main(Datum main_arg)
 			sc_receiver_set_state(SC_RECEIVER_STOPPED);
 			proc_exit(0);
 		}
-		LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-
 		/*
 		 * The detail often says what went wrong (librdkafka's last client
 		 * error: a refused password, an unknown host): keep it with the
-		 * message.
+		 * message.  Built before the lock: nothing that can fail under it.
 		 */
-		sc_slot_set_error(slot, edata->detail
-						  ? psprintf("%s (%s)", edata->message, edata->detail)
-						  : edata->message);
+		{
+			const char *message = edata->detail
+				? psprintf("%s (%s)", edata->message, edata->detail)
+				: edata->message;
+
+			LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+			sc_slot_set_error(slot, message);
+		}
 		sc_slot_transition(slot, SC_RECEIVER_FAILED);
 		LWLockRelease(sc_shared->lock);
 		ReThrowError(edata);

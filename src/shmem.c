@@ -12,6 +12,7 @@
  */
 #include "streamcube.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -144,6 +145,10 @@ sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state)
 void
 sc_slot_set_error(ScReceiverSlot *slot, const char *message)
 {
-	strlcpy(slot->last_error, message ? message : "", SC_ERROR_LEN);
+	/* Cut at a character boundary: the view shows it as text. */
+	int			len = message ? pg_mbcliplen(message, strlen(message), SC_ERROR_LEN - 1) : 0;
+
+	memcpy(slot->last_error, message ? message : "", len);
+	slot->last_error[len] = '\0';
 	slot->last_error_at = message ? GetCurrentTimestamp() : 0;
 }
