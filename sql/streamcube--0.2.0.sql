@@ -247,7 +247,7 @@ GRANT SELECT ON streamcube.config_log TO PUBLIC;
 ALTER TABLE streamcube.config_log ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers ON streamcube.config_log FOR SELECT
     USING (CASE WHEN object_type = 'cube' THEN pg_catalog.has_table_privilege(cube, 'SELECT')
-                ELSE pg_catalog.pg_has_role('streamcube_admin', 'MEMBER') END);
+                ELSE pg_catalog.pg_has_role('streamcube_admin', 'USAGE') END);
 COMMENT ON TABLE streamcube.config_log IS
     'Journal of streamcube_alter_cluster() and streamcube_alter_cube(): who changed what, when, old and new value (secrets masked)';
 
