@@ -81,6 +81,8 @@ typedef struct ScReceiver
 
 	int			nparts;
 	int32	   *parts;
+	int		   *part_slot;		/* Kafka partition -> index in parts, -1 */
+	int32		part_slot_len;	/* entries of part_slot: max(parts) + 1 */
 	int64	   *positions;		/* committed: next offset to read */
 	int64	   *epochs;			/* assignment epoch of each partition */
 	int64	   *high;			/* last known high watermarks */
@@ -273,10 +275,7 @@ sc_receiver_load_cube(void)
 static int
 sc_receiver_part_index(int32 partition)
 {
-	for (int i = 0; i < receiver.nparts; i++)
-		if (receiver.parts[i] == partition)
-			return i;
-	return -1;
+	return partition >= 0 && partition < receiver.part_slot_len ? receiver.part_slot[partition] : -1;
 }
 
 /*
@@ -308,6 +307,17 @@ sc_receiver_take_positions(ScPositions *pos)
 	}
 	receiver.nparts = pos->n;
 	receiver.parts = pos->partitions;
+
+	/* Every message asks for its partition's index: a table, not a search. */
+	if (receiver.part_slot)
+		pfree(receiver.part_slot);
+	receiver.part_slot_len = 0;
+	for (int i = 0; i < pos->n; i++)
+		receiver.part_slot_len = Max(receiver.part_slot_len, pos->partitions[i] + 1);
+	receiver.part_slot = MemoryContextAlloc(TopMemoryContext, sizeof(int) * Max(receiver.part_slot_len, 1));
+	memset(receiver.part_slot, -1, sizeof(int) * Max(receiver.part_slot_len, 1));
+	for (int i = 0; i < pos->n; i++)
+		receiver.part_slot[pos->partitions[i]] = i;
 	receiver.positions = pos->positions;
 	receiver.epochs = pos->epochs;
 	receiver.assignment_epoch = pos->assignment_epoch;
