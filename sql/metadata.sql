@@ -86,7 +86,9 @@ SELECT d.doc ->> 'country' AS country, count(*) FROM meta_doc d GROUP BY 1
 EXCEPT
 SELECT country, count(*) FROM meta_events GROUP BY 1;
 SELECT ts, k, doc FROM meta_doc ORDER BY ts LIMIT 1;
-SELECT format FROM streamcube.cubes WHERE relid = 'meta_doc'::regclass;
+-- The document column chosen by its type is written into "fields", so a
+-- jsonb column added later does not take its place.
+SELECT format, options FROM streamcube.cubes WHERE relid = 'meta_doc'::regclass;
 
 -- The document column is built without PostgreSQL's JSON parser for flat
 -- objects; it must be what jsonb_in gives, byte for byte (key order, a
@@ -126,6 +128,12 @@ SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestampt
        '{"fields": {"v": {"kafka": "value"}}}');
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
        '{"fields": {"h": {"kafka": "header"}}}');
+-- a key or header type whose input function raises more than data errors
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h regclass', 'ts', '1 day', 'json',
+       '{"fields": {"h": {"kafka": "key"}}}');
+-- a Kafka timestamp is an instant: a timestamp (without time zone) time column would be off
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamp, t text', 'ts', '1 day', 'json',
+       '{"fields": {"ts": {"kafka": "timestamp"}}}');
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
        '{"fields": {"h": {"kafka": "partition"}}}');
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',

@@ -463,6 +463,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	if (options == NULL)
 		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
 	sc_cube_parse_options(cube, options, true);
+	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
 
 	/* Catalog rows. */
 	types[0] = OIDOID;
@@ -988,6 +989,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	/* Checked as at creation, against the table as it is now. */
 	cube = sc_cube_load(cube_id, false);
 	sc_cube_parse_options(cube, DatumGetJsonbP(new_options), true);
+	new_options = sc_cube_pin_document(cube, new_options);
 
 	values[1] = new_options;
 	{

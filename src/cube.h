@@ -68,6 +68,8 @@ typedef struct ScCube
 	ScColumn   *columns;
 	int			time_index;		/* index of the time column in columns[] */
 	int			nmeta;			/* columns filled from message metadata */
+	char	   *implicit_document;	/* format jsonb: the document column chosen
+									 * by type, not named in "fields" */
 	Oid			time_type;		/* TIMESTAMPTZOID or TIMESTAMPOID */
 	int64		width;			/* segment interval in microseconds */
 
@@ -106,6 +108,7 @@ extern void sc_cube_pause_for(int32 cube_id, const char *reason);
 extern int64 sc_interval_usecs(const Interval *iv, const char *what);
 extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
 extern List *sc_cube_copy_options(const ScCube *cube);
+extern Datum sc_cube_pin_document(const ScCube *cube, Datum options);
 
 /* segments.c */
 extern int64 sc_cube_time(const ScCube *cube, TimestampTz t);

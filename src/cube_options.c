@@ -26,6 +26,7 @@
 #include "parser/parse_node.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -166,9 +167,46 @@ sc_parse_meta_spec(ScColumn *col, const char *kind, const char *name, int nkeys)
 }
 
 /*
+ * Types a key or a header can fill: their input functions report bad input
+ * as data errors (class 22), so a message they refuse is a dead letter.
+ * (Some types' input functions raise other errors, such as tsquery's
+ * syntax errors or regclass's undefined objects, which would abort every
+ * batch that meets the message instead.)
+ */
+static bool
+sc_meta_input_type(Oid base)
+{
+	switch (base)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case BYTEAOID:
+		case JSONOID:
+		case JSONBOID:
+		case UUIDOID:
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case BOOLOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case INETOID:
+		case CIDROID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * Can a column of this type take that metadata?  A key or a header goes
- * through the column type's input function (raw bytes into bytea), so any
- * type can; the others have a shape of their own.
+ * through the column type's input function (raw bytes into bytea); the
+ * others have a shape of their own.
  */
 static void
 sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
@@ -182,8 +220,11 @@ sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
 	switch (col->meta)
 	{
 		case SC_META_NONE:
+			break;
 		case SC_META_KEY:
 		case SC_META_HEADER:
+			ok = sc_meta_input_type(base);
+			want = "text, varchar, bytea (the raw bytes), jsonb, json, uuid, a number, boolean, date, a timestamp or inet";
 			break;
 		case SC_META_TIMESTAMP:
 			ok = base == TIMESTAMPTZOID || base == TIMESTAMPOID || base == INT8OID;
@@ -208,6 +249,17 @@ sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
 				 errmsg("column \"%s\" of cube %s has type %s, which cannot hold the Kafka %s",
 						col->name, cube->qualified, format_type_be(col->type), sc_meta_name(col->meta)),
 				 errhint("Declare it as %s.", want)));
+	/*
+	 * Kafka timestamps are instants; windows of a timestamp (without time
+	 * zone) cube are reckoned in the receiver's TimeZone, so they would be
+	 * off by its offset from UTC.
+	 */
+	if (c == cube->time_index && col->meta == SC_META_TIMESTAMP && base != TIMESTAMPTZOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("time column \"%s\" of cube %s takes the Kafka timestamp, and has type %s",
+						col->name, cube->qualified, format_type_be(col->type)),
+				 errhint("Declare it as timestamptz: a Kafka timestamp is an instant.")));
 	if (c == cube->time_index && col->meta != SC_META_NONE && col->meta != SC_META_TIMESTAMP)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -377,6 +429,7 @@ sc_finish_columns(ScCube *cube, Datum fields, bool validate)
 					 errhint("Declare one column of type jsonb, or name it in option \"fields\" as {\"doc\": {\"kafka\": \"value\"}}.")));
 		if (candidates == 1)
 		{
+			cube->implicit_document = validate ? cube->columns[doc].name : NULL;
 			cube->columns[doc].meta = SC_META_VALUE;
 			cube->columns[doc].path = NULL;
 			cube->columns[doc].pathlen = 0;
@@ -626,7 +679,32 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			col->pathlen = 1;
 		}
 	}
+	cube->implicit_document = NULL;
 	if (fields != (Datum) 0)
 		sc_parse_fields(cube, fields, validate);
 	sc_finish_columns(cube, fields, validate);
+}
+
+/*
+ * The options to store for a cube whose jsonb document column was chosen
+ * by its type: with that choice written into "fields", so that a jsonb
+ * column added to the table later does not take the document's place (or
+ * leave the document unstored).  The caller is connected to SPI.
+ */
+Datum
+sc_cube_pin_document(const ScCube *cube, Datum options)
+{
+	Oid			types[2] = {JSONBOID, TEXTOID};
+	Datum		args[2];
+	bool		isnull;
+
+	if (cube->implicit_document == NULL)
+		return options;
+	args[0] = options;
+	args[1] = CStringGetTextDatum(cube->implicit_document);
+	if (SPI_execute_with_args("SELECT $1 || jsonb_build_object('fields', "
+							  "coalesce($1 -> 'fields', '{}') || jsonb_build_object($2, '{\"kafka\": \"value\"}'::jsonb))",
+							  2, types, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not write the document column into the options");
+	return datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull), false, -1);
 }

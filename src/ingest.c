@@ -130,6 +130,7 @@ struct ScIngest
 	Oid		   *meta_base;		/* per column: base type of a metadata column */
 	int			doc_index;		/* the jsonb column of the whole document; -1 */
 	StringInfoData meta_buf;	/* a metadata value being built */
+	StringInfoData hex_buf;		/* a bytea value's hex form */
 	List	   *copy_options;
 	bool	   *json_column;	/* column type is json or jsonb */
 	int			max_pathlen;
@@ -328,6 +329,7 @@ sc_ingest_create(ScCube *cube)
 		initStringInfo(&ing->lines);
 		initStringInfo(&ing->scratch);
 		initStringInfo(&ing->meta_buf);
+		initStringInfo(&ing->hex_buf);
 		initStringInfo(&ing->strval);
 		MemoryContextSwitchTo(old);
 	}
@@ -739,28 +741,51 @@ sc_append_csv_value(ScIngest *ing, StringInfo out, const char *p, size_t len)
 	appendStringInfoChar(out, quote);
 }
 
-/* One value of a line, in the cube's format; into bytea as its hex form. */
-static void
-sc_append_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bool bytea)
+/* Values longer than this are bad messages: their line could not be built. */
+#define SC_MAX_META_VALUE ((size_t) (MaxAllocSize / 4))
+
+/*
+ * One value of a line, in the cube's format; into bytea as its hex form.
+ * In a CSV line every metadata value goes through sc_append_csv_value(),
+ * so none can be read as the null string or split the line.
+ */
+static bool
+sc_append_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bool bytea,
+					  char **error)
 {
 	static const char hex[] = "0123456789abcdef";
+	bool		csv = ing->cube->format == SC_FORMAT_CSV;
+	StringInfo	hexbuf = &ing->hex_buf;
 
-	if (bytea)
+	if (len > SC_MAX_META_VALUE)
 	{
-		/* COPY's text format needs the backslash doubled; CSV does not. */
-		appendStringInfoString(out, ing->cube->format == SC_FORMAT_CSV ? "\\x" : "\\\\x");
-		enlargeStringInfo(out, (int) len * 2);
-		for (size_t i = 0; i < len; i++)
-		{
-			out->data[out->len++] = hex[(unsigned char) p[i] >> 4];
-			out->data[out->len++] = hex[(unsigned char) p[i] & 0xf];
-		}
-		out->data[out->len] = '\0';
+		*error = psprintf("a metadata value of %zu bytes is too large for a row", len);
+		return false;
 	}
-	else if (ing->cube->format == SC_FORMAT_CSV)
-		sc_append_csv_value(ing, out, p, len);
+	if (!bytea)
+	{
+		if (csv)
+			sc_append_csv_value(ing, out, p, len);
+		else
+			sc_append_text_bytes(out, p, len);
+		return true;
+	}
+
+	/* bytea's hex input; COPY's text format needs the backslash doubled. */
+	resetStringInfo(hexbuf);
+	appendStringInfoString(hexbuf, csv ? "\\x" : "\\\\x");
+	enlargeStringInfo(hexbuf, (int) (len * 2));
+	for (size_t i = 0; i < len; i++)
+	{
+		hexbuf->data[hexbuf->len++] = hex[(unsigned char) p[i] >> 4];
+		hexbuf->data[hexbuf->len++] = hex[(unsigned char) p[i] & 0xf];
+	}
+	hexbuf->data[hexbuf->len] = '\0';
+	if (csv)
+		sc_append_csv_value(ing, out, hexbuf->data, hexbuf->len);
 	else
-		sc_append_text_bytes(out, p, len);
+		appendBinaryStringInfo(out, hexbuf->data, hexbuf->len);
+	return true;
 }
 
 static inline void
@@ -770,6 +795,16 @@ sc_append_null(ScIngest *ing, StringInfo out)
 		appendStringInfoString(out, ing->cube->csv_null);
 	else
 		appendBinaryStringInfo(out, "\\N", 2);
+}
+
+/* A short value (a time, a number, a word): quoted in CSV if need be. */
+static inline void
+sc_append_short(ScIngest *ing, StringInfo out, const char *value)
+{
+	if (ing->cube->format == SC_FORMAT_CSV)
+		sc_append_csv_value(ing, out, value, strlen(value));
+	else
+		appendStringInfoString(out, value);
 }
 
 /* Bytes as a JSON string; a NUL becomes \u0000, which jsonb refuses. */
@@ -794,6 +829,13 @@ sc_append_json_string(StringInfo out, const char *p, size_t len)
 	appendStringInfoChar(out, '"');
 }
 
+/*
+ * Kafka timestamps PostgreSQL can hold as they are: from 1970 to the end of
+ * year 9999, in milliseconds.  A producer may set any CreateTime; one
+ * outside this range would overflow the conversion.
+ */
+#define SC_KAFKA_MS_MAX INT64CONST(253402300799999)
+
 /* Microseconds since 2000 of a Kafka timestamp (milliseconds since 1970). */
 static inline int64
 sc_kafka_usecs(int64 ms)
@@ -811,6 +853,12 @@ sc_kafka_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
 						  ing->cube->columns[ing->cube->time_index].name);
 		return false;
 	}
+	if (m->timestamp > SC_KAFKA_MS_MAX)
+	{
+		*error = psprintf("Kafka timestamp " INT64_FORMAT " of the message is after year 9999",
+						  m->timestamp);
+		return false;
+	}
 	*ts = sc_kafka_usecs(m->timestamp);
 	return true;
 }
@@ -818,12 +866,15 @@ sc_kafka_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
 /*
  * Append the value column c takes from the message's metadata: what the
  * column's input function (COPY's, or the direct path's) then reads.
+ * False, with *error, when the message cannot give it (headers librdkafka
+ * cannot parse, a value too large).
  */
-static void
-sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
+static bool
+sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, char **error)
 {
 	ScColumn   *col = &ing->cube->columns[c];
 	StringInfo	buf = &ing->meta_buf;
+	bool		bytea = ing->meta_base[c] == BYTEAOID;
 
 	switch (col->meta)
 	{
@@ -833,36 +884,44 @@ sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
 			if (m->key == NULL)
 				sc_append_null(ing, out);
 			else
-				sc_append_value_bytes(ing, out, m->key, m->key_len, ing->meta_base[c] == BYTEAOID);
+				return sc_append_value_bytes(ing, out, m->key, m->key_len, bytea, error);
 			break;
 		case SC_META_VALUE:
-			sc_append_value_bytes(ing, out, m->payload, m->len, ing->meta_base[c] == BYTEAOID);
-			break;
+			return sc_append_value_bytes(ing, out, m->payload, m->len, bytea, error);
 		case SC_META_TIMESTAMP:
-			if (m->timestamp < 0)
+			if (m->timestamp < 0 || m->timestamp > SC_KAFKA_MS_MAX)
 				sc_append_null(ing, out);
 			else if (ing->meta_base[c] == INT8OID)
-				appendStringInfo(out, INT64_FORMAT, m->timestamp);
+			{
+				char		digits[MAXINT8LEN + 1];
+
+				pg_lltoa(m->timestamp, digits);
+				sc_append_short(ing, out, digits);
+			}
 			else
 			{
 				struct pg_tm tm;
 				fsec_t		fsec;
+				char		text[64];
 
 				/* ISO 8601, read the same under every DateStyle; UTC */
 				if (timestamp2tm(sc_kafka_usecs(m->timestamp), NULL, &tm, &fsec, NULL, NULL) != 0)
 					sc_append_null(ing, out);
 				else
-					appendStringInfo(out, "%04d-%02d-%02d %02d:%02d:%02d.%06d%s",
-									 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
-									 tm.tm_sec, (int) fsec,
-									 ing->meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
+				{
+					snprintf(text, sizeof(text), "%04d-%02d-%02d %02d:%02d:%02d.%06d%s",
+							 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
+							 tm.tm_sec, (int) fsec,
+							 ing->meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
+					sc_append_short(ing, out, text);
+				}
 			}
 			break;
 		case SC_META_TIMESTAMP_TYPE:
 			if (m->timestamp_type == 'C')
-				appendStringInfoString(out, "CreateTime");
+				sc_append_short(ing, out, "CreateTime");
 			else if (m->timestamp_type == 'L')
-				appendStringInfoString(out, "LogAppendTime");
+				sc_append_short(ing, out, "LogAppendTime");
 			else
 				sc_append_null(ing, out);
 			break;
@@ -873,15 +932,22 @@ sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
 				const char *found = NULL;
 				size_t		size;
 				size_t		found_size = 0;
+				int			i;
+				int			got;
 
 				/* The last value of the name, as Kafka's lastHeader() */
-				for (int i = 0; sc_kafka_message_header(m, i, &name, &value, &size); i++)
+				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
 					if (strcmp(name, col->header) == 0)
 						found = value, found_size = size;
+				if (got < 0)
+				{
+					*error = "the message's headers cannot be read (librdkafka could not parse them)";
+					return false;
+				}
 				if (found == NULL)
 					sc_append_null(ing, out);
 				else
-					sc_append_value_bytes(ing, out, found, found_size, ing->meta_base[c] == BYTEAOID);
+					return sc_append_value_bytes(ing, out, found, found_size, bytea, error);
 			}
 			break;
 		case SC_META_HEADERS:
@@ -889,10 +955,12 @@ sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
 				const char *name;
 				const char *value;
 				size_t		size;
+				int			i;
+				int			got;
 
 				resetStringInfo(buf);
 				appendStringInfoChar(buf, '{');
-				for (int i = 0; sc_kafka_message_header(m, i, &name, &value, &size); i++)
+				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
 				{
 					if (i > 0)
 						appendStringInfoString(buf, ", ");
@@ -903,11 +971,16 @@ sc_append_meta(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m)
 					else
 						sc_append_json_string(buf, value, size);
 				}
+				if (got < 0)
+				{
+					*error = "the message's headers cannot be read (librdkafka could not parse them)";
+					return false;
+				}
 				appendStringInfoChar(buf, '}');
-				sc_append_value_bytes(ing, out, buf->data, buf->len, false);
+				return sc_append_value_bytes(ing, out, buf->data, buf->len, false, error);
 			}
-			break;
 	}
+	return true;
 }
 
 /* ----------------------------------------------------------------
@@ -1383,7 +1456,10 @@ sc_json_flat_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 
 		if (c > 0)
 			appendStringInfoChar(out, '\t');
 		if (cube->columns[c].meta != SC_META_NONE)
-			sc_append_meta(ing, out, c, m);
+		{
+			if (!sc_append_meta(ing, out, c, m, error))
+				return false;
+		}
 		else if (ing->flat_value[c] == NULL)
 			appendBinaryStringInfo(out, "\\N", 2);
 		else
@@ -1520,7 +1596,10 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 		if (c > 0)
 			appendStringInfoChar(out, '\t');
 		if (cube->columns[c].meta != SC_META_NONE)
-			sc_append_meta(ing, out, c, m);
+		{
+			if (!sc_append_meta(ing, out, c, m, error))
+				return false;
+		}
 		else if (st.values[c] == NULL)
 			appendBinaryStringInfo(out, "\\N", 2);
 		else
@@ -1536,19 +1615,20 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
  */
 
 /* The metadata columns of a CSV line, after the record (if any). */
-static void
-sc_append_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first)
+static bool
+sc_append_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first,
+				   char **error)
 {
 	ScCube	   *cube = ing->cube;
 
-	if (cube->nmeta == 0)
-		return;
 	for (int f = ing->npayload; f < cube->ncolumns; f++)
 	{
 		if (!first || f > 0)
 			appendStringInfoChar(out, cube->csv_delimiter);
-		sc_append_meta(ing, out, ing->line_col[f], m);
+		if (!sc_append_meta(ing, out, ing->line_col[f], m, error))
+			return false;
 	}
+	return true;
 }
 
 /*
@@ -1569,19 +1649,19 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	bool		quoted = false;
 	StringInfo	time_value = &ing->scratch;
 
+	if (ing->npayload == 0 && p != NULL)
+	{
+		/* Every column takes metadata: the record is not read at all. */
+		if (!sc_kafka_time(ing, m, ts, error) ||
+			!sc_append_csv_meta(ing, out, m, true, error))
+			return false;
+		sc_append_position(out, delim, m);
+		return true;
+	}
 	if (p == NULL || len == 0)
 	{
 		*error = "message is empty";
 		return false;
-	}
-	if (ing->npayload == 0)
-	{
-		/* Every column takes metadata: the record is not read at all. */
-		if (!sc_kafka_time(ing, m, ts, error))
-			return false;
-		sc_append_csv_meta(ing, out, m, true);
-		sc_append_position(out, delim, m);
-		return true;
 	}
 	/* One trailing line end is part of a record, not of its last field. */
 	if (len > 0 && p[len - 1] == '\n')
@@ -1686,7 +1766,8 @@ checked:
 	}
 
 	appendBinaryStringInfo(out, p, len);
-	sc_append_csv_meta(ing, out, m, false);
+	if (!sc_append_csv_meta(ing, out, m, false, error))
+		return false;
 	sc_append_position(out, delim, m);
 	return true;
 }

@@ -1103,25 +1103,32 @@ sc_kafka_messages_release(ScKafkaMessage *messages, int n)
 }
 
 /*
- * The header at index of a message, in the order the producer gave them;
- * false past the last one.  *value is NULL for a header without a value.
- * librdkafka parses a message's headers on the first call only.
+ * The header at index of a message, in the order the producer gave them:
+ * 1 with *name, *value (NULL for a header without a value) and *size; 0
+ * past the last one (or when the message has none); -1 when librdkafka
+ * cannot parse the message's headers.  Parsed on the first call only.
  */
-bool
+int
 sc_kafka_message_header(const ScKafkaMessage *message, int index,
 						const char **name, const char **value, size_t *size)
 {
 	rd_kafka_headers_t *headers;
+	rd_kafka_resp_err_t err;
 	const void *v;
 
-	if (message->handle == NULL ||
-		rd_kafka_message_headers((rd_kafka_message_t *) message->handle, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-		rd_kafka_header_get_all(headers, index, name, &v, size) != RD_KAFKA_RESP_ERR_NO_ERROR)
-		return false;
+	if (message->handle == NULL)
+		return 0;
+	err = rd_kafka_message_headers((rd_kafka_message_t *) message->handle, &headers);
+	if (err == RD_KAFKA_RESP_ERR__NOENT)
+		return 0;
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
+	if (rd_kafka_header_get_all(headers, index, name, &v, size) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return 0;
 	*value = v;
 	if (v == NULL)
 		*size = 0;
-	return true;
+	return 1;
 }
 
 /*

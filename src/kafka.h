@@ -121,7 +121,7 @@ extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);
 extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *messages,
 								   int max_messages, ScKafkaPollResult *result);
 extern void sc_kafka_messages_release(ScKafkaMessage *messages, int n);
-extern bool sc_kafka_message_header(const ScKafkaMessage *message, int index,
+extern int	sc_kafka_message_header(const ScKafkaMessage *message, int index,
 									const char **name, const char **value, size_t *size);
 extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
 extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);

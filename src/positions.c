@@ -595,6 +595,32 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 
+	/*
+	 * Positions read from another Kafka cluster become this one's only
+	 * when every partition gets one here: the others would go on at
+	 * offsets that mean something else in this cluster.
+	 */
+	if (kafka_cluster_id != NULL && cube->kafka_cluster_id != NULL &&
+		strcmp(kafka_cluster_id, cube->kafka_cluster_id) != 0)
+	{
+		ListCell   *ac;
+
+		foreach(ac, assigned)
+		{
+			bool		given = false;
+
+			foreach(lc, changes)
+				given |= ((ScPositionChange *) lfirst(lc))->partition == lfirst_int(ac);
+			if (!given)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("cube %s has positions of another Kafka cluster (id %s); cluster \"%s\" now reaches id %s",
+								cube->qualified, cube->kafka_cluster_id, cube->cluster, kafka_cluster_id),
+						 errdetail("Partition %d would keep a position of the other cluster.", lfirst_int(ac)),
+						 errhint("Set the position of every partition in the same call, for example '\"earliest\"' or '{\"0\": 1234, \"1\": 567, ...}'.")));
+		}
+	}
+
 	foreach(lc, changes)
 	{
 		ScPositionChange *c = lfirst(lc);

@@ -668,27 +668,35 @@ sc_receiver_pause_for(const char *reason)
 /*
  * A cube created before streamcube knew cluster ids (or by a broker that
  * did not tell) learns the id of the cluster its positions come from.
+ * Another receiver of the cube may have recorded one meanwhile: the id
+ * stored is returned, the one to compare with.  NULL if the cube is gone.
  */
-static void
+static char *
 sc_receiver_note_cluster_id(const char *cluster_id)
 {
 	Datum		args[2] = {Int32GetDatum(receiver.cube_id), CStringGetTextDatum(cluster_id)};
 	Oid			types[2] = {INT4OID, TEXTOID};
 	ScPrivilegeSave save;
+	char	   *stored = NULL;
 
 	sc_receiver_begin("recording the Kafka cluster id");
 	if (sc_receiver_lock_cube())
 	{
 		SPI_connect();
 		sc_catalog_enter(&save);
-		SPI_execute_with_args("UPDATE streamcube.cubes SET kafka_cluster_id = $2 "
-							  "WHERE cube_id = $1 AND kafka_cluster_id IS NULL",
+		SPI_execute_with_args("UPDATE streamcube.cubes SET kafka_cluster_id = coalesce(kafka_cluster_id, $2) "
+							  "WHERE cube_id = $1 RETURNING kafka_cluster_id",
 							  2, types, args, NULL, false, 0);
 		sc_catalog_leave(&save);
+		if (SPI_processed > 0)
+			stored = MemoryContextStrdup(receiver.cube_cxt,
+										 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 		SPI_finish();
 	}
 	sc_receiver_commit();
-	receiver.cube->kafka_cluster_id = MemoryContextStrdup(receiver.cube_cxt, cluster_id);
+	if (stored != NULL)
+		receiver.cube->kafka_cluster_id = stored;
+	return stored;
 }
 
 /*
@@ -719,6 +727,11 @@ sc_receiver_check_kafka(void)
 	 * the cube at offsets of the old one: whatever they point at there is
 	 * not what the cube has not read yet.
 	 */
+	if (cluster_id != NULL && receiver.cube->kafka_cluster_id == NULL)
+	{
+		sc_receiver_note_cluster_id(cluster_id);
+		MemoryContextSwitchTo(cxt);		/* the commit left it elsewhere */
+	}
 	if (cluster_id != NULL && receiver.cube->kafka_cluster_id != NULL &&
 		strcmp(cluster_id, receiver.cube->kafka_cluster_id) != 0)
 		reason = psprintf("Kafka cluster \"%s\" now reaches another Kafka cluster (id %s) than the one "
@@ -727,8 +740,6 @@ sc_receiver_check_kafka(void)
 						  "and call streamcube_resume('%s'); if the topic was moved there, set the "
 						  "positions it has there with streamcube_set_positions('%s', ...), then resume",
 						  receiver.cube->cluster, cluster_id, receiver.cube->kafka_cluster_id, cube, cube);
-	else if (cluster_id != NULL && receiver.cube->kafka_cluster_id == NULL)
-		sc_receiver_note_cluster_id(cluster_id);
 	if (reason == NULL && missing)
 		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
 						  "Nothing was skipped. If it was deleted and created again, its offsets "

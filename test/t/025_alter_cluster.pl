@@ -124,6 +124,13 @@ like( $node->safe_psql('postgres',
 my $held = rows();
 sleep 2;
 is(rows(), $held, 'nothing is read from the other cluster');
+# Setting some partitions only is refused: the others would keep offsets
+# of the other cluster.
+my ($rc, $out, $err) = $node->psql('postgres',
+	"SELECT count(*) FROM streamcube_set_positions('ev', "
+	  . "(SELECT jsonb_build_object(min(partition)::text, min(position)) FROM streamcube.lag('ev')))");
+like($err, qr/has positions of another Kafka cluster \(id OtherKafkaClusterId000\).*\n.*DETAIL:  Partition \d+ would keep a position of the other cluster/s,
+	'setting some positions only is refused');
 # The way out when the topic really moved: set the positions it has there
 # (here the same offsets), which makes them offsets of that cluster.
 $node->safe_psql('postgres',
