@@ -447,6 +447,18 @@ $$;
 -- bootstrap list changed to another Kafka cluster pauses the cube.
 ALTER TABLE streamcube.cubes ADD COLUMN kafka_cluster_id text;
 
+-- A property with two librdkafka names is stored under one (the second
+-- name of sc_kafka_property_canonical), so that a change under either name
+-- replaces it.
+UPDATE streamcube.clusters c
+SET properties = (c.properties - ARRAY['sasl.mechanism', 'max.partition.fetch.bytes', 'max.in.flight'])
+    || coalesce((SELECT jsonb_object_agg(m.canonical, c.properties -> m.alias)
+                 FROM (VALUES ('sasl.mechanism', 'sasl.mechanisms'),
+                              ('max.partition.fetch.bytes', 'fetch.message.max.bytes'),
+                              ('max.in.flight', 'max.in.flight.requests.per.connection')) AS m(alias, canonical)
+                 WHERE c.properties ? m.alias AND NOT c.properties ? m.canonical), '{}')
+WHERE c.properties ?| ARRAY['sasl.mechanism', 'max.partition.fetch.bytes', 'max.in.flight'];
+
 -- Format jsonb: JSON, and the whole document in a jsonb column.
 ALTER TABLE streamcube.cubes DROP CONSTRAINT cubes_format_check,
     ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv'));

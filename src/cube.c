@@ -892,7 +892,7 @@ static const struct
 	{"time_column", "the table is partitioned by the time column and every window was cut by it",
 	"Create a new cube with the other time column."},
 	{"segment_interval", "every window of the table (active and sealed) was cut at this size, and sealing and retention count in windows",
-	"Create a new cube with the other window size; compaction merges sealed windows into coarser ones."},
+	"Create a new cube with the other window size."},
 	{"start", "it only decides where a new cube starts reading",
 	"Move the positions of a paused cube with streamcube_set_positions()."},
 	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",

@@ -235,7 +235,8 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	{
 		ing->attnames = lappend(ing->attnames, makeString(pstrdup(cube->columns[c].name)));
 		ing->attnums[c] = get_attnum(cube->relid, cube->columns[c].name);
-		ing->json_column[c] = cube->columns[c].type == JSONOID || cube->columns[c].type == JSONBOID;
+		ing->json_column[c] = getBaseType(cube->columns[c].type) == JSONOID ||
+			getBaseType(cube->columns[c].type) == JSONBOID;
 		ing->max_pathlen = Max(ing->max_pathlen, cube->columns[c].pathlen);
 	}
 	ing->attnames = lappend(ing->attnames, makeString(pstrdup("_partition")));

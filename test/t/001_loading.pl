@@ -109,7 +109,15 @@ my $catalog_shape = q{
 my $fresh = $node->safe_psql('other', $catalog_shape);
 $node->safe_psql('other', 'DROP EXTENSION streamcube');
 $node->safe_psql('other', "CREATE EXTENSION streamcube VERSION '0.1.0'");
+# A cluster stored by 0.1.0 under the second names of two properties.
+$node->safe_psql('other',
+	"INSERT INTO streamcube.clusters (name, bootstrap_servers, properties) VALUES "
+	  . "('old', '127.0.0.1:1', '{\"sasl.mechanism\": \"PLAIN\", \"max.in.flight\": 3, \"client.id\": \"x\"}')");
 $node->safe_psql('other', 'ALTER EXTENSION streamcube UPDATE');
+is($node->safe_psql('other', "SELECT properties FROM streamcube.clusters WHERE name = 'old'"),
+	'{"client.id": "x", "sasl.mechanisms": "PLAIN", "max.in.flight.requests.per.connection": 3}',
+	'the update stores properties under the names librdkafka knows them by');
+$node->safe_psql('other', "DELETE FROM streamcube.clusters WHERE name = 'old'");
 is($node->safe_psql('other',
 		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
 	'0.2.0', '0.1.0 updates to 0.2.0');
