@@ -144,5 +144,8 @@ SELECT count(*) AS receivers_seen FROM streamcube._receivers();
 SELECT count(*) AS consumers_seen FROM streamcube.consumers;
 RESET ROLE;
 SELECT streamcube_drop_cube('sc_sp.sp_cube');
+-- (the view that goes with it is named after today's window)
+SET client_min_messages = warning;
 DROP FUNCTION public.sc_trap() CASCADE;
+RESET client_min_messages;
 DROP SCHEMA sc_sp CASCADE;
