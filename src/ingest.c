@@ -1914,6 +1914,12 @@ sc_direct_split(char *buf, char **fields, int maxfields)
 		if (is_null)
 			in += 2;
 		else
+		{
+			/* Most fields escape nothing: skip to the end without copying. */
+			in += strcspn(in, "\t\n\\");
+			out = in;
+		}
+		if (!is_null)
 			while (*in != '\0' && *in != '\t' && *in != '\n')
 			{
 				if (*in == '\\' && in[1] != '\0')
@@ -2165,6 +2171,7 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	ErrorContextCallback errcb;
 	int			t_index = cube->time_index;
 	bool		time_fast;
+	ScDirectTarget *t = NULL;	/* of the current run of one window */
 
 	/* Lines into sealed windows go through COPY, their guard triggers too. */
 	for (int l = lo; l < hi; l++)
@@ -2182,9 +2189,13 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	InitResultRelInfo(root, parent, 1, NULL, 0);
 	for (int l = lo; l < hi; l++)
 	{
-		ScWindowEntry *e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
+		ScWindowEntry *e;
 		ScDirectTarget *t = NULL;
 
+		/* A batch holds runs of one window: look each run up once. */
+		if (l > lo && ing->line_window[l] == ing->line_window[l - 1])
+			continue;
+		e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
 		if (e != NULL && !e->sealed && OidIsValid(e->relid))
 			t = sc_direct_target(ing, &targets, e->relid, root, estate);
 		if (t == NULL || !sc_direct_writable(t->rel))
@@ -2215,15 +2226,19 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	for (int l = lo; l < hi; l++)
 	{
 		ScKafkaMessage *m = &ing->messages[ing->line_msg[l]];
-		ScWindowEntry *e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
-		ScDirectTarget *t = NULL;
 		TupleTableSlot *slot;
 		MemoryContext old;
 		int			nf;
 
-		foreach(lc, targets)
-			if (((ScDirectTarget *) lfirst(lc))->relid == e->relid)
-				t = lfirst(lc);
+		if (l == lo || ing->line_window[l] != ing->line_window[l - 1])
+		{
+			ScWindowEntry *e = hash_search(ing->windows, &ing->line_window[l], HASH_FIND, NULL);
+
+			t = NULL;
+			foreach(lc, targets)
+				if (((ScDirectTarget *) lfirst(lc))->relid == e->relid)
+					t = lfirst(lc);
+		}
 		if (t->slots[t->nslots] == NULL)
 			t->slots[t->nslots] = table_slot_create(t->rel, NULL);
 		slot = t->slots[t->nslots];
