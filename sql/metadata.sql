@@ -116,6 +116,56 @@ SELECT "offset", error FROM streamcube.dead_letters d JOIN streamcube.cubes c US
 WHERE c.relid = 'meta_docs'::regclass;
 SELECT streamcube_drop_cube('meta_docs');
 
+-- Keys and headers that look like syntax: delimiters, quotes, the null
+-- string, backslashes, tabs, a line break.  The direct path and the COPY
+-- path (streamcube.direct_insert off) give the same rows, and every value
+-- is the one produced.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_hostile_csv 1 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_hostile_json 1 >/dev/null
+\! printf '%s\n' 'a,b|2026-01-01T00:00:01Z,1' 'say "hi"|2026-01-01T00:00:02Z,2' 'NULL|2026-01-01T00:00:03Z,3' "$(printf 'back\\slash\ttab')|2026-01-01T00:00:04Z,4" '\N|2026-01-01T00:00:05Z,5' | kcat -P -b "$SC_KAFKA" -t meta_hostile_csv -p 0 -K '|' -H "$(printf 'x=two\nlines, "quoted" \\ and\ttab')"
+\! printf '%s\n' 'a,b|{"ts":"2026-01-01T00:00:01Z","n":1}' 'say "hi"|{"ts":"2026-01-01T00:00:02Z","n":2}' 'NULL|{"ts":"2026-01-01T00:00:03Z","n":3}' "$(printf 'back\\slash\ttab')|{\"ts\":\"2026-01-01T00:00:04Z\",\"n\":4}" '\N|{"ts":"2026-01-01T00:00:05Z","n":5}' | kcat -P -b "$SC_KAFKA" -t meta_hostile_json -p 0 -K '|' -H "$(printf 'x=two\nlines, "quoted" \\ and\ttab')"
+CREATE FUNCTION sc_test.meta_hostile(suffix text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM streamcube_create_cube('meta_hostile_csv_' || suffix, 'kafka', 'meta_hostile_csv',
+        'ts timestamptz, n int, k text, kb bytea, x text, hdrs jsonb', 'ts', '1 day', 'csv',
+        '{"null": "NULL", "fields": {"k": {"kafka": "key"}, "kb": {"kafka": "key"},
+          "x": {"kafka": "header", "name": "x"}, "hdrs": {"kafka": "headers"}}}');
+    PERFORM streamcube_create_cube('meta_hostile_json_' || suffix, 'kafka', 'meta_hostile_json',
+        'ts timestamptz, n int, k text, kb bytea, x text, hdrs jsonb', 'ts', '1 day', 'json',
+        '{"fields": {"k": {"kafka": "key"}, "kb": {"kafka": "key"},
+          "x": {"kafka": "header", "name": "x"}, "hdrs": {"kafka": "headers"}}}');
+END $$;
+SELECT sc_test.meta_hostile('on');
+SELECT streamcube_wait('meta_hostile_csv_on', '60 s'), streamcube_wait('meta_hostile_json_on', '60 s');
+ALTER SYSTEM SET streamcube.direct_insert = off;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT sc_test.meta_hostile('off');
+SELECT streamcube_wait('meta_hostile_csv_off', '60 s'), streamcube_wait('meta_hostile_json_off', '60 s');
+ALTER SYSTEM RESET streamcube.direct_insert;
+SELECT pg_reload_conf();
+SELECT n, k, k IS NULL AS k_null, kb, x = E'two\nlines, "quoted" \\ and\ttab' AS x_exact,
+       hdrs ->> 'x' = x AS hdrs_exact
+FROM meta_hostile_csv_on ORDER BY n;
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE convert_from(kb, 'UTF8') = k) AS bytea_matches_text
+FROM meta_hostile_csv_on;
+SELECT f, (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_csv_on) a)
+         = (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_csv_off) b) AS same_rows
+FROM (VALUES ('csv')) v(f)
+UNION ALL
+SELECT f, (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_json_on) a)
+         = (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_json_off) b)
+FROM (VALUES ('json')) v(f);
+SELECT (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_csv_on) a)
+     = (SELECT array_agg(r ORDER BY r) FROM (SELECT (n, k, kb, x, hdrs)::text r FROM meta_hostile_json_on) b)
+       AS csv_same_as_json;
+SELECT count(*) AS dead_letters FROM streamcube.dead_letters d JOIN streamcube.cubes c USING (cube_id)
+WHERE c.relid::text LIKE 'meta_hostile%';
+SELECT streamcube_drop_cube(c) FROM unnest(ARRAY['meta_hostile_csv_on', 'meta_hostile_json_on',
+       'meta_hostile_csv_off', 'meta_hostile_json_off']) AS c;
+DROP FUNCTION sc_test.meta_hostile(text);
+
 -- What the columns may be, checked at creation.
 SET ROLE sc_admin;
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, t text', 'ts', '1 day', 'json',
