@@ -11,9 +11,12 @@
 --
 \set VERBOSITY default
 
-\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_events 2 >/dev/null
+-- The messages carry CreateTime of January 2026: Kafka's time retention
+-- (7 days by default) would delete them under the test, so the topics keep
+-- everything.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_events 2 --config retention.ms=-1 >/dev/null
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic meta_events --count 70 --format json --start-ts 1767225600 --meta 2>/dev/null
-\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_csv 2 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" meta_csv 2 --config retention.ms=-1 >/dev/null
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic meta_csv --count 70 --format csv --start-ts 1767225600 --meta 2>/dev/null
 
 SET ROLE sc_admin;
