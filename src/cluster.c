@@ -240,16 +240,7 @@ sc_check_properties(const char *cluster, Datum properties)
 	char		errbuf[512];
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &properties,
-								NULL, true, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not inspect properties: %s", SPI_result_code_string(ret));
-	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("properties of Kafka cluster \"%s\" must be a JSON object", cluster),
-				 errhint("Pass librdkafka properties as '{\"security.protocol\": \"SASL_SSL\"}'.")));
-
+	/* An object: sc_canonical_properties() has checked it. */
 	ret = SPI_execute_with_args("SELECT key, value #>> '{}', jsonb_typeof(value) "
 								"FROM jsonb_each($1) ORDER BY key",
 								1, &argtype, &properties, NULL, true, 0);
