@@ -1136,6 +1136,40 @@ typedef enum ScFlatResult
 	SC_FLAT_FALLBACK
 } ScFlatResult;
 
+/* One key and value of a flat object, pointing into the message. */
+typedef enum ScFlatKind
+{
+	SC_FLAT_STRING,				/* value: the bytes between the quotes */
+	SC_FLAT_NUMBER,
+	SC_FLAT_TRUE,
+	SC_FLAT_FALSE,
+	SC_FLAT_NULL
+} ScFlatKind;
+
+typedef struct ScFlatPair
+{
+	const char *key;
+	int			key_len;
+	const char *value;
+	int			value_len;
+	ScFlatKind	kind;
+} ScFlatPair;
+
+/* Where a scan of a flat object is; see sc_flat_next(). */
+typedef struct ScFlatIter
+{
+	const char *p;
+	const char *end;
+	bool		first;
+} ScFlatIter;
+
+typedef enum ScFlatStep
+{
+	SC_FLAT_PAIR,				/* *pair is the next key and value */
+	SC_FLAT_END,				/* the object ended, and the text with it */
+	SC_FLAT_NOT_FLAT			/* anything else: pg_parse_json's business */
+} ScFlatStep;
+
 static inline const char *
 sc_skip_ws(const char *p, const char *end)
 {
@@ -1196,84 +1230,106 @@ sc_scan_plain_string(const char *p, const char *end)
 	return NULL;
 }
 
+/*
+ * The next key and value of a flat object: scalar values only, strings
+ * without escapes or control characters.  Shared by the column scan and the
+ * direct jsonb build, so both accept exactly the same texts.
+ */
+static inline ScFlatStep
+sc_flat_next(ScFlatIter *it, ScFlatPair *pair)
+{
+	const char *p = it->p;
+	const char *end = it->end;
+	const char *key_end;
+	const char *value_end;
+
+	if (it->first)
+	{
+		it->first = false;
+		p = sc_skip_ws(p, end);
+		if (p >= end || *p != '{')
+			return SC_FLAT_NOT_FLAT;
+		p = sc_skip_ws(p + 1, end);
+		if (p < end && *p == '}')
+			return sc_skip_ws(p + 1, end) == end ? SC_FLAT_END : SC_FLAT_NOT_FLAT;
+	}
+	else
+	{
+		/* after a value: at its ',' or '}' */
+		if (*p == '}')
+			return sc_skip_ws(p + 1, end) == end ? SC_FLAT_END : SC_FLAT_NOT_FLAT;
+		p = sc_skip_ws(p + 1, end);
+	}
+
+	/* "key" : */
+	if (p >= end || *p != '"')
+		return SC_FLAT_NOT_FLAT;
+	pair->key = p + 1;
+	if ((key_end = sc_scan_plain_string(pair->key, end)) == NULL)
+		return SC_FLAT_NOT_FLAT;
+	pair->key_len = key_end - pair->key;
+	p = sc_skip_ws(key_end + 1, end);
+	if (p >= end || *p != ':')
+		return SC_FLAT_NOT_FLAT;
+	p = sc_skip_ws(p + 1, end);
+	if (p >= end)
+		return SC_FLAT_NOT_FLAT;
+
+	/* value */
+	pair->value = p;
+	if (*p == '"')
+	{
+		pair->value = p + 1;
+		if ((value_end = sc_scan_plain_string(pair->value, end)) == NULL)
+			return SC_FLAT_NOT_FLAT;
+		pair->kind = SC_FLAT_STRING;
+		p = value_end + 1;
+	}
+	else if (*p == '-' || (*p >= '0' && *p <= '9'))
+	{
+		if ((value_end = sc_scan_number(p, end)) == NULL)
+			return SC_FLAT_NOT_FLAT;
+		pair->kind = SC_FLAT_NUMBER;
+		p = value_end;
+	}
+	else if (end - p >= 4 && memcmp(p, "true", 4) == 0)
+		pair->kind = SC_FLAT_TRUE, value_end = p += 4;
+	else if (end - p >= 5 && memcmp(p, "false", 5) == 0)
+		pair->kind = SC_FLAT_FALSE, value_end = p += 5;
+	else if (end - p >= 4 && memcmp(p, "null", 4) == 0)
+		pair->kind = SC_FLAT_NULL, value_end = p += 4;
+	else
+		return SC_FLAT_NOT_FLAT;	/* nested, or not JSON */
+	pair->value_len = value_end - pair->value;
+
+	/* after the value: a delimiter, so "truex" or "1x" is no value */
+	p = sc_skip_ws(p, end);
+	if (p >= end || (*p != ',' && *p != '}'))
+		return SC_FLAT_NOT_FLAT;
+	it->p = p;
+	return SC_FLAT_PAIR;
+}
+
 static ScFlatResult
 sc_json_flat_scan(ScIngest *ing, const char *p, const char *end)
 {
 	ScCube	   *cube = ing->cube;
+	ScFlatIter	it = {p, end, true};
+	ScFlatPair	pair;
+	ScFlatStep	step;
 
 	memset(ing->flat_present, 0, sizeof(bool) * cube->ncolumns);
 	memset(ing->flat_value, 0, sizeof(char *) * cube->ncolumns);
-	p = sc_skip_ws(p, end);
-	if (p >= end || *p != '{')
-		return SC_FLAT_FALLBACK;
-	p = sc_skip_ws(p + 1, end);
-	if (p < end && *p == '}')
-		return sc_skip_ws(p + 1, end) == end ? SC_FLAT_OK : SC_FLAT_FALLBACK;
-
-	for (;;)
-	{
-		const char *key,
-				   *key_end,
-				   *value,
-				   *value_end;
-		bool		is_null = false;
-		int			c;
-
-		/* "key" : */
-		if (p >= end || *p != '"')
-			return SC_FLAT_FALLBACK;
-		key = p + 1;
-		if ((key_end = sc_scan_plain_string(key, end)) == NULL)
-			return SC_FLAT_FALLBACK;
-		p = sc_skip_ws(key_end + 1, end);
-		if (p >= end || *p != ':')
-			return SC_FLAT_FALLBACK;
-		p = sc_skip_ws(p + 1, end);
-		if (p >= end)
-			return SC_FLAT_FALLBACK;
-
-		/* value */
-		if (*p == '"')
-		{
-			value = p + 1;
-			if ((value_end = sc_scan_plain_string(value, end)) == NULL)
-				return SC_FLAT_FALLBACK;
-			p = value_end + 1;
-		}
-		else if (*p == '-' || (*p >= '0' && *p <= '9'))
-		{
-			value = p;
-			if ((value_end = sc_scan_number(p, end)) == NULL)
-				return SC_FLAT_FALLBACK;
-			p = value_end;
-		}
-		else if (end - p >= 4 && memcmp(p, "true", 4) == 0)
-			value = p, value_end = p += 4;
-		else if (end - p >= 5 && memcmp(p, "false", 5) == 0)
-			value = p, value_end = p += 5;
-		else if (end - p >= 4 && memcmp(p, "null", 4) == 0)
-			value = value_end = p += 4, is_null = true;
-		else
-			return SC_FLAT_FALLBACK;	/* nested, or not JSON */
-
-		/* after the value: a delimiter, so "truex" or "1x" is no value */
-		p = sc_skip_ws(p, end);
-		if (p >= end || (*p != ',' && *p != '}'))
-			return SC_FLAT_FALLBACK;
-
-		for (c = 0; c < cube->ncolumns; c++)
-			if (ing->name_len[c] == key_end - key &&
-				memcmp(cube->columns[c].path[0], key, key_end - key) == 0)
+	while ((step = sc_flat_next(&it, &pair)) == SC_FLAT_PAIR)
+		for (int c = 0; c < cube->ncolumns; c++)
+			if (ing->name_len[c] == pair.key_len &&
+				memcmp(cube->columns[c].path[0], pair.key, pair.key_len) == 0)
 			{
 				ing->flat_present[c] = true;
-				ing->flat_value[c] = is_null ? NULL : value;
-				ing->flat_len[c] = value_end - value;
+				ing->flat_value[c] = pair.kind == SC_FLAT_NULL ? NULL : pair.value;
+				ing->flat_len[c] = pair.value_len;
 			}
-
-		if (*p == '}')
-			return sc_skip_ws(p + 1, end) == end ? SC_FLAT_OK : SC_FLAT_FALLBACK;
-		p = sc_skip_ws(p + 1, end);
-	}
+	return step == SC_FLAT_END ? SC_FLAT_OK : SC_FLAT_FALLBACK;
 }
 
 /*
@@ -1305,90 +1361,55 @@ sc_jsonb_pair_order_cmp(const void *a, const void *b)
 static bool
 sc_flat_jsonb(ScIngest *ing, const char *p, Datum *result)
 {
-	const char *end = p + strlen(p);
+	size_t		len = strlen(p);
+	ScFlatIter	it = {p, p + len, true};
+	ScFlatPair	flat;
+	ScFlatStep	step;
 	JsonbValue	object;
 	JsonbPair  *pairs;
 	int			n = 0;
 	int			max = 16;
 
-	p = sc_skip_ws(p, end);
-	if (p >= end || *p != '{' || end - p > JENTRY_OFFLENMASK)
+	if (len > JENTRY_OFFLENMASK)
 		return false;
 	pairs = palloc(sizeof(JsonbPair) * max);
-	p = sc_skip_ws(p + 1, end);
-	if (p < end && *p == '}')
-		p = sc_skip_ws(p + 1, end);
-	else
-		for (;;)
+	while ((step = sc_flat_next(&it, &flat)) == SC_FLAT_PAIR)
+	{
+		JsonbPair  *pair;
+
+		if (n == max)
+			pairs = repalloc(pairs, sizeof(JsonbPair) * (max *= 2));
+		pair = &pairs[n];
+		pair->key.type = jbvString;
+		pair->key.val.string.val = (char *) flat.key;
+		pair->key.val.string.len = flat.key_len;
+		pair->order = n++;
+		switch (flat.kind)
 		{
-			const char *key,
-					   *key_end,
-					   *value,
-					   *value_end;
-			JsonbPair  *pair;
-
-			if (p >= end || *p != '"')
-				return false;
-			key = p + 1;
-			if ((key_end = sc_scan_plain_string(key, end)) == NULL)
-				return false;
-			p = sc_skip_ws(key_end + 1, end);
-			if (p >= end || *p != ':')
-				return false;
-			p = sc_skip_ws(p + 1, end);
-			if (p >= end)
-				return false;
-			if (n == max)
-				pairs = repalloc(pairs, sizeof(JsonbPair) * (max *= 2));
-			pair = &pairs[n];
-			pair->key.type = jbvString;
-			pair->key.val.string.val = (char *) key;
-			pair->key.val.string.len = key_end - key;
-			pair->order = n++;
-
-			if (*p == '"')
-			{
-				value = p + 1;
-				if ((value_end = sc_scan_plain_string(value, end)) == NULL)
-					return false;
+			case SC_FLAT_STRING:
 				pair->value.type = jbvString;
-				pair->value.val.string.val = (char *) value;
-				pair->value.val.string.len = value_end - value;
-				p = value_end + 1;
-			}
-			else if (*p == '-' || (*p >= '0' && *p <= '9'))
-			{
-				value = p;
-				if ((value_end = sc_scan_number(p, end)) == NULL)
-					return false;
+				pair->value.val.string.val = (char *) flat.value;
+				pair->value.val.string.len = flat.value_len;
+				break;
+			case SC_FLAT_NUMBER:
 				resetStringInfo(&ing->meta_buf);
-				appendBinaryStringInfo(&ing->meta_buf, value, value_end - value);
+				appendBinaryStringInfo(&ing->meta_buf, flat.value, flat.value_len);
 				pair->value.type = jbvNumeric;
 				pair->value.val.numeric =
 					DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(ing->meta_buf.data),
 														ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-				p = value_end;
-			}
-			else if (end - p >= 4 && memcmp(p, "true", 4) == 0)
-				pair->value.type = jbvBool, pair->value.val.boolean = true, p += 4;
-			else if (end - p >= 5 && memcmp(p, "false", 5) == 0)
-				pair->value.type = jbvBool, pair->value.val.boolean = false, p += 5;
-			else if (end - p >= 4 && memcmp(p, "null", 4) == 0)
-				pair->value.type = jbvNull, p += 4;
-			else
-				return false;	/* nested, or not JSON */
-
-			p = sc_skip_ws(p, end);
-			if (p >= end || (*p != ',' && *p != '}'))
-				return false;
-			if (*p == '}')
-			{
-				p = sc_skip_ws(p + 1, end);
 				break;
-			}
-			p = sc_skip_ws(p + 1, end);
+			case SC_FLAT_TRUE:
+			case SC_FLAT_FALSE:
+				pair->value.type = jbvBool;
+				pair->value.val.boolean = flat.kind == SC_FLAT_TRUE;
+				break;
+			case SC_FLAT_NULL:
+				pair->value.type = jbvNull;
+				break;
 		}
-	if (p != end)
+	}
+	if (step != SC_FLAT_END)
 		return false;
 
 	/* Sorted as jsonb keeps them; of equal keys the later first, then kept. */
