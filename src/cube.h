@@ -49,6 +49,7 @@ typedef struct ScColumn
 	int			pathlen;		/* 0 for a metadata column */
 	ScMeta		meta;
 	char	   *header;			/* SC_META_HEADER: its name */
+	bool		mapped;			/* named in option "fields" */
 } ScColumn;
 
 typedef struct ScCube

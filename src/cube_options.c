@@ -328,6 +328,7 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 							column, cube->qualified),
 					 errhint("Map declared columns only; _partition and _offset are filled by streamcube.")));
 		}
+		cube->columns[c].mapped = true;
 		if (strcmp(type, "object") == 0)
 		{
 			bool		knull;
@@ -392,7 +393,7 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
  * fills.
  */
 static void
-sc_finish_columns(ScCube *cube, Datum fields, bool validate)
+sc_finish_columns(ScCube *cube, bool validate)
 {
 	int			nvalue = 0;
 
@@ -404,23 +405,8 @@ sc_finish_columns(ScCube *cube, Datum fields, bool validate)
 		int			candidates = 0;
 
 		for (int c = 0; c < cube->ncolumns; c++)
-		{
-			ScColumn   *col = &cube->columns[c];
-			bool		mapped = false;
-
-			if (fields != (Datum) 0)
-			{
-				Datum		args[2] = {fields, CStringGetTextDatum(col->name)};
-				Oid			types[2] = {JSONBOID, TEXTOID};
-				bool		isnull;
-
-				if (SPI_execute_with_args("SELECT $1 ? $2", 2, types, args, NULL, true, 1) != SPI_OK_SELECT)
-					elog(ERROR, "could not read option \"fields\"");
-				mapped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			}
-			if (!mapped && getBaseType(col->type) == JSONBOID)
+			if (!cube->columns[c].mapped && getBaseType(cube->columns[c].type) == JSONBOID)
 				doc = c, candidates++;
-		}
 		if (candidates != 1 && validate)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -672,6 +658,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 
 		col->meta = SC_META_NONE;
 		col->header = NULL;
+		col->mapped = false;
 		if (col->pathlen == 0)
 		{
 			col->path = palloc(sizeof(char *));
@@ -682,7 +669,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->implicit_document = NULL;
 	if (fields != (Datum) 0)
 		sc_parse_fields(cube, fields, validate);
-	sc_finish_columns(cube, fields, validate);
+	sc_finish_columns(cube, validate);
 }
 
 /*
