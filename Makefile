@@ -23,6 +23,7 @@ OBJS = \
 	src/positions.o \
 	src/segments.o \
 	src/seal.o \
+	src/compact.o \
 	src/ingest.o \
 	src/receiver.o \
 	src/reassign.o \
@@ -35,7 +36,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing reassign direct_insert operations metadata
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing compaction reassign direct_insert operations metadata
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

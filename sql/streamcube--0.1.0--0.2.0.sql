@@ -229,14 +229,15 @@ CREATE UNLOGGED TABLE streamcube.window_offsets (
 );
 REVOKE ALL ON streamcube.window_offsets FROM PUBLIC;
 
--- Seals and retention drops, journalled.  Readable by the cube's readers.
+-- Seals, compactions and retention drops, journalled.  Readable by the
+-- cube's readers.
 CREATE TABLE streamcube.segment_log (
     log_id       bigserial PRIMARY KEY,
     cube_id      integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
     cube         regclass NOT NULL,
     window_start timestamptz NOT NULL,
     window_end   timestamptz NOT NULL,
-    action       text NOT NULL CHECK (action IN ('sealed', 'dropped')),
+    action       text NOT NULL CHECK (action IN ('sealed', 'compacted', 'dropped')),
     rows         bigint,
     done_by      name NOT NULL,
     done_at      timestamptz NOT NULL DEFAULT now()
@@ -247,7 +248,7 @@ ALTER TABLE streamcube.segment_log ENABLE ROW LEVEL SECURITY;
 CREATE POLICY cube_readers ON streamcube.segment_log FOR SELECT
     USING (pg_catalog.has_table_privilege(cube, 'SELECT'));
 COMMENT ON TABLE streamcube.segment_log IS
-    'Journal of seals and retention drops of windows';
+    'Journal of seals, compactions and retention drops of windows';
 
 CREATE FUNCTION streamcube_seal(cube text, older_than timestamptz DEFAULT NULL)
     RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
@@ -259,7 +260,13 @@ CREATE FUNCTION streamcube_seal_due()
     RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_seal_due';
 COMMENT ON FUNCTION streamcube_seal_due() IS
-    'Seal the due windows of every cube and drop sealed windows past their cube''s retention; what pg_cron runs';
+    'Seal the due windows of every cube, merge complete sealed windows into coarser partitions (option compact) and drop partitions past their cube''s retention; what pg_cron runs';
+
+CREATE FUNCTION streamcube_compact(cube text, max_partitions integer DEFAULT 96)
+    RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_compact';
+COMMENT ON FUNCTION streamcube_compact(text, integer) IS
+    'Merge the complete, sealed windows of a cube into coarser partitions now (option compact), at most max_partitions old partitions per call; returns how many partitions it built';
 
 CREATE FUNCTION streamcube_schedule_sealing(schedule text DEFAULT '* * * * *')
     RETURNS bigint LANGUAGE C SET search_path = pg_catalog, pg_temp
@@ -271,8 +278,8 @@ REVOKE EXECUTE ON FUNCTION streamcube_seal_due() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION streamcube_seal_due() TO streamcube_admin;
 REVOKE EXECUTE ON FUNCTION streamcube_schedule_sealing(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION streamcube_schedule_sealing(text) TO streamcube_admin;
--- streamcube_seal stays executable by PUBLIC: the C code admits the cube's
--- owner, superusers and streamcube_admin.
+-- streamcube_seal and streamcube_compact stay executable by PUBLIC: the C
+-- code admits the cube's owner, superusers and streamcube_admin.
 
 -- The trigger that makes a sealed partition immutable to ordinary writes.
 CREATE FUNCTION streamcube._sealed_guard() RETURNS trigger
@@ -354,29 +361,38 @@ CREATE FUNCTION streamcube._segment_rows(cube regclass, segment regclass) RETURN
     LANGUAGE C STRICT STABLE SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_segment_rows';
 
+-- One row per partition of a cube: a window, or after compaction the
+-- coarser partition that holds many.
 CREATE VIEW streamcube.segments AS
 SELECT c.relid::regclass AS cube,
-       s.window_start,
-       s.window_end,
-       -- a seal holds a SHARE lock on the window's partition while it copies
-       CASE WHEN s.state = 'active' AND EXISTS (
+       min(s.window_start) AS window_start,
+       max(s.window_end) AS window_end,
+       CASE WHEN count(*) > 1 THEN 'compacted'
+            -- a seal holds a SHARE lock on the window's partition while it copies
+            WHEN min(s.state) = 'active' AND EXISTS (
                  SELECT 1 FROM pg_catalog.pg_locks l
                  WHERE l.relation = s.relid AND l.mode = 'ShareLock' AND l.granted)
-            THEN 'sealing' ELSE s.state END AS state,
+            THEN 'sealing' ELSE min(s.state) END AS state,
        streamcube._segment_rows(c.relid, s.relid) AS rows,
        pg_catalog.pg_total_relation_size(s.relid) AS bytes,
        s.relid::regclass AS relation,
-       s.sealed_at,
-       -- per Kafka partition: every message of the window below this offset is in it
+       max(s.sealed_at) AS sealed_at,
+       -- per Kafka partition: every message of the partition's windows below
+       -- this offset is in it (the smallest of its windows' marks)
        (SELECT pg_catalog.jsonb_object_agg(u.partition, u."offset" ORDER BY u.partition)
-        FROM streamcube.sealed_upto u
-        WHERE u.cube_id = s.cube_id AND u.window_start = s.window_start) AS sealed_upto
+        FROM (SELECT u.partition, pg_catalog.min(u."offset") AS "offset"
+              FROM streamcube.sealed_upto u
+              JOIN streamcube.segment_catalog w USING (cube_id, window_start)
+              WHERE w.cube_id = c.cube_id AND w.relid = s.relid
+              GROUP BY u.partition) u) AS sealed_upto,
+       count(*)::integer AS windows
 FROM streamcube.segment_catalog s
 JOIN streamcube.cubes c USING (cube_id)
-WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid);
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid)
+GROUP BY c.cube_id, c.relid, s.relid;
 GRANT SELECT ON streamcube.segments TO PUBLIC;
 COMMENT ON VIEW streamcube.segments IS
-    'One row per time window of each cube: state (active or sealed), exact row count, size, partition, when it was sealed and its sealed_upto offsets';
+    'One row per partition of each cube: its range, state (active, sealing, sealed or compacted), exact row count, size, when it was sealed, its sealed_upto offsets and how many windows it holds';
 
 -- ---------------------------------------------------------------------
 -- DROP TABLE of a cube (or of one of its windows) forgets it in the

@@ -52,6 +52,18 @@ typedef struct ScColumn
 	bool		mapped;			/* named in option "fields" */
 } ScColumn;
 
+/*
+ * One level of option "compact": sealed windows merge into partitions of
+ * this size, aligned like the windows (fixed widths from the windows'
+ * origin, months from the first of a month, 00:00 UTC).
+ */
+#define SC_MAX_COMPACT_LEVELS 4
+typedef struct ScCompactLevel
+{
+	int32		months;			/* a number of months, or 0 */
+	int64		usecs;			/* else a fixed width */
+} ScCompactLevel;
+
 typedef struct ScCube
 {
 	MemoryContext mcxt;			/* where everything below is allocated */
@@ -84,6 +96,8 @@ typedef struct ScCube
 	int64		reject_late;	/* dead-letter times this far before now; -1 off */
 	bool		late_dead_letter;	/* option late: dead_letter, not append */
 	int64		retention;		/* drop sealed windows older than this; -1 off */
+	int			ncompact;		/* option compact: coarser partitions, finest first */
+	ScCompactLevel compact[SC_MAX_COMPACT_LEVELS];
 	char		csv_delimiter;
 	char		csv_quote;
 	char	   *csv_null;

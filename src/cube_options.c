@@ -41,7 +41,7 @@
 
 static const char *const valid_options =
 "start, grace, late, retention, bad_message, tombstones, early_rejection_period, "
-"late_rejection_period, fields, replica_sets, new_partitions, delimiter, quote, null";
+"late_rejection_period, compact, fields, replica_sets, new_partitions, delimiter, quote, null";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -537,6 +537,85 @@ sc_check_csv_dialect(ScCube *cube)
  * Parse the options of a cube.  With validate, unknown keys and values are
  * errors that name the option; the receiver loads stored (valid) options.
  */
+/*
+ * Option "compact": a JSON array of intervals, finest first, such as
+ * ["1 day", "1 month"].  Each level must be a whole multiple of the one
+ * before it (the first: of the windows), so that a coarser partition
+ * always holds whole finer ones: fixed widths count from the windows'
+ * origin, months from the first of a month at 00:00 UTC (which needs a
+ * previous level that divides a day).  An empty array turns compaction
+ * off.
+ */
+static void
+sc_parse_compact(ScCube *cube, Datum value, const char *type)
+{
+	Oid			argtype = JSONBOID;
+	const char *hint = "Use an array of intervals, finest first, each a whole multiple of the one before "
+		"(the first of the cube's windows), such as [\"1 day\", \"1 month\"]; [] turns compaction off.";
+	int32		prev_months = 0;
+	int64		prev_usecs = cube->width;
+
+	if (strcmp(type, "array") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"compact\" must be a JSON array of intervals"),
+				 errhint("%s", hint)));
+	if (SPI_execute_with_args("SELECT value #>> '{}', jsonb_typeof(value) FROM jsonb_array_elements($1)",
+							  1, &argtype, &value, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read cube option \"compact\"");
+	if (SPI_processed > SC_MAX_COMPACT_LEVELS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"compact\" has %d levels, at most %d are allowed",
+						(int) SPI_processed, SC_MAX_COMPACT_LEVELS),
+				 errhint("%s", hint)));
+	cube->ncompact = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *text = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *etype = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		Interval   *iv;
+		ScCompactLevel *level = &cube->compact[cube->ncompact];
+
+		if (strcmp(etype, "string") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("level %d of cube option \"compact\" is not an interval string", (int) i + 1),
+					 errhint("%s", hint)));
+		iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
+												   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		level->months = 0;
+		level->usecs = 0;
+		if (iv->month != 0)
+		{
+			if (iv->day != 0 || iv->time != 0 || iv->month < 0 || 12 % iv->month != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("level \"%s\" of cube option \"compact\" is not a whole number of months that divides a year", text),
+						 errhint("Use 1, 2, 3, 4, 6 or 12 months, or a fixed interval such as '1 day'.")));
+			level->months = iv->month;
+			if (prev_months > 0 ? level->months % prev_months != 0 || level->months == prev_months
+				: USECS_PER_DAY % prev_usecs != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("level \"%s\" of cube option \"compact\" does not hold whole partitions of the level before it", text),
+						 errhint("%s", hint)));
+		}
+		else
+		{
+			level->usecs = sc_interval_usecs(iv, "a level of cube option \"compact\"");
+			if (prev_months > 0 || level->usecs <= prev_usecs || level->usecs % prev_usecs != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("level \"%s\" of cube option \"compact\" does not hold whole partitions of the level before it", text),
+						 errhint("%s", hint)));
+		}
+		prev_months = level->months;
+		prev_usecs = level->usecs;
+		cube->ncompact++;
+	}
+}
+
 void
 sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 {
@@ -559,6 +638,14 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->csv_null = "";
 	cube->replica_sets = list_make1("default");
 	cube->assign_new_partitions = true;
+	/* Windows of an hour or less merge into days, unless "compact" says otherwise. */
+	cube->ncompact = 0;
+	if (cube->width <= USECS_PER_HOUR && USECS_PER_DAY % cube->width == 0)
+	{
+		cube->ncompact = 1;
+		cube->compact[0].months = 0;
+		cube->compact[0].usecs = USECS_PER_DAY;
+	}
 
 	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read cube options");
@@ -587,6 +674,12 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 		if (strcmp(key, "replica_sets") == 0)
 		{
 			sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
+			continue;
+		}
+		if (strcmp(key, "compact") == 0)
+		{
+			sc_parse_compact(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
+			MemoryContextSwitchTo(cube->mcxt);
 			continue;
 		}
 		if (strcmp(key, "fields") == 0)

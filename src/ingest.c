@@ -472,9 +472,11 @@ sc_window_attached(ScIngest *ing, Oid relid)
  * batch.  There, each window is created in a subtransaction: a time value
  * whose window cannot be created makes its message bad, not the batch.
  *
- * An active window is locked ROW EXCLUSIVE once per batch, without
- * waiting: a seal holds a SHARE lock on it while it copies, and messages
- * for it wait until the seal is done (then they are late).
+ * A window's partition is locked ROW EXCLUSIVE once per batch, without
+ * waiting: a seal holds a SHARE lock on an active window while it copies,
+ * and messages for it wait until the seal is done (then they are late); a
+ * compaction holds one on sealed windows while it merges them, and their
+ * late rows wait until the new partition is in place.
  */
 static const char *
 sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
@@ -538,7 +540,7 @@ sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		e->upto_offsets = work.state.upto_offsets;
 	}
 	*entry = e;
-	if (e->sealed || e->locked_batch == ing->batch_no)
+	if (e->locked_batch == ing->batch_no)
 		return NULL;
 
 	if (!ConditionalLockRelationOid(e->relid, RowExclusiveLock))

@@ -53,6 +53,7 @@
 #include "commands/trigger.h"
 #include "cube.h"
 #include "positions.h"
+#include "seal.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -133,7 +134,7 @@ sc_sealed_guard(PG_FUNCTION_ARGS)
  * Helpers
  * ----------------------------------------------------------------
  */
-static void
+void
 sc_seal_exec(const char *sql)
 {
 	int			ret = SPI_execute(sql, false, 0);
@@ -143,13 +144,7 @@ sc_seal_exec(const char *sql)
 }
 
 /* Run DDL as the cube's owner, with restricted rights. */
-typedef struct ScAsOwner
-{
-	Oid			userid;
-	int			sec_context;
-} ScAsOwner;
-
-static void
+void
 sc_as_owner_enter(ScAsOwner *save, Oid owner)
 {
 	GetUserIdAndSecContext(&save->userid, &save->sec_context);
@@ -157,14 +152,14 @@ sc_as_owner_enter(ScAsOwner *save, Oid owner)
 						   SECURITY_RESTRICTED_OPERATION);
 }
 
-static void
+void
 sc_as_owner_leave(ScAsOwner *save)
 {
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
 /* The cube's columns as a quoted, comma-separated list, in table order. */
-static char *
+char *
 sc_column_list(Oid relid)
 {
 	StringInfoData out;
@@ -187,7 +182,7 @@ sc_column_list(Oid relid)
 }
 
 /* A free name in a schema: base, then base_2, base_3 ... */
-static char *
+char *
 sc_free_name(Oid nsp, const char *base)
 {
 	for (int attempt = 1;; attempt++)
@@ -206,7 +201,7 @@ sc_free_name(Oid nsp, const char *base)
 }
 
 /* The time column of a cube, quoted. */
-static const char *
+const char *
 sc_time_column(const ScCube *cube)
 {
 	return quote_identifier(cube->columns[cube->time_index].name);
@@ -373,7 +368,7 @@ sc_seal_try_locked(Oid owner_role, void (*fn) (void *), void *arg)
  * queued behind a long query, where it would stall every query after it.
  * After the last try it fails; what saying so names is `what`.
  */
-static void
+void
 sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
 {
 	for (int attempt = 1;; attempt++)
@@ -486,7 +481,7 @@ sc_seal_try_view(const char *sql)
  * grants) whenever the set of sealed windows changes; windows ending at or
  * before drop_before are left out (retention drops them next).
  */
-static void
+void
 sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
 {
 	ScPrivilegeSave save;
@@ -501,10 +496,12 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
 	ScAsOwner	as;
 
 	sc_catalog_enter(&save);
+	/* A compacted partition holds many windows: each partition once. */
 	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
-							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end > $2 "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' "
 							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
-							  "ORDER BY s.window_start",
+							  "GROUP BY s.relid HAVING max(s.window_end) > $2 "
+							  "ORDER BY min(s.window_start)",
 							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
@@ -766,9 +763,12 @@ sc_seal_retention(ScCube *cube)
 	values[2] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 
 	sc_catalog_enter(&save);
+	/* A partition goes when all of it is past: a compacted one holds many windows. */
 	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
-							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end <= $2 "
-							  "ORDER BY s.window_start",
+							  "WHERE s.cube_id = $1 "
+							  "GROUP BY s.relid "
+							  "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2 "
+							  "ORDER BY min(s.window_start)",
 							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	n = SPI_processed;
@@ -776,9 +776,11 @@ sc_seal_retention(ScCube *cube)
 	if (n > 0 &&
 		SPI_execute_with_args("INSERT INTO streamcube.segment_log "
 							  "(cube_id, cube, window_start, window_end, action, done_by) "
-							  "SELECT s.cube_id, c.relid, s.window_start, s.window_end, 'dropped', $3 "
+							  "SELECT s.cube_id, c.relid, min(s.window_start), max(s.window_end), 'dropped', $3 "
 							  "FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
-							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.window_end <= $2",
+							  "WHERE s.cube_id = $1 "
+							  "GROUP BY s.cube_id, c.relid, s.relid "
+							  "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2",
 							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not journal retention");
 	sc_catalog_leave(&save);
@@ -842,6 +844,8 @@ typedef struct ScDueCube
 	int32		cube_id;
 	ScCube	   *cube;
 	List	   *jobs;
+	List	   *compact_jobs;
+	int		   *compact_budget; /* old partitions this call may still merge */
 } ScDueCube;
 
 typedef enum ScDueStep
@@ -860,11 +864,18 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 			due->cube = sc_cube_load(due->cube_id, true);
 			if (due->cube != NULL)
 				due->jobs = sc_seal_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace);
+			if (due->cube != NULL)
+			{
+				due->compact_jobs = sc_compact_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace,
+													   *due->compact_budget);
+				*due->compact_budget -= sc_compact_sources(due->compact_jobs);
+			}
 			break;
 		case SC_DUE_FINISH:
 			if (due->cube == NULL)
 				break;
 			sc_seal_finish(due->cube, due->jobs);
+			(void) sc_compact_finish(due->cube, due->compact_jobs);
 			sc_seal_retention(due->cube);
 			break;
 		case SC_DUE_CLEANUP:
@@ -881,6 +892,7 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 										  quote_qualified_identifier(due->cube->schema, job->twin_name)));
 				}
 				sc_as_owner_leave(&as);
+				sc_compact_cleanup(due->cube, due->compact_jobs);
 				break;
 			}
 	}
@@ -945,6 +957,7 @@ sc_seal_due(PG_FUNCTION_ARGS)
 	List	   *dues = NIL;
 	ListCell   *lc;
 	int			sealed = 0;
+	int			compact_budget = SC_COMPACT_DUE_SOURCES;
 
 	sc_require_admin("seal the windows of every cube");
 	{
@@ -961,6 +974,7 @@ sc_seal_due(PG_FUNCTION_ARGS)
 		ScDueCube  *due = palloc0(sizeof(ScDueCube));
 
 		due->cube_id = lfirst_int(lc);
+		due->compact_budget = &compact_budget;
 		if (sc_seal_due_try(due, SC_DUE_PREPARE))
 			dues = lappend(dues, due);
 	}
@@ -970,7 +984,7 @@ sc_seal_due(PG_FUNCTION_ARGS)
 
 		if (sc_seal_due_try(due, SC_DUE_FINISH))
 			sealed += list_length(due->jobs);
-		else if (due->jobs != NIL)
+		else if (due->jobs != NIL || due->compact_jobs != NIL)
 			(void) sc_seal_due_try(due, SC_DUE_CLEANUP);
 	}
 	PG_RETURN_INT32(sealed);

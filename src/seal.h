@@ -1,0 +1,42 @@
+/*-------------------------------------------------------------------------
+ *
+ * seal.h
+ *		What sealing (seal.c) and compaction (compact.c) share: DDL on a
+ *		cube's partitions as its owner, with short lock timeouts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMCUBE_SEAL_H
+#define STREAMCUBE_SEAL_H
+
+#include "cube.h"
+
+/* The user and security context to restore after DDL as a cube's owner. */
+typedef struct ScAsOwner
+{
+	Oid			userid;
+	int			sec_context;
+} ScAsOwner;
+
+/* seal.c */
+extern void sc_seal_exec(const char *sql);
+extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
+extern void sc_as_owner_leave(ScAsOwner *save);
+extern char *sc_column_list(Oid relid);
+extern char *sc_free_name(Oid nsp, const char *base);
+extern const char *sc_time_column(const ScCube *cube);
+extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
+									const char *what);
+extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before);
+
+/* compact.c */
+/* Old partitions one streamcube_seal_due() call merges at most, all cubes together. */
+#define SC_COMPACT_DUE_SOURCES 96
+
+typedef struct ScCompactJob ScCompactJob;
+extern int	sc_compact_sources(List *jobs);
+extern List *sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources);
+extern int	sc_compact_finish(ScCube *cube, List *jobs);
+extern void sc_compact_cleanup(ScCube *cube, List *jobs);
+
+#endif							/* STREAMCUBE_SEAL_H */
