@@ -109,6 +109,15 @@ typedef struct ScBadWindow
 	char		error[256];
 } ScBadWindow;
 
+/*
+ * Most windows one batch locks (and writes): a lock each, and COPY's locks
+ * on their indexes, all held to the commit.  A batch whose messages spread
+ * over more (a backlog across a year of windows) ends before the first
+ * message of one more window; the rest waits for the next batch, in order.
+ * Well under max_locks_per_transaction's default share of the lock table.
+ */
+#define SC_BATCH_MAX_LOCKED_WINDOWS 64
+
 /* JSON nested deeper than this is a bad message (pg_parse_json recurses). */
 #define SC_MAX_JSON_DEPTH 256
 
@@ -140,6 +149,9 @@ struct ScIngest
 	HTAB	   *windows;
 	MemoryContext windows_cxt;	/* their sealed_upto arrays */
 	uint64		batch_no;		/* counts transactions that use windows */
+	bool		peeking;		/* sc_peek_missing_windows() is running */
+	uint64		nlocked_batch;	/* the transaction nlocked counts for */
+	int			nlocked;		/* windows it locked */
 	int64	   *pending_windows;	/* created in the current transaction */
 	int			npending;
 	int			maxpending;
@@ -540,8 +552,16 @@ sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		e->upto_offsets = work.state.upto_offsets;
 	}
 	*entry = e;
-	if (e->locked_batch == ing->batch_no)
+	if (e->locked_batch == ing->batch_no || ing->peeking)
 		return NULL;
+	if (ing->nlocked_batch != ing->batch_no)
+	{
+		ing->nlocked_batch = ing->batch_no;
+		ing->nlocked = 0;
+	}
+	/* Bounded locks per batch: messages spread over a year of windows wait their turn. */
+	if (batch && ing->nlocked >= SC_BATCH_MAX_LOCKED_WINDOWS)
+		return sc_window_busy;
 
 	if (!ConditionalLockRelationOid(e->relid, RowExclusiveLock))
 		return sc_window_busy;
@@ -554,6 +574,7 @@ sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		return sc_window_busy;
 	}
 	e->locked_batch = ing->batch_no;
+	ing->nlocked++;
 	return NULL;
 }
 
@@ -2575,6 +2596,53 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 }
 
 /*
+ * A batch stopped before the first message of a window that does not
+ * exist yet.  Note the other missing windows of the messages kept back
+ * too, up to streamcube.batch_max_windows, so that the receiver creates
+ * them in one transaction rather than one window per batch: a backlog
+ * spread over many windows (a message an hour over months) would otherwise
+ * cost a batch and a window-creation transaction per window.  Nothing is
+ * ingested or locked here; a message that cannot be read is left for its
+ * batch to judge.
+ */
+static void
+sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int from, int n, int64 now)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			mark = ing->lines.len;
+
+	ing->peeking = true;
+	for (volatile int j = from; j < n && ing->nmissing < sc_batch_max_windows; j++)
+	{
+		PG_TRY();
+		{
+			int64		window = 0;
+			char		kind = 0;
+
+			(void) sc_message_line(ing, &messages[j], now, &window, &kind);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (!sc_is_data_error(edata))
+			{
+				ing->peeking = false;
+				PG_RE_THROW();
+			}
+			FlushErrorState();
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		ing->lines.len = mark;
+		ing->lines.data[mark] = '\0';
+	}
+	ing->peeking = false;
+}
+
+/*
  * Turn messages [from, n) into COPY lines or reasons why not, until a
  * message under policy "pause" is bad or the window budget is used up;
  * returns the index where parsing stopped (n when it got through).  An
@@ -2589,6 +2657,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile int i = from;
 	volatile bool stopped = false;
+	volatile bool missing = false;
 
 	/* Never return from inside PG_TRY: the handler must be popped first. */
 	while (i < n && !stopped)
@@ -2622,6 +2691,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 					ing->lines.data[mark] = '\0';
 					*deferred = true;
 					stopped = true;
+					missing = error == sc_window_missing;
 					break;
 				}
 				if (error != NULL || kind == 'R')
@@ -2670,6 +2740,8 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 		}
 		PG_END_TRY();
 	}
+	if (missing)
+		sc_peek_missing_windows(ing, messages, i + 1, n, now);
 	return i;
 }
 
