@@ -250,6 +250,24 @@ CREATE POLICY cube_readers ON streamcube.segment_log FOR SELECT
 COMMENT ON TABLE streamcube.segment_log IS
     'Journal of seals, compactions and retention drops of windows';
 
+-- Tables of dropped cubes with more partitions than one transaction may
+-- lock (streamcube_drop_cube): the launcher drops their partitions in steps,
+-- each a transaction of its own, then the table, and forgets the row.  A
+-- crash loses at most the step in flight.
+CREATE TABLE streamcube.pending_drops (
+    relid        oid PRIMARY KEY,
+    name         text NOT NULL,
+    owner        oid NOT NULL,
+    requested_by name NOT NULL,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    failed_at    timestamptz,   -- the last step that failed; the next waits a minute
+    last_error   text
+);
+REVOKE ALL ON streamcube.pending_drops FROM PUBLIC;
+GRANT SELECT ON streamcube.pending_drops TO streamcube_admin;
+COMMENT ON TABLE streamcube.pending_drops IS
+    'Tables of dropped cubes that the launcher drops in steps (too many partitions for one transaction)';
+
 CREATE FUNCTION streamcube_seal(cube text, older_than timestamptz DEFAULT NULL)
     RETURNS integer LANGUAGE C SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_seal';

@@ -20,6 +20,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "kafka.h"
@@ -34,7 +35,9 @@
 #include "utils/datum.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
+#include "utils/guc.h"
 #include "utils/regproc.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "pgstat.h"
@@ -590,6 +593,14 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 		StringInfoData sql;
 		Oid			save_userid;
 		int			save_sec_context;
+		int64		partitions;
+		bool		isnull;
+
+		if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = $1",
+								  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
+								  NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not count the partitions of cube \"%s\"", name);
+		partitions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 
 		initStringInfo(&sql);
 		/* The sealed view goes first: it depends on the sealed windows. */
@@ -597,16 +608,44 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 			appendStringInfo(&sql, "DROP VIEW %s; ",
 							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
 														get_rel_name(view)));
-		appendStringInfo(&sql, "DROP TABLE %s",
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-													get_rel_name(relid)));
+		/* More partitions than one transaction may lock: the launcher drops them in steps. */
+		if (partitions <= SC_DROP_STEP)
+			appendStringInfo(&sql, "DROP TABLE %s",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														get_rel_name(relid)));
 
 		/* An administrator who does not own the table drops it as its owner. */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
 		if (!has_privs_of_role(save_userid, owner))
 			SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-		SPI_execute(sql.data, false, 0);
+		if (sql.len > 0)
+			SPI_execute(sql.data, false, 0);
 		SetUserIdAndSecContext(save_userid, save_sec_context);
+
+		if (partitions > SC_DROP_STEP)
+		{
+			ScPrivilegeSave save;
+			char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+															   get_rel_name(relid));
+
+			sc_catalog_enter(&save);
+			if (SPI_execute_with_args("INSERT INTO streamcube.pending_drops (relid, name, owner, requested_by) "
+									  "VALUES ($1, $2, $3, $4)",
+									  4, (Oid[]) {OIDOID, TEXTOID, OIDOID, NAMEOID},
+									  (Datum[]) {ObjectIdGetDatum(relid), CStringGetTextDatum(qualified),
+										  ObjectIdGetDatum(owner),
+									  DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
+									  NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not record the drop of cube \"%s\"", name);
+			sc_catalog_leave(&save);
+			ereport(NOTICE,
+					(errmsg("cube \"%s\" is dropped; its table %s has " INT64_FORMAT " partitions and goes in steps",
+							name, qualified, partitions),
+					 errdetail("One transaction cannot lock that many partitions under max_locks_per_transaction; "
+							   "the launcher drops %d of them per transaction, then the table.",
+							   SC_DROP_STEP),
+					 errhint("streamcube.pending_drops lists the table until it is gone.")));
+		}
 	}
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
@@ -1019,4 +1058,132 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	SPI_finish();
 	result = DatumGetJsonbPCopy(new_options);
 	PG_RETURN_JSONB_P(result);
+}
+
+/*
+ * One step of the oldest drop in streamcube.pending_drops, in a transaction
+ * of its own, for the launcher: drop SC_DROP_STEP partitions of the table,
+ * or the table once it has no more than that, as its owner, with a short
+ * lock timeout (a query on the table makes the step wait for the next
+ * round, not the launcher hang).  A step that fails is reported and tried
+ * again later; a crash loses at most the step in flight.  Returns true
+ * when more steps are waiting.
+ */
+bool
+sc_drop_pending_step(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool more = false;
+	volatile Oid current = InvalidOid;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (OidIsValid(get_extension_oid("streamcube", true)))
+		{
+			bool		isnull;
+
+			SPI_connect();
+			/* A table whose last step failed waits a minute before the next. */
+			if (SPI_execute("SELECT relid, owner, name, "
+							"       (SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = relid), "
+							"       (SELECT relowner FROM pg_catalog.pg_class WHERE oid = relid) "
+							"FROM streamcube.pending_drops "
+							"WHERE failed_at IS NULL OR failed_at < now() - interval '1 minute' "
+							"ORDER BY requested_at, relid LIMIT 1",
+							false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "could not read streamcube.pending_drops");
+			if (SPI_processed == 1)
+			{
+				Oid			relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+				Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+				char	   *name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+				int64		left = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+				Datum		relowner = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
+				Oid			save_userid;
+				int			save_sec_context;
+				StringInfoData sql;
+
+				pgstat_report_activity(STATE_RUNNING, psprintf("dropping %s in steps", name));
+				(void) set_config_option("lock_timeout", "1s", PGC_SUSET, PGC_S_SESSION,
+										 GUC_ACTION_LOCAL, true, 0, false);
+				current = relid;
+				initStringInfo(&sql);
+				if (isnull)
+					;			/* gone already */
+				else if (DatumGetObjectId(relowner) != owner)
+					ereport(LOG,
+							(errmsg("streamcube no longer drops %s: it changed owner since its cube was dropped", name)));
+				else if (left > SC_DROP_STEP)
+				{
+					if (SPI_execute_with_args("SELECT format('DROP TABLE %s', string_agg(inhrelid::regclass::text, ', ')) "
+											  "FROM (SELECT inhrelid FROM pg_catalog.pg_inherits WHERE inhparent = $1 "
+											  "      ORDER BY inhrelid LIMIT $2) p",
+											  2, (Oid[]) {OIDOID, INT4OID},
+											  (Datum[]) {ObjectIdGetDatum(relid), Int32GetDatum(SC_DROP_STEP)},
+											  NULL, true, 1) != SPI_OK_SELECT)
+						elog(ERROR, "could not list the partitions of %s", name);
+					appendStringInfoString(&sql, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+					more = true;
+				}
+				else
+					appendStringInfo(&sql, "DROP TABLE %s",
+									 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																get_rel_name(relid)));
+				if (sql.len > 0)
+				{
+					GetUserIdAndSecContext(&save_userid, &save_sec_context);
+					SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+										   SECURITY_RESTRICTED_OPERATION);
+					if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+						elog(ERROR, "could not drop %s", name);
+					SetUserIdAndSecContext(save_userid, save_sec_context);
+				}
+				if (!more &&
+					SPI_execute_with_args("DELETE FROM streamcube.pending_drops WHERE relid = $1",
+										  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
+										  NULL, false, 0) != SPI_OK_DELETE)
+					elog(ERROR, "could not update streamcube.pending_drops");
+				if (!more && sql.len > 0)
+					ereport(LOG, (errmsg("streamcube dropped %s, in steps", name)));
+			}
+			SPI_finish();
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		more = false;
+		/* What failed, for the operator; the table waits a minute. */
+		if (OidIsValid(current))
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			SPI_connect();
+			(void) SPI_execute_with_args("UPDATE streamcube.pending_drops "
+										 "SET failed_at = now(), last_error = $2 WHERE relid = $1",
+										 2, (Oid[]) {OIDOID, TEXTOID},
+										 (Datum[]) {ObjectIdGetDatum(current), CStringGetTextDatum(edata->message)},
+										 NULL, false, 0);
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+		}
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return more;
 }

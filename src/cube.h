@@ -118,6 +118,14 @@ extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
 extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
 extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);
 extern void sc_cube_pause_for(int32 cube_id, const char *reason);
+extern bool sc_drop_pending_step(void);
+
+/*
+ * Most partitions one transaction drops: a cube with more is dropped by
+ * the launcher in steps of this many (streamcube.pending_drops).  Each takes
+ * a lock on the table, its indexes and its TOAST table.
+ */
+#define SC_DROP_STEP 256
 
 /* cube_options.c */
 extern int64 sc_interval_usecs(const Interval *iv, const char *what);

@@ -38,6 +38,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "cube.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -644,6 +645,9 @@ sc_launcher_main(Datum main_arg)
 		}
 
 		sleep_ms = sc_launcher_reconcile();
+		/* Large cubes being dropped: a step per round, at once while more wait. */
+		if (sc_drop_pending_step())
+			sleep_ms = 0;
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

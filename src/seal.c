@@ -61,6 +61,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -579,11 +580,12 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
 
 /* The active windows of a cube that end at or before older_than. */
 static List *
-sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
+sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
 {
 	ScPrivilegeSave save;
-	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(older_than)};
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT4OID};
+	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(older_than),
+	Int32GetDatum(max_windows)};
 	List	   *jobs = NIL;
 	MemoryContext old;
 
@@ -593,8 +595,8 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
 							  "JOIN pg_class r ON r.oid = s.relid "
 							  "WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2 "
 							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
-							  "ORDER BY s.window_start FOR UPDATE OF s",
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+							  "ORDER BY s.window_start LIMIT $3 FOR UPDATE OF s",
+							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
 	/* The jobs live as long as the cube: a seal_due keeps them across SPI calls. */
@@ -623,7 +625,7 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than)
  * them.  Returns the jobs for sc_seal_finish().
  */
 static List *
-sc_seal_prepare(ScCube *cube, TimestampTz older_than)
+sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_windows)
 {
 	List	   *jobs;
 	ListCell   *lc;
@@ -661,7 +663,9 @@ sc_seal_prepare(ScCube *cube, TimestampTz older_than)
 			return NIL;			/* dropped meanwhile */
 	}
 
-	jobs = sc_seal_due_windows(cube, older_than);
+	if (max_windows <= 0)
+		return NIL;
+	jobs = sc_seal_due_windows(cube, older_than, max_windows);
 	foreach(lc, jobs)
 		sc_seal_copy(lfirst(lc));
 	return jobs;
@@ -685,7 +689,7 @@ sc_seal_finish(ScCube *cube, List *jobs)
 static int
 sc_seal_cube(ScCube *cube, TimestampTz older_than)
 {
-	List	   *jobs = sc_seal_prepare(cube, older_than);
+	List	   *jobs = sc_seal_prepare(cube, older_than, SC_SEAL_MAX_WINDOWS);
 
 	sc_seal_finish(cube, jobs);
 	return list_length(jobs);
@@ -747,43 +751,35 @@ sc_seal_drop_fn(void *arg)
  * journalled.  Returns how many.
  */
 static int
-sc_seal_retention(ScCube *cube)
+sc_seal_retention(ScCube *cube, int max_partitions)
 {
 	ScPrivilegeSave save;
-	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, NAMEOID};
-	Datum		values[3];
+	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, NAMEOID, OIDARRAYOID};
+	Datum		values[4];
 	uint64		n;
 	SPITupleTable *tab;
 	Oid		   *parts;
 
-	if (cube->retention < 0)
+	if (cube->retention < 0 || max_partitions <= 0)
 		return 0;
 	values[0] = Int32GetDatum(cube->cube_id);
 	values[1] = TimestampTzGetDatum(sc_seal_now(cube) - cube->retention);
 	values[2] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 
 	sc_catalog_enter(&save);
-	/* A partition goes when all of it is past: a compacted one holds many windows. */
-	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
-							  "WHERE s.cube_id = $1 "
-							  "GROUP BY s.relid "
-							  "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2 "
-							  "ORDER BY min(s.window_start)",
+	/*
+	 * A partition goes when all of it is past: a compacted one holds many
+	 * windows.  The oldest first, a bounded number per call (locks).
+	 */
+	if (SPI_execute_with_args(psprintf("SELECT s.relid::oid FROM streamcube.segment_catalog s "
+									   "WHERE s.cube_id = $1 "
+									   "GROUP BY s.relid "
+									   "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2 "
+									   "ORDER BY min(s.window_start) LIMIT %d", max_partitions),
 							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	n = SPI_processed;
 	tab = SPI_tuptable;
-	if (n > 0 &&
-		SPI_execute_with_args("INSERT INTO streamcube.segment_log "
-							  "(cube_id, cube, window_start, window_end, action, done_by) "
-							  "SELECT s.cube_id, c.relid, min(s.window_start), max(s.window_end), 'dropped', $3 "
-							  "FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
-							  "WHERE s.cube_id = $1 "
-							  "GROUP BY s.cube_id, c.relid, s.relid "
-							  "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not journal retention");
-	sc_catalog_leave(&save);
 	parts = palloc(sizeof(Oid) * Max(n, 1));
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -791,6 +787,23 @@ sc_seal_retention(ScCube *cube)
 
 		parts[i] = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
 	}
+	{
+		Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+		for (uint64 i = 0; i < n; i++)
+			d[i] = ObjectIdGetDatum(parts[i]);
+		values[3] = PointerGetDatum(construct_array(d, (int) n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	}
+	if (n > 0 &&
+		SPI_execute_with_args("INSERT INTO streamcube.segment_log "
+							  "(cube_id, cube, window_start, window_end, action, done_by) "
+							  "SELECT s.cube_id, c.relid, min(s.window_start), max(s.window_end), 'dropped', $3 "
+							  "FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
+							  "WHERE s.cube_id = $1 AND s.relid::oid = ANY ($4) "
+							  "GROUP BY s.cube_id, c.relid, s.relid",
+							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not journal retention");
+	sc_catalog_leave(&save);
 	/* The view must not hold what is dropped next. */
 	if (n > 0)
 		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]));
@@ -845,7 +858,9 @@ typedef struct ScDueCube
 	ScCube	   *cube;
 	List	   *jobs;
 	List	   *compact_jobs;
-	int		   *compact_budget; /* old partitions this call may still merge */
+	int		   *seal_budget;	/* windows this call may still seal */
+	int		   *compact_budget; /* old partitions it may still merge */
+	int		   *drop_budget;	/* partitions it may still drop */
 } ScDueCube;
 
 typedef enum ScDueStep
@@ -863,7 +878,11 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 		case SC_DUE_PREPARE:
 			due->cube = sc_cube_load(due->cube_id, true);
 			if (due->cube != NULL)
-				due->jobs = sc_seal_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace);
+			{
+				due->jobs = sc_seal_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace,
+											*due->seal_budget);
+				*due->seal_budget -= list_length(due->jobs);
+			}
 			if (due->cube != NULL)
 			{
 				due->compact_jobs = sc_compact_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace,
@@ -876,7 +895,7 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 				break;
 			sc_seal_finish(due->cube, due->jobs);
 			(void) sc_compact_finish(due->cube, due->compact_jobs);
-			sc_seal_retention(due->cube);
+			*due->drop_budget -= sc_seal_retention(due->cube, *due->drop_budget);
 			break;
 		case SC_DUE_CLEANUP:
 			{
@@ -957,7 +976,9 @@ sc_seal_due(PG_FUNCTION_ARGS)
 	List	   *dues = NIL;
 	ListCell   *lc;
 	int			sealed = 0;
+	int			seal_budget = SC_SEAL_MAX_WINDOWS;
 	int			compact_budget = SC_COMPACT_DUE_SOURCES;
+	int			drop_budget = SC_DROP_STEP;
 
 	sc_require_admin("seal the windows of every cube");
 	{
@@ -974,7 +995,9 @@ sc_seal_due(PG_FUNCTION_ARGS)
 		ScDueCube  *due = palloc0(sizeof(ScDueCube));
 
 		due->cube_id = lfirst_int(lc);
+		due->seal_budget = &seal_budget;
 		due->compact_budget = &compact_budget;
+		due->drop_budget = &drop_budget;
 		if (sc_seal_due_try(due, SC_DUE_PREPARE))
 			dues = lappend(dues, due);
 	}

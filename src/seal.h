@@ -29,6 +29,13 @@ extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), voi
 									const char *what);
 extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before);
 
+/*
+ * Most windows one seal call (streamcube_seal, or streamcube_seal_due for
+ * all cubes together) seals: each takes locks on two tables and their
+ * indexes until the commit.  A backlog is sealed over several calls.
+ */
+#define SC_SEAL_MAX_WINDOWS 256
+
 /* compact.c */
 /* Old partitions one streamcube_seal_due() call merges at most, all cubes together. */
 #define SC_COMPACT_DUE_SOURCES 96
