@@ -14,9 +14,12 @@ SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestampt
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["90 minutes"]}');
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["1 day", "36 hours"]}');
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["5 months"]}');
-SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["1 month", "7 days"]}');
+SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["1 day", "1 month", "7 days"]}');
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '7 hours', 'json', '{"compact": ["1 month"]}');
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["1 day", "1 week", "4 weeks", "8 weeks", "16 weeks"]}');
+-- one compaction locks every partition it merges: at most 96 at once
+SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["1 month"]}');
+SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '5 minutes', 'json', '{"compact": ["1 day"]}');
 SELECT streamcube_create_cube('comp_bad', 'kafka', 'comp_events', 'ts timestamptz, v int', 'ts', '1 hour', 'json', '{"compact": ["-1 day"]}');
 SELECT count(*) AS cubes FROM streamcube.cubes WHERE relid::text = 'comp_bad';
 

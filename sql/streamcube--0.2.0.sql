@@ -582,9 +582,13 @@ SELECT c.relid::regclass AS cube,
        s.relid::regclass AS relation,
        max(s.sealed_at) AS sealed_at,
        -- per Kafka partition: every message of the partition's windows below
-       -- this offset is in it (the smallest of its windows' marks)
+       -- this offset is in it (the smallest of its windows' marks; 0 when a
+       -- window has none, as a window no row ever needed)
        (SELECT pg_catalog.jsonb_object_agg(u.partition, u."offset" ORDER BY u.partition)
-        FROM (SELECT u.partition, pg_catalog.min(u."offset") AS "offset"
+        FROM (SELECT u.partition,
+                     CASE WHEN pg_catalog.count(*) < (SELECT pg_catalog.count(*) FROM streamcube.segment_catalog w2
+                                                      WHERE w2.cube_id = c.cube_id AND w2.relid = s.relid)
+                          THEN 0 ELSE pg_catalog.min(u."offset") END AS "offset"
               FROM streamcube.sealed_upto u
               JOIN streamcube.segment_catalog w USING (cube_id, window_start)
               WHERE w.cube_id = c.cube_id AND w.relid = s.relid

@@ -47,6 +47,7 @@
 #include "streamcube.h"
 
 #include "access/xact.h"
+#include "catalog/partition.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
 #include "executor/spi.h"
@@ -59,6 +60,7 @@
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(sc_compact);
@@ -215,30 +217,56 @@ sc_compact_windows(const ScCube *cube, int *n)
 	return w;
 }
 
-static bool
-sc_oid_in(Oid oid, const Oid *oids, int n)
+/* Where a partition's windows lie in the sorted window array. */
+typedef struct ScSpan
 {
+	Oid			relid;			/* hash key */
+	int			first;
+	int			last;
+} ScSpan;
+
+/* Per partition, the first and last index of its windows: one pass. */
+static HTAB *
+sc_compact_spans(ScCatWindow *w, int n)
+{
+	HASHCTL		ctl = {.keysize = sizeof(Oid), .entrysize = sizeof(ScSpan), .hcxt = CurrentMemoryContext};
+	HTAB	   *spans = hash_create("streamcube compaction spans", Max(n, 16), &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
 	for (int i = 0; i < n; i++)
-		if (oids[i] == oid)
-			return true;
-	return false;
+	{
+		bool		found;
+		ScSpan	   *span = hash_search(spans, &w[i].relid, HASH_ENTER, &found);
+
+		if (!found)
+			span->first = i;
+		span->last = i;
+	}
+	return spans;
 }
 
 /*
  * The job for the bucket [start, end) of windows w[lo..hi), or NULL when
  * it is not to be built: a window not sealed or not attached, a window
  * taken by a coarser job, a partition that reaches out of the bucket, or
- * the bucket is one partition already.
+ * the bucket is one partition already.  O(hi - lo).
  */
 static ScCompactJob *
 sc_compact_consider(ScCube *cube, int level, int64 start, int64 end,
-					ScCatWindow *w, int n, int lo, int hi)
+					ScCatWindow *w, HTAB *spans, int lo, int hi)
 {
 	ScCompactJob *job;
+	bool		one = true;
 
 	for (int i = lo; i < hi; i++)
+	{
 		if (!w[i].sealed || !w[i].attached || w[i].taken)
 			return NULL;
+		one = one && w[i].relid == w[lo].relid;
+	}
+	/* One partition that is the whole bucket: done already. */
+	if (one && hi - lo == (int) ((end - start) / cube->width))
+		return NULL;
 
 	job = palloc0(sizeof(ScCompactJob));
 	job->cube = cube;
@@ -251,24 +279,15 @@ sc_compact_consider(ScCube *cube, int level, int64 start, int64 end,
 	job->sources = palloc(sizeof(Oid) * job->nwindows);
 	for (int i = lo; i < hi; i++)
 	{
+		ScSpan	   *span = hash_search(spans, &w[i].relid, HASH_FIND, NULL);
+
+		/* A partition must lie inside the bucket: whole finer partitions only. */
+		if (span->first < lo || span->last >= hi)
+			return NULL;
 		job->window_starts[i - lo] = w[i].start;
 		job->window_relids[i - lo] = w[i].relid;
-		if (!sc_oid_in(w[i].relid, job->sources, job->nsources))
+		if (span->first == i)	/* each partition once */
 			job->sources[job->nsources++] = w[i].relid;
-	}
-	/* A partition must lie inside the bucket: whole finer partitions only. */
-	for (int i = 0; i < n; i++)
-		if ((i < lo || i >= hi) && sc_oid_in(w[i].relid, job->sources, job->nsources))
-			return NULL;
-	/* One partition that is the bucket: done already. */
-	if (job->nsources == 1 && w[lo].start == start && w[hi - 1].end == end)
-	{
-		bool		whole = true;
-
-		for (int i = lo + 1; i < hi && whole; i++)
-			whole = w[i].start == w[i - 1].end;
-		if (whole && job->nwindows == (int) ((end - start) / cube->width))
-			return NULL;
 	}
 	return job;
 }
@@ -282,6 +301,7 @@ sc_compact_plan(ScCube *cube, TimestampTz older_than, int max_sources)
 {
 	int			n;
 	ScCatWindow *w = sc_compact_windows(cube, &n);
+	HTAB	   *spans = sc_compact_spans(w, n);
 	List	   *jobs = NIL;
 	int			budget = max_sources;
 	/* A bucket retention drops next is not worth building. */
@@ -303,7 +323,7 @@ sc_compact_plan(ScCube *cube, TimestampTz older_than, int max_sources)
 			while (hi < n && w[hi].start < end)
 				hi++;
 			if (end <= older_than && end > drop_before &&
-				(job = sc_compact_consider(cube, level, start, end, w, n, lo, hi)) != NULL &&
+				(job = sc_compact_consider(cube, level, start, end, w, spans, lo, hi)) != NULL &&
 				job->nsources <= budget)
 			{
 				for (int i = lo; i < hi; i++)
@@ -321,7 +341,7 @@ sc_compact_plan(ScCube *cube, TimestampTz older_than, int max_sources)
  * Phase 1: copy
  * ----------------------------------------------------------------
  */
-static void
+static bool
 sc_compact_copy(ScCompactJob *job)
 {
 	ScCube	   *cube = job->cube;
@@ -333,9 +353,30 @@ sc_compact_copy(ScCompactJob *job)
 	StringInfoData sql;
 	ScAsOwner	save;
 
-	/* Late-row writers finish; receivers keep these windows' rows until we commit. */
+	/*
+	 * Receivers keep these windows' late rows until we commit.  Without
+	 * waiting: a bucket whose partition is busy (a batch appending late
+	 * rows, a VACUUM, a long transaction that wrote there) waits for the
+	 * next call rather than holding up this one and every cube after it.
+	 * A partition dropped or detached since the catalog was read, too.
+	 */
 	for (int i = 0; i < job->nsources; i++)
-		LockRelationOid(job->sources[i], ShareLock);
+	{
+		if (!ConditionalLockRelationOid(job->sources[i], ShareLock))
+		{
+			for (int j = 0; j < i; j++)
+				UnlockRelationOid(job->sources[j], ShareLock);
+			return false;
+		}
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(job->sources[i])) ||
+			!get_rel_relispartition(job->sources[i]) ||
+			get_partition_parent(job->sources[i], true) != cube->relid)
+		{
+			for (int j = 0; j <= i; j++)
+				UnlockRelationOid(job->sources[j], ShareLock);
+			return false;
+		}
+	}
 
 	job->final_base = MemoryContextStrdup(cube->mcxt, sc_compact_name(cube, job->level, job->start));
 	job->new_name = MemoryContextStrdup(cube->mcxt,
@@ -382,6 +423,7 @@ sc_compact_copy(ScCompactJob *job)
 					 "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", target);
 	sc_seal_exec(sql.data);
 	sc_as_owner_leave(&save);
+	return true;
 }
 
 /*
@@ -393,8 +435,11 @@ List *
 sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources)
 {
 	List	   *jobs;
+	List	   *copied = NIL;
 	ListCell   *lc;
 	MemoryContext old;
+	ScPrivilegeSave save;
+	bool		exists;
 
 	if (cube->ncompact == 0 || max_sources <= 0)
 		return NIL;
@@ -404,13 +449,33 @@ sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources)
 							  NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not take the seal lock");
 
+	/* The cube's row, as a seal holds it: streamcube_drop_cube waits for us. */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the cube");
+	exists = SPI_processed > 0;
+	sc_catalog_leave(&save);
+	if (!exists)
+		return NIL;				/* dropped meanwhile */
+
 	/* The jobs live as long as the cube: seal_due keeps them across SPI calls. */
 	old = CurrentMemoryContext;
 	jobs = sc_compact_plan(cube, older_than, max_sources);
 	MemoryContextSwitchTo(old);
 	foreach(lc, jobs)
-		sc_compact_copy(lfirst(lc));
-	return jobs;
+	{
+		ScCompactJob *job = lfirst(lc);
+
+		if (sc_compact_copy(job))
+		{
+			old = MemoryContextSwitchTo(cube->mcxt);
+			copied = lappend(copied, job);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	return copied;
 }
 
 /* ----------------------------------------------------------------
@@ -508,8 +573,7 @@ sc_compact_swap_fn(void *arg)
 		elog(ERROR, "could not point the windows of cube %s at their compacted partition", cube->qualified);
 	sc_catalog_leave(&save);
 
-	/* The sealed view reads the old partitions: without them first. */
-	sc_seal_refresh_view(cube, DT_NOBEGIN);
+	/* The sealed view no longer reads them (sc_compact_finish). */
 	for (int i = 0; i < job->nsources; i++)
 	{
 		resetStringInfo(&sql);
@@ -587,6 +651,27 @@ sc_compact_finish(ScCube *cube, List *jobs)
 {
 	ListCell   *lc;
 	int			built = 0;
+	Oid		   *sources;
+	int			nsources = 0;
+
+	if (jobs == NIL)
+		return 0;
+
+	/*
+	 * The sealed view reads the old partitions, which the swaps drop: it is
+	 * rebuilt without them first, once for all buckets (rebuilding a view
+	 * over thousands of partitions per bucket cost seconds), and with what
+	 * stands at the end.  Nobody sees it in between: one transaction.
+	 */
+	sources = palloc(sizeof(Oid) * sc_compact_sources(jobs));
+	foreach(lc, jobs)
+	{
+		ScCompactJob *job = lfirst(lc);
+
+		for (int i = 0; i < job->nsources; i++)
+			sources[nsources++] = job->sources[i];
+	}
+	sc_seal_refresh_view(cube, DT_NOBEGIN, sources, nsources);
 
 	foreach(lc, jobs)
 	{
@@ -607,8 +692,7 @@ sc_compact_finish(ScCube *cube, List *jobs)
 		FreeErrorData(edata);
 		sc_compact_drop_new(cube, job);
 	}
-	if (built > 0)
-		sc_seal_refresh_view(cube, DT_NOBEGIN);
+	sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
 	return built;
 }
 

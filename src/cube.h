@@ -58,6 +58,13 @@ typedef struct ScColumn
  * origin, months from the first of a month, 00:00 UTC).
  */
 #define SC_MAX_COMPACT_LEVELS 4
+
+/*
+ * Most partitions one compaction call merges (streamcube_seal_due: all
+ * cubes together), and so the most partitions of one level a partition of
+ * the next may hold: a level that would merge more at once is refused.
+ */
+#define SC_COMPACT_MAX_SOURCES 96
 typedef struct ScCompactLevel
 {
 	int32		months;			/* a number of months, or 0 */

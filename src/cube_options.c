@@ -610,6 +610,23 @@ sc_parse_compact(ScCube *cube, Datum value, const char *type)
 						 errmsg("level \"%s\" of cube option \"compact\" does not hold whole partitions of the level before it", text),
 						 errhint("%s", hint)));
 		}
+		/* What one partition of this level merges at most, at once. */
+		{
+			int64		most;
+
+			if (level->months == 0)
+				most = level->usecs / prev_usecs;
+			else if (prev_months > 0)
+				most = level->months / prev_months;
+			else
+				most = (level->months == 12 ? 366 : level->months * 31) * (USECS_PER_DAY / prev_usecs);
+			if (most > SC_COMPACT_MAX_SOURCES)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("level \"%s\" of cube option \"compact\" would merge up to " INT64_FORMAT " partitions at once, more than %d",
+								text, most, SC_COMPACT_MAX_SOURCES),
+						 errhint("Add a level in between, such as \"1 hour\" before \"1 day\" or \"1 month\" before \"1 year\"; one compaction locks every partition it merges.")));
+		}
 		prev_months = level->months;
 		prev_usecs = level->usecs;
 		cube->ncompact++;
@@ -638,13 +655,18 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->csv_null = "";
 	cube->replica_sets = list_make1("default");
 	cube->assign_new_partitions = true;
-	/* Windows of an hour or less merge into days, unless "compact" says otherwise. */
+	/*
+	 * Windows of an hour or less merge into days, unless "compact" says
+	 * otherwise; windows of less than 15 minutes into hours first, so that
+	 * no partition merges more than SC_COMPACT_MAX_SOURCES at once.
+	 */
 	cube->ncompact = 0;
 	if (cube->width <= USECS_PER_HOUR && USECS_PER_DAY % cube->width == 0)
 	{
-		cube->ncompact = 1;
-		cube->compact[0].months = 0;
-		cube->compact[0].usecs = USECS_PER_DAY;
+		if (USECS_PER_DAY / cube->width > SC_COMPACT_MAX_SOURCES && USECS_PER_HOUR % cube->width == 0)
+			cube->compact[cube->ncompact++] = (ScCompactLevel) {.usecs = USECS_PER_HOUR};
+		if (cube->ncompact > 0 || USECS_PER_DAY / cube->width <= SC_COMPACT_MAX_SOURCES)
+			cube->compact[cube->ncompact++] = (ScCompactLevel) {.usecs = USECS_PER_DAY};
 	}
 
 	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)

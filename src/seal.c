@@ -475,6 +475,30 @@ sc_seal_try_view(const char *sql)
 }
 
 /*
+ * branches[lo..hi) joined by UNION ALL as a balanced tree of parenthesised
+ * pairs: the parser recurses once per level of set operations, and a flat
+ * chain of thousands of sealed partitions exceeded max_stack_depth (the
+ * planner flattens the tree into one Append all the same).
+ */
+static void
+sc_union_all(StringInfo out, char **branches, int lo, int hi)
+{
+	int			mid;
+
+	if (hi - lo == 1)
+	{
+		appendStringInfoString(out, branches[lo]);
+		return;
+	}
+	mid = lo + (hi - lo) / 2;
+	appendStringInfoChar(out, '(');
+	sc_union_all(out, branches, lo, mid);
+	appendStringInfoString(out, ")\nUNION ALL (");
+	sc_union_all(out, branches, mid, hi);
+	appendStringInfoChar(out, ')');
+}
+
+/*
  * The view <cube>_sealed: the cube's sealed windows only, UNION ALL.  On a
  * physical standby any query that touches an UNLOGGED partition fails, so
  * standby readers query the sealed data through it, with ordinary SQL and
@@ -483,11 +507,11 @@ sc_seal_try_view(const char *sql)
  * before drop_before are left out (retention drops them next).
  */
 void
-sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
+sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, int nexcept)
 {
 	ScPrivilegeSave save;
-	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
-	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before)};
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
+	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
 	char	   *columns = sc_column_list(cube->relid);
 	StringInfoData body;
 	StringInfoData sql;
@@ -496,30 +520,42 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before)
 	bool		isnull;
 	ScAsOwner	as;
 
+	{
+		Datum	   *d = palloc(sizeof(Datum) * Max(nexcept, 1));
+
+		for (int i = 0; i < nexcept; i++)
+			d[i] = ObjectIdGetDatum(except[i]);
+		values[2] = PointerGetDatum(construct_array(d, nexcept, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	}
 	sc_catalog_enter(&save);
 	/* A compacted partition holds many windows: each partition once. */
 	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
-							  "WHERE s.cube_id = $1 AND s.state = 'sealed' "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.relid::oid <> ALL ($3) "
 							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
 							  "GROUP BY s.relid HAVING max(s.window_end) > $2 "
 							  "ORDER BY min(s.window_start)",
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
 
 	initStringInfo(&body);
-	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		Oid			part = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		int			n = (int) SPI_processed;
+		char	  **branches = palloc(sizeof(char *) * Max(n, 1));
 
-		if (body.len > 0)
-			appendStringInfoString(&body, "\nUNION ALL ");
-		appendStringInfo(&body, "SELECT %s FROM ONLY %s", columns,
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
-													get_rel_name(part)));
+		for (int i = 0; i < n; i++)
+		{
+			Oid			part = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns,
+								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+															  get_rel_name(part)));
+		}
+		if (n == 0)
+			appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, cube->qualified);
+		else
+			sc_union_all(&body, branches, 0, n);
 	}
-	if (body.len == 0)
-		appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, cube->qualified);
 
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
@@ -682,7 +718,7 @@ sc_seal_finish(ScCube *cube, List *jobs)
 	foreach(lc, jobs)
 		sc_seal_record(lfirst(lc));
 	if (jobs != NIL)
-		sc_seal_refresh_view(cube, DT_NOBEGIN);
+		sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
 }
 
 /* Seal the due windows of one cube; returns how many. */
@@ -806,7 +842,7 @@ sc_seal_retention(ScCube *cube, int max_partitions)
 	sc_catalog_leave(&save);
 	/* The view must not hold what is dropped next. */
 	if (n > 0)
-		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]));
+		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]), NULL, 0);
 	for (uint64 i = 0; i < n; i++)
 	{
 		Oid			part = parts[i];
@@ -866,8 +902,9 @@ typedef struct ScDueCube
 typedef enum ScDueStep
 {
 	SC_DUE_PREPARE,				/* load the cube, copy its due windows */
+	SC_DUE_COMPACT_PREPARE,		/* copy its due buckets */
 	SC_DUE_FINISH,				/* swap, record, retention */
-	SC_DUE_CLEANUP				/* after a failed finish: drop the twins */
+	SC_DUE_CLEANUP				/* after a failed finish: drop the copies */
 } ScDueStep;
 
 static void
@@ -883,6 +920,9 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 											*due->seal_budget);
 				*due->seal_budget -= list_length(due->jobs);
 			}
+			break;
+		case SC_DUE_COMPACT_PREPARE:
+			/* A step of its own: a compaction that fails leaves the seals be. */
 			if (due->cube != NULL)
 			{
 				due->compact_jobs = sc_compact_prepare(due->cube, sc_seal_now(due->cube) - due->cube->grace,
@@ -893,8 +933,13 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 		case SC_DUE_FINISH:
 			if (due->cube == NULL)
 				break;
-			sc_seal_finish(due->cube, due->jobs);
+			/*
+			 * Compaction first: its swap takes the cube's window-creation
+			 * lock and then the table, in the order receivers take them; a
+			 * seal swap before it would hold the table already.
+			 */
 			(void) sc_compact_finish(due->cube, due->compact_jobs);
+			sc_seal_finish(due->cube, due->jobs);
 			*due->drop_budget -= sc_seal_retention(due->cube, *due->drop_budget);
 			break;
 		case SC_DUE_CLEANUP:
@@ -951,7 +996,7 @@ sc_seal_due_try(ScDueCube *due, ScDueStep step)
 		ReThrowError(edata);
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
-			 errmsg("could not seal cube %s: %s",
+			 errmsg("could not %s cube %s: %s", step == SC_DUE_COMPACT_PREPARE ? "compact" : "seal",
 					due->cube ? due->cube->qualified : psprintf("%d", due->cube_id), edata->message),
 			 edata->hint ? errhint("%s", edata->hint) : 0));
 	FreeErrorData(edata);
@@ -999,7 +1044,11 @@ sc_seal_due(PG_FUNCTION_ARGS)
 		due->compact_budget = &compact_budget;
 		due->drop_budget = &drop_budget;
 		if (sc_seal_due_try(due, SC_DUE_PREPARE))
+		{
+			if (!sc_seal_due_try(due, SC_DUE_COMPACT_PREPARE))
+				due->compact_jobs = NIL;
 			dues = lappend(dues, due);
+		}
 	}
 	foreach(lc, dues)
 	{

@@ -27,18 +27,22 @@ extern char *sc_free_name(Oid nsp, const char *base);
 extern const char *sc_time_column(const ScCube *cube);
 extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
 									const char *what);
-extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before);
+extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before,
+								 const Oid *except, int nexcept);
 
 /*
  * Most windows one seal call (streamcube_seal, or streamcube_seal_due for
  * all cubes together) seals: each takes locks on two tables and their
- * indexes until the commit.  A backlog is sealed over several calls.
+ * indexes until the commit.  A backlog is sealed over several calls, at
+ * the pace compaction merges them (SC_COMPACT_MAX_SOURCES a call), so that
+ * sealed partitions not yet compacted, which <cube>_sealed reads (and
+ * locks), do not pile up.
  */
-#define SC_SEAL_MAX_WINDOWS 256
+#define SC_SEAL_MAX_WINDOWS SC_COMPACT_MAX_SOURCES
 
 /* compact.c */
 /* Old partitions one streamcube_seal_due() call merges at most, all cubes together. */
-#define SC_COMPACT_DUE_SOURCES 96
+#define SC_COMPACT_DUE_SOURCES SC_COMPACT_MAX_SOURCES
 
 typedef struct ScCompactJob ScCompactJob;
 extern int	sc_compact_sources(List *jobs);

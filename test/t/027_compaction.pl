@@ -216,9 +216,9 @@ is($node->safe_psql('postgres',
 	't|t', '4: each batch wrote at most 64 windows; the rest waited for the next');
 my ($rc, $out, $err) = $node->psql('postgres', 'SELECT streamcube_seal_due()');
 is($rc, 0, '4: streamcube_seal_due() with 1,200 due windows does not fail');
-is($out, '256', '4: it sealed a bounded number of windows (256, all cubes together)');
+is($out, '96', '4: it sealed a bounded number of windows (96, all cubes together)');
 ok($node->safe_psql('postgres',
-		"SELECT count(*) FROM streamcube.segments WHERE cube = 'yr'::regclass AND state = 'sealed'") >= 250,
+		"SELECT count(*) FROM streamcube.segments WHERE cube = 'yr'::regclass AND state = 'sealed'") >= 90,
 	'4: most of them of this cube (its windows come after the other cube\'s)');
 ($rc, $out, $err) = $node->psql('postgres', "SELECT streamcube_drop_cube('yr')");
 is($rc, 0, '4: streamcube_drop_cube() succeeds');
