@@ -384,18 +384,8 @@ sc_compact_copy(ScCompactJob *job)
 	target = quote_qualified_identifier(cube->schema, job->new_name);
 
 	sc_as_owner_enter(&save, cube->owner);
+	sc_sealed_table_create(cube, target, lo, hi);
 	initStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-					 "INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
-					 target, cube->qualified);
-	sc_seal_exec(sql.data);
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
-					 "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
-					 target, sc_time_column(cube), sc_time_column(cube), lo, sc_time_column(cube), hi);
-	sc_seal_exec(sql.data);
 
 	/* In time order, partition after partition: a new snapshot each, after the locks. */
 	job->rows = 0;
@@ -411,17 +401,7 @@ sc_compact_copy(ScCompactJob *job)
 		job->rows += (int64) SPI_processed;
 	}
 	job->new_relid = get_relname_relid(job->new_name, nsp);
-
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TRIGGER streamcube_sealed BEFORE INSERT OR UPDATE OR DELETE ON %s "
-					 "FOR EACH ROW EXECUTE FUNCTION streamcube._sealed_guard()", target);
-	sc_seal_exec(sql.data);
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TRIGGER streamcube_sealed_truncate BEFORE TRUNCATE ON %s "
-					 "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", target);
-	sc_seal_exec(sql.data);
+	sc_sealed_table_guard(target);
 	sc_as_owner_leave(&save);
 	return true;
 }

@@ -208,6 +208,35 @@ sc_time_column(const ScCube *cube)
 	return quote_identifier(cube->columns[cube->time_index].name);
 }
 
+/*
+ * A logged table for the sealed rows of [lo, hi) of a cube (a window's, or
+ * a compacted bucket's): the cube's columns, defaults, constraints and
+ * indexes, and the range as a CHECK constraint, so that ATTACH needs no
+ * scan.  Run as the cube's owner, connected to SPI.
+ */
+void
+sc_sealed_table_create(const ScCube *cube, const char *target, const char *lo, const char *hi)
+{
+	const char *ts = sc_time_column(cube);
+
+	sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+						  "INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
+						  target, cube->qualified));
+	sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+						  "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
+						  target, ts, ts, lo, ts, hi));
+}
+
+/* The triggers that refuse ordinary writes to a sealed table, once filled. */
+void
+sc_sealed_table_guard(const char *target)
+{
+	sc_seal_exec(psprintf("CREATE TRIGGER streamcube_sealed BEFORE INSERT OR UPDATE OR DELETE ON %s "
+						  "FOR EACH ROW EXECUTE FUNCTION streamcube._sealed_guard()", target));
+	sc_seal_exec(psprintf("CREATE TRIGGER streamcube_sealed_truncate BEFORE TRUNCATE ON %s "
+						  "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", target));
+}
+
 /* ----------------------------------------------------------------
  * Phase 1: copy
  * ----------------------------------------------------------------
@@ -236,23 +265,10 @@ sc_seal_copy(ScSealJob *job)
 	twin = quote_qualified_identifier(cube->schema, job->twin_name);
 
 	sc_as_owner_enter(&save, cube->owner);
-	initStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-					 "INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
-					 twin, cube->qualified);
-	sc_seal_exec(sql.data);
-
-	/* The partition bound as a constraint: ATTACH then skips its scan. */
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
-					 "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
-					 twin, sc_time_column(cube), sc_time_column(cube), lo, sc_time_column(cube), hi);
-	sc_seal_exec(sql.data);
+	sc_sealed_table_create(cube, twin, lo, hi);
 
 	/* A new snapshot: every row committed before the lock. */
-	resetStringInfo(&sql);
+	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (%s) SELECT %s FROM ONLY %s",
 					 twin, columns, columns,
 					 quote_qualified_identifier(cube->schema, job->active_name));
@@ -260,17 +276,7 @@ sc_seal_copy(ScSealJob *job)
 		elog(ERROR, "could not copy window %s of cube %s", lo, cube->qualified);
 	job->rows = (int64) SPI_processed;
 	job->twin = get_relname_relid(job->twin_name, nsp);
-
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TRIGGER streamcube_sealed BEFORE INSERT OR UPDATE OR DELETE ON %s "
-					 "FOR EACH ROW EXECUTE FUNCTION streamcube._sealed_guard()", twin);
-	sc_seal_exec(sql.data);
-	resetStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE TRIGGER streamcube_sealed_truncate BEFORE TRUNCATE ON %s "
-					 "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", twin);
-	sc_seal_exec(sql.data);
+	sc_sealed_table_guard(twin);
 	sc_as_owner_leave(&save);
 }
 

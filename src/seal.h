@@ -25,6 +25,9 @@ extern void sc_as_owner_leave(ScAsOwner *save);
 extern char *sc_column_list(Oid relid);
 extern char *sc_free_name(Oid nsp, const char *base);
 extern const char *sc_time_column(const ScCube *cube);
+extern void sc_sealed_table_create(const ScCube *cube, const char *target,
+								   const char *lo, const char *hi);
+extern void sc_sealed_table_guard(const char *target);
 extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
 									const char *what);
 extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before,
