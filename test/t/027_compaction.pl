@@ -214,6 +214,20 @@ is($node->safe_psql('postgres',
 		"SELECT max(n) <= 64, count(*) >= $nwin / 64 FROM "
 		  . "(SELECT xmin::text, count(DISTINCT tableoid) AS n FROM yr GROUP BY 1) b"),
 	't|t', '4: each batch wrote at most 64 windows; the rest waited for the next');
+# Reassignment over that many windows: partition 1 moves to another set
+# while later events for a hundred of the windows arrive.
+$node->safe_psql('postgres', "SELECT streamcube_create_replica_set('rs_b')");
+$node->safe_psql('postgres', "SELECT streamcube_reassign('yr', '{\"default\": [0], \"rs_b\": [1]}')");
+sc_produce($year, count => 100, rate => 0, 'start-ts' => $y0 + 1800, 'step-ms' => 36_000_000);
+is($node->safe_psql('postgres', "SELECT streamcube_wait('yr', '120 s')"), 't',
+	'4: reassigned, and everything consumed');
+is($node->safe_psql('postgres',
+		"SELECT sum(rows) FROM streamcube.segments WHERE cube = 'yr'::regclass"),
+	$nwin + 100, '4: every event once, the later ones too');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(replica_set || ':' || array_to_string(partitions, ','), ' ' ORDER BY replica_set) "
+		  . "FROM streamcube.consumers WHERE cube = 'yr'::regclass"),
+	'default:0 rs_b:1', '4: each set consumes its partition');
 my ($rc, $out, $err) = $node->psql('postgres', 'SELECT streamcube_seal_due()');
 is($rc, 0, '4: streamcube_seal_due() with 1,200 due windows does not fail');
 is($out, '96', '4: it sealed a bounded number of windows (96, all cubes together)');
