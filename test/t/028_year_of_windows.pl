@@ -30,7 +30,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 sc_require_env();
-plan skip_all => 'a year of windows takes minutes: set SC_LONG_TESTS=1 (and SC_TEST_TIMEOUT=1200)'
+plan skip_all => 'a year of windows takes minutes: set SC_LONG_TESTS=1 (and SC_TEST_TIMEOUT=1500)'
   unless $ENV{SC_LONG_TESTS};
 
 my $node = sc_node('year', 'streamcube.batch_max_windows = 200');
