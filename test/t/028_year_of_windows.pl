@@ -12,7 +12,7 @@
 # for every partition attached, so building n windows costs O(n^2).  So it
 # runs on request only:
 #
-#   SC_LONG_TESTS=1 SC_TEST_TIMEOUT=1200 test/run-tests tap test/t/028_year_of_windows.pl
+#   SC_LONG_TESTS=1 SC_TEST_TIMEOUT=1500 test/run-tests tap test/t/028_year_of_windows.pl
 #
 # t/027_compaction.pl runs the same steps on 1,200 windows in every run;
 # test/bench/compaction measures a year before and after compaction.
