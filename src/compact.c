@@ -65,10 +65,6 @@
 
 PG_FUNCTION_INFO_V1(sc_compact);
 
-/* Lock classes shared with seal.c and segments.c. */
-#define SC_SEAL_LOCK_CLASS 0x5EA1
-#define SC_ADVISORY_CLASS 0x5C0BE
-
 /* Old partitions one streamcube_compact() call merges at most, by default. */
 #define SC_COMPACT_DEFAULT_SOURCES SC_COMPACT_DUE_SOURCES
 
@@ -418,26 +414,10 @@ sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources)
 	List	   *copied = NIL;
 	ListCell   *lc;
 	MemoryContext old;
-	ScPrivilegeSave save;
-	bool		exists;
 
 	if (cube->ncompact == 0 || max_sources <= 0)
 		return NIL;
-	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
-							  (Oid[]) {INT4OID, INT4OID},
-							  (Datum[]) {Int32GetDatum(SC_SEAL_LOCK_CLASS), Int32GetDatum(cube->cube_id)},
-							  NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not take the seal lock");
-
-	/* The cube's row, as a seal holds it: streamcube_drop_cube waits for us. */
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
-							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
-							  NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock the cube");
-	exists = SPI_processed > 0;
-	sc_catalog_leave(&save);
-	if (!exists)
+	if (!sc_seal_lock_cube(cube))
 		return NIL;				/* dropped meanwhile */
 
 	/* The jobs live as long as the cube: seal_due keeps them across SPI calls. */
@@ -475,11 +455,7 @@ sc_compact_swap_fn(void *arg)
 	bool		same;
 
 	/* No window is created in the bucket while it changes hands. */
-	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
-							  (Oid[]) {INT4OID, INT4OID},
-							  (Datum[]) {Int32GetDatum(SC_ADVISORY_CLASS), Int32GetDatum(cube->cube_id)},
-							  NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not take the window lock");
+	sc_segment_lock_windows(cube);
 
 	/* The bucket's windows must be those that were copied, all sealed. */
 	{

@@ -146,6 +146,7 @@ extern int64 sc_window_start(const ScCube *cube, int64 ts);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
 extern bool sc_segment_ensure(const ScCube *cube, int64 window_start);
+extern void sc_segment_lock_windows(const ScCube *cube);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);
 
 /* What a receiver needs to know of one window. */

@@ -659,9 +659,34 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
 }
 
 /*
- * Seal the due windows of a cube: copy them all, then swap them all, then
- * record them.  Returns how many were sealed.
+ * The locks a seal or a compaction of a cube holds to its end: the cube's
+ * seal lock (one seal or compaction of a cube at a time: a second waits,
+ * then finds less to do), then the cube's row, as receivers hold it, so
+ * that streamcube_drop_cube waits for us instead of deadlocking with us on
+ * the window rows.  False when the cube was dropped meanwhile.  The caller
+ * is connected to SPI.
  */
+bool
+sc_seal_lock_cube(const ScCube *cube)
+{
+	ScPrivilegeSave save;
+	bool		exists;
+
+	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
+							  (Oid[]) {INT4OID, INT4OID},
+							  (Datum[]) {Int32GetDatum(SC_SEAL_LOCK_CLASS), Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the seal lock");
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the cube");
+	exists = SPI_processed > 0;
+	sc_catalog_leave(&save);
+	return exists;
+}
+
 /*
  * Phase 1 for a cube: take its seal lock, find its due windows and copy
  * them.  Returns the jobs for sc_seal_finish().
@@ -679,31 +704,8 @@ sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_windows)
 				 errdetail("The copy of a window must see every row committed before its lock."),
 				 errhint("Call it outside an explicit REPEATABLE READ or SERIALIZABLE transaction.")));
 
-	/* One seal of a cube at a time: a second waits, then finds less to do. */
-	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
-							  (Oid[]) {INT4OID, INT4OID},
-							  (Datum[]) {Int32GetDatum(SC_SEAL_LOCK_CLASS), Int32GetDatum(cube->cube_id)},
-							  NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not take the seal lock");
-
-	/*
-	 * Hold the cube's row first, as receivers do: streamcube_drop_cube then
-	 * waits for the seal instead of deadlocking with it on the window rows.
-	 */
-	{
-		ScPrivilegeSave save;
-		bool		exists;
-
-		sc_catalog_enter(&save);
-		if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
-								  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
-								  NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not lock the cube");
-		exists = SPI_processed > 0;
-		sc_catalog_leave(&save);
-		if (!exists)
-			return NIL;			/* dropped meanwhile */
-	}
+	if (!sc_seal_lock_cube(cube))
+		return NIL;				/* dropped meanwhile */
 
 	if (max_windows <= 0)
 		return NIL;

@@ -20,6 +20,7 @@ typedef struct ScAsOwner
 
 /* seal.c */
 extern void sc_seal_exec(const char *sql);
+extern bool sc_seal_lock_cube(const ScCube *cube);
 extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
 extern void sc_as_owner_leave(ScAsOwner *save);
 extern char *sc_column_list(Oid relid);

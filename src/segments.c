@@ -308,6 +308,21 @@ sc_segment_known(const ScCube *cube, int64 start)
 }
 
 /*
+ * The cube's window-creation lock, to the end of the transaction: taken
+ * before creating a window, and by a compaction before it points a
+ * bucket's windows at its new partition.  The caller is connected to SPI.
+ */
+void
+sc_segment_lock_windows(const ScCube *cube)
+{
+	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
+							  (Oid[]) {INT4OID, INT4OID},
+							  (Datum[]) {Int32GetDatum(SC_ADVISORY_CLASS), Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the window lock of cube %s", cube->qualified);
+}
+
+/*
  * Make sure the window starting at `start` has its partition; true when
  * this call created it.  Runs inside the caller's transaction; DDL runs as
  * the current user (the cube owner).
@@ -328,10 +343,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 	}
 
 	/* Serialise with other receivers of this cube, then look again. */
-	SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
-						  (Oid[]) {INT4OID, INT4OID},
-						  (Datum[]) {Int32GetDatum(SC_ADVISORY_CLASS), Int32GetDatum(cube->cube_id)},
-						  NULL, false, 1);
+	sc_segment_lock_windows(cube);
 	if (sc_segment_known(cube, start))
 	{
 		SPI_finish();
