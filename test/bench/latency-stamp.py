@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Reads messages from stdin (one per line, as `kcat -u -f '%s\\n'` prints
 them), stamps each with the time it was read, and prints the percentiles of
-(read time - the event's ts) in ms: "p50 p90 p99 p99.9 max mean count",
-then, after " | ", the p99 of each second of the stream (by the events' ts,
-from the first one on) and, after another " | ", the p99 without the
-stream's first two seconds: the same breakdown test/bench/ingest prints for
-the receiver's commits, so the two can be compared second by second.
+(read time - the event's ts) in ms over the measured part of the stream:
+"p50 p90 p99 p99.9 max mean count", then, after " | ", the p99 of each
+second of the whole stream (by the events' ts, from the first one on) and,
+after another " | ", the p99 of the lead-in.  The lead-in is the first
+LEAD seconds of the stream (argument 1, default 0), left out of the
+measured part as test/bench/ingest leaves it out of the receiver's figures,
+so the two can be compared second by second.
 The event's ts is the first CSV field or the JSON key "ts" (UTC, ISO 8601
 with milliseconds and a trailing Z, as test/tools/sckafka writes it)."""
 import calendar
@@ -17,6 +19,7 @@ def p(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+lead = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
 rows = []   # (event time in s, latency in ms)
 for line in sys.stdin:
     now = time.time()
@@ -30,17 +33,17 @@ for line in sys.stdin:
                             int(ts[11:13]), int(ts[14:16]), int(ts[17:19]), 0, 0, 0))
     secs += int(ts[20:23]) / 1000.0
     rows.append((secs, (now - secs) * 1000.0))
-if not rows:
+first = min(t for t, _ in rows) if rows else 0.0
+lat = sorted(ms for t, ms in rows if t >= first + lead)
+if not lat:
     print("nan nan nan nan nan nan 0 | | nan")
     sys.exit(0)
-lat = sorted(ms for _, ms in rows)
 n = len(lat)
-first = min(t for t, _ in rows)
 per_sec = {}
 for t, ms in rows:
     per_sec.setdefault(int(t - first), []).append(ms)
 seconds = " ".join("%.0f" % p(sorted(per_sec[s]), 0.99) for s in sorted(per_sec))
-late = sorted(ms for t, ms in rows if t >= first + 2)
+lead_in = sorted(ms for t, ms in rows if t < first + lead)
 print("%.1f %.1f %.1f %.1f %.1f %.1f %d | %s | %s" % (
     p(lat, 0.5), p(lat, 0.9), p(lat, 0.99), p(lat, 0.999), lat[-1], sum(lat) / n, n,
-    seconds, "%.1f" % p(late, 0.99) if late else "nan"))
+    seconds, "%.1f" % p(lead_in, 0.99) if lead_in else "nan"))
