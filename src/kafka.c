@@ -605,20 +605,18 @@ sc_kafka_watermarks(rd_kafka_t *rk, List *infos, instr_time deadline,
 
 /*
  * Describe every partition visible on the cluster (topic NULL) or of one
- * topic, optionally with low and high watermarks.  Raises an ERROR when the
+ * topic, optionally with low and high watermarks, through the client rk
+ * (whose events collect the last client error).  Raises an ERROR when the
  * cluster does not answer within timeout_ms in total, or when the topic does
  * not exist; with topic_missing given, a missing topic sets it and returns
  * NIL instead.
  */
-List *
-sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-				  bool with_watermarks, int timeout_ms, bool *topic_missing,
-				  char **cluster_id)
+static List *
+sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
+					   const ScKafkaConnInfo *conn, const char *topic,
+					   bool with_watermarks, int timeout_ms, bool *topic_missing,
+					   char **cluster_id)
 {
-	ScKafkaEvents events = {0};
-	char		errbuf[512];
-	rd_kafka_conf_t *conf;
-	rd_kafka_t *rk;
 	const struct rd_kafka_metadata *md = NULL;
 	rd_kafka_resp_err_t err;
 	instr_time	deadline;
@@ -631,20 +629,6 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 	INSTR_TIME_ADD(deadline, ((instr_time) {.tv_sec = timeout_ms / 1000,
 		.tv_nsec = (timeout_ms % 1000) * 1000000L}));
 
-	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
-	if (conf == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
-
-	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
-	if (rk == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
-
 	/* Listing all topics never auto-creates one, unlike a topic request. */
 	err = rd_kafka_metadata(rk, 1, NULL, &md, sc_remaining_ms(deadline));
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -654,7 +638,6 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 		failure_code = 1;
 		md = NULL;
 	}
-
 	PG_TRY();
 	{
 		for (int t = 0; md != NULL && t < md->topic_cnt && failure_code == 0; t++)
@@ -700,7 +683,6 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 		if (md != NULL)
 			rd_kafka_metadata_destroy(md);
 		rd_kafka_poll(rk, 0);
-		rd_kafka_destroy(rk);
 	}
 	PG_END_TRY();
 
@@ -709,7 +691,7 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not get metadata from Kafka cluster \"%s\": %s",
 						conn->cluster_name, failure),
-				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
+				 events->last_error[0] ? errdetail("Last client error: %s", events->last_error) : 0,
 				 errhint("Check that bootstrap servers \"%s\" are reachable, or raise streamcube.kafka_timeout (now %d ms).",
 						 conn->bootstrap_servers, timeout_ms)));
 	if (failure_code == 2 && topic_missing != NULL)
@@ -725,6 +707,45 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 				 errmsg("topic \"%s\" does not exist on Kafka cluster \"%s\"",
 						topic, conn->cluster_name),
 				 errhint("Create the topic first; streamcube never creates topics.")));
+	return result;
+}
+
+/* sc_kafka_describe_with() through a client of its own. */
+List *
+sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
+				  bool with_watermarks, int timeout_ms, bool *topic_missing,
+				  char **cluster_id)
+{
+	ScKafkaEvents events = {0};
+	char		errbuf[512];
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	List	   *volatile result = NIL;
+
+	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
+	if (conf == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+
+	PG_TRY();
+	{
+		result = sc_kafka_describe_with(rk, &events, conn, topic, with_watermarks,
+										timeout_ms, topic_missing, cluster_id);
+	}
+	PG_FINALLY();
+	{
+		rd_kafka_destroy(rk);
+	}
+	PG_END_TRY();
 	return result;
 }
 
@@ -874,6 +895,20 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 	rd_kafka_queue_io_event_enable(c->consumer_queue, c->pipefd[1], "c", 1);
 	rd_kafka_queue_io_event_enable(c->main_queue, c->pipefd[1], "m", 1);
 	return c;
+}
+
+/*
+ * sc_kafka_describe() through the consumer's own client: no second client
+ * to start and connect, and the consumer's connections to the leaders are
+ * up by the time it is assigned (a receiver's first fetch starts at once).
+ */
+List *
+sc_kafka_consumer_describe(ScKafkaConsumer *c, const ScKafkaConnInfo *conn,
+						   const char *topic, int timeout_ms, bool *topic_missing,
+						   char **cluster_id)
+{
+	return sc_kafka_describe_with(c->rk, &c->events, conn, topic, true, timeout_ms,
+								  topic_missing, cluster_id);
 }
 
 void

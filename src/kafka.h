@@ -111,6 +111,10 @@ extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 												 const char *group_id,
 												 int queue_kbytes);
+extern List *sc_kafka_consumer_describe(ScKafkaConsumer *consumer,
+										const ScKafkaConnInfo *conn, const char *topic,
+										int timeout_ms, bool *topic_missing,
+										char **cluster_id);
 extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const char *topic,
 									 int n, const int32 *partitions,
 									 const int64 *offsets);

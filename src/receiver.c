@@ -701,20 +701,24 @@ sc_receiver_note_cluster_id(const char *cluster_id)
 
 /*
  * Does Kafka still hold what the cube needs?  Compares every position with
- * the partition's watermarks.  When it does not, the cube is paused with a
- * reason that names the partition, the offsets and what to do, and false
- * is returned.  Never skips anything.
+ * the partition's watermarks, asked through the consumer via (not assigned
+ * yet), or through a client of its own when via is NULL.  When it does
+ * not, the cube is paused with a reason that names the partition, the
+ * offsets and what to do, and false is returned.  Never skips anything.
  */
 static bool
-sc_receiver_check_kafka(void)
+sc_receiver_check_kafka(ScKafkaConsumer *via)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube position check",
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	bool		missing;
 	char	   *cluster_id = NULL;
-	List	   *partitions = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-											   sc_kafka_timeout_ms, &missing, &cluster_id);
+	List	   *partitions = via != NULL
+		? sc_kafka_consumer_describe(via, receiver.conn, receiver.cube->topic,
+									 sc_kafka_timeout_ms, &missing, &cluster_id)
+		: sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
+							sc_kafka_timeout_ms, &missing, &cluster_id);
 	const char *cube = receiver.cube->qualified;
 	char	   *reason = NULL;
 	ListCell   *lc;
@@ -797,13 +801,19 @@ static bool
 sc_receiver_open_consumer(void)
 {
 	char		group[NAMEDATALEN * 2 + 64];
+	ScKafkaConsumer *consumer;
 
 	sc_receiver_apply_assignment(false);
-	if (!sc_receiver_check_kafka())
-		return false;
 	snprintf(group, sizeof(group), "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
 			 receiver.replica_set);
-	receiver.consumer = sc_kafka_consumer_create(receiver.conn, group, sc_fetch_queue_kbytes);
+	/* The check goes through the consumer: its connections are then up. */
+	consumer = sc_kafka_consumer_create(receiver.conn, group, sc_fetch_queue_kbytes);
+	if (!sc_receiver_check_kafka(consumer))
+	{
+		sc_kafka_consumer_destroy(consumer);	/* never assigned */
+		return false;
+	}
+	receiver.consumer = consumer;
 	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
 							 receiver.parts, receiver.positions);
 	receiver.metadata_at = GetCurrentTimestamp();
@@ -876,7 +886,7 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 									   SC_TOPIC_CHECK_INTERVAL_MS))
 		{
 			receiver.topic_checked_at = GetCurrentTimestamp();
-			if (!sc_receiver_check_kafka())
+			if (!sc_receiver_check_kafka(NULL))
 				return;
 		}
 		sc_receiver_warn(res->message);
@@ -884,7 +894,7 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 	}
 	if (res->status == SC_KAFKA_OUT_OF_RANGE)
 	{
-		if (!sc_receiver_check_kafka())
+		if (!sc_receiver_check_kafka(NULL))
 			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
