@@ -78,6 +78,7 @@ typedef struct ScReceiver
 	ScIngest   *ing;
 	ScKafkaConnInfo *conn;
 	ScKafkaConsumer *consumer;
+	WaitEventSet *wait_set;		/* latch, postmaster, consumer's wake-up pipe */
 
 	int			nparts;
 	int32	   *parts;
@@ -842,6 +843,12 @@ sc_receiver_close_consumer(void)
 	}
 	sc_kafka_messages_release(receiver.messages, receiver.carried);
 	receiver.carried = 0;
+	if (receiver.wait_set != NULL)
+	{
+		/* it watches the consumer's pipe, whose descriptor is closed now */
+		FreeWaitEventSet(receiver.wait_set);
+		receiver.wait_set = NULL;
+	}
 	sc_kafka_consumer_destroy(receiver.consumer);
 	receiver.consumer = NULL;
 	for (int p = 0; p < receiver.nparts; p++)
@@ -852,18 +859,35 @@ sc_receiver_close_consumer(void)
  * Batches
  * ----------------------------------------------------------------
  */
+/*
+ * Sleep until the latch is set, the consumer has something, or timeout_ms.
+ * A live stream wakes a receiver a thousand times a second (each fetch
+ * response that finds the queue empty writes to the pipe), so the wait set
+ * is made once per consumer: WaitLatchOrSocket() would create, fill and
+ * close an epoll set at every wake-up (epoll_create1, three epoll_ctl and
+ * a close around each epoll_wait).
+ */
 static void
 sc_receiver_wait(long timeout_ms)
 {
-	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
-	pgsocket	fd = PGINVALID_SOCKET;
+	WaitEvent	event;
 
-	if (receiver.consumer)
+	if (receiver.consumer == NULL)
 	{
-		events |= WL_SOCKET_READABLE;
-		fd = sc_kafka_consumer_wait_fd(receiver.consumer);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		return;
 	}
-	(void) WaitLatchOrSocket(MyLatch, events, fd, timeout_ms, PG_WAIT_EXTENSION);
+	if (receiver.wait_set == NULL)
+	{
+		receiver.wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(receiver.wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(receiver.wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(receiver.wait_set, WL_SOCKET_READABLE,
+						  sc_kafka_consumer_wait_fd(receiver.consumer), NULL, NULL);
+	}
+	(void) WaitEventSetWait(receiver.wait_set, timeout_ms, &event, 1, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 }
 
