@@ -16,6 +16,7 @@ OBJS = \
 	src/shmem.o \
 	src/kafka.o \
 	src/catalog.o \
+	src/ownership.o \
 	src/cluster.o \
 	src/launcher.o \
 	src/cube.o \
@@ -36,7 +37,7 @@ SHLIB_LINK  = -lrdkafka -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening sealing compaction reassign direct_insert operations metadata
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening ownership sealing compaction reassign direct_insert operations metadata
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 PG_CONFIG ?= pg_config

@@ -25,6 +25,9 @@
 #include "utils/resowner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
+#include "utils/syscache.h"
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 
 PG_FUNCTION_INFO_V1(sc_check_install);
 
@@ -77,6 +80,26 @@ void
 sc_catalog_leave(ScPrivilegeSave *save)
 {
 	AtEOXact_GUC(true, save->nestlevel);
+	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/*
+ * Act as a cube's owner (DDL on its relations, scans that run its index
+ * expressions and constraints) with SECURITY_RESTRICTED_OPERATION, as
+ * PostgreSQL itself does for VACUUM or CREATE INDEX: nothing the owner
+ * wrote can change the session's state or outlive the operation.
+ */
+void
+sc_as_owner_enter(ScAsOwner *save, Oid owner)
+{
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+sc_as_owner_leave(ScAsOwner *save)
+{
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
@@ -142,6 +165,20 @@ sc_caller_relation(const char *name)
 							 NoLock, true);
 	sc_caller_path_leave(nestlevel);
 	return relid;
+}
+
+/* The owner of a relation; InvalidOid when it is gone. */
+Oid
+sc_relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
 }
 
 bool

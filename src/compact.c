@@ -344,7 +344,7 @@ sc_compact_copy(ScCompactJob *job)
 	Oid			nsp = get_rel_namespace(cube->relid);
 	const char *lo = sc_bound_literal(cube, job->start);
 	const char *hi = sc_bound_literal(cube, job->end);
-	char	   *columns = sc_column_list(cube->relid);
+	char	   *columns = sc_column_list(cube->relid, true);
 	char	   *target;
 	StringInfoData sql;
 	ScAsOwner	save;

@@ -125,6 +125,12 @@ sc_require_cube_owner(const char *name, Oid owner, const char *action)
 
 /*
  * Read the declared columns of the cube's table; find the time column.
+ *
+ * Generated columns are left out: PostgreSQL computes them, no message
+ * fills them.  The time column is the table's partition key, found by
+ * attribute number, so that it is known whatever its name is now; a name
+ * that differs from the one the catalog holds (a RENAME COLUMN) makes the
+ * cube unable to ingest until it is renamed back (sc_cube_check_table).
  */
 static void
 sc_cube_read_columns(ScCube *cube, const char *time_column)
@@ -133,31 +139,138 @@ sc_cube_read_columns(ScCube *cube, const char *time_column)
 	Datum		arg = ObjectIdGetDatum(cube->relid);
 	uint64		n;
 
-	SPI_execute_with_args("SELECT attname, atttypid FROM pg_catalog.pg_attribute "
-						  "WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped "
-						  "  AND attname NOT IN ('_partition', '_offset') "
-						  "ORDER BY attnum",
+	SPI_execute_with_args("SELECT a.attname, a.atttypid, a.attnum, "
+						  "       a.attnum = (SELECT p.partattrs[0] FROM pg_catalog.pg_partitioned_table p "
+						  "                   WHERE p.partrelid = a.attrelid) "
+						  "FROM pg_catalog.pg_attribute a "
+						  "WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped "
+						  "  AND a.attgenerated = '' "
+						  "  AND a.attname NOT IN ('_partition', '_offset') "
+						  "ORDER BY a.attnum",
 						  1, &argtype, &arg, NULL, false, 0);
 	MemoryContextSwitchTo(cube->mcxt);
 	n = SPI_processed;
 	cube->ncolumns = (int) n;
 	cube->columns = palloc0(sizeof(ScColumn) * Max(n, 1));
 	cube->time_index = -1;
+	cube->time_column = pstrdup(time_column);
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
+		bool		key;
 		ScColumn   *col = &cube->columns[i];
 
 		col->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		col->type = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		col->attnum = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+		key = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
 		col->path = palloc(sizeof(char *));
 		col->path[0] = col->name;
 		col->pathlen = 1;
-		if (strcmp(col->name, time_column) == 0)
+		/* Before the table is partitioned (creation), by name. */
+		if ((!isnull && key) || (isnull && strcmp(col->name, time_column) == 0))
 			cube->time_index = (int) i;
 	}
 	if (cube->time_index >= 0)
 		cube->time_type = cube->columns[cube->time_index].type;
+}
+
+/*
+ * Can the receiver ingest the cube as its catalog row describes it?  NULL
+ * when it can, else why not, with what to do: the time column renamed, a
+ * column that option "fields" maps renamed or dropped, a metadata column
+ * retyped to a type that cannot hold its value, a table attached as a
+ * partition that is none of the cube's windows (receivers would route rows
+ * into it, seals would never seal it).  `before`, the cube as it was
+ * loaded earlier (or NULL), tells a rename from a drop.
+ */
+char *
+sc_cube_check_table(const ScCube *cube, const ScCube *before)
+{
+	ListCell   *lc;
+
+	if (strcmp(cube->columns[cube->time_index].name, cube->time_column) != 0)
+		return psprintf("time column \"%s\" of cube %s was renamed to \"%s\"; "
+						"rename it back (ALTER TABLE %s RENAME COLUMN %s TO %s), then call streamcube_resume('%s')",
+						cube->time_column, cube->qualified, cube->columns[cube->time_index].name,
+						cube->qualified, quote_identifier(cube->columns[cube->time_index].name),
+						quote_identifier(cube->time_column), sc_cube_name_literal(cube));
+	foreach(lc, cube->missing_columns)
+	{
+		const char *missing = lfirst(lc);
+		const char *fate = before != NULL ? "was dropped" : "was dropped or renamed";
+
+		for (int c = 0; before != NULL && c < before->ncolumns; c++)
+			if (strcmp(before->columns[c].name, missing) == 0)
+				for (int d = 0; d < cube->ncolumns; d++)
+					if (cube->columns[d].attnum == before->columns[c].attnum)
+						fate = psprintf("was renamed to \"%s\"", cube->columns[d].name);
+		return psprintf("column \"%s\" of cube %s, which option \"fields\" maps, %s; "
+						"rename or add it back, or change \"fields\" with streamcube_alter_cube('%s', ...), "
+						"then call streamcube_resume('%s')",
+						missing, cube->qualified, fate,
+						sc_cube_name_literal(cube), sc_cube_name_literal(cube));
+	}
+	if (cube->stranger != NULL)
+		return psprintf("table %s is attached to cube %s, but is none of its windows (streamcube did not create it, "
+						"or it was detached and attached again after a new window took its place); "
+						"detach it (ALTER TABLE %s DETACH PARTITION %s), insert its rows into the cube if they belong there, "
+						"then call streamcube_resume('%s')",
+						cube->stranger, cube->qualified, cube->qualified, cube->stranger,
+						sc_cube_name_literal(cube));
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		char	   *why = sc_cube_meta_type_problem(cube, &cube->columns[c], c);
+
+		if (why != NULL)
+			return psprintf("%s; change its type back, or change \"fields\" with streamcube_alter_cube('%s', ...), "
+							"then call streamcube_resume('%s')",
+							why, sc_cube_name_literal(cube), sc_cube_name_literal(cube));
+	}
+	return NULL;
+}
+
+/* The cube's qualified name, fit to stand in an SQL string literal. */
+const char *
+sc_cube_name_literal(const ScCube *cube)
+{
+	StringInfoData out;
+
+	initStringInfo(&out);
+	for (const char *p = cube->qualified; *p; p++)
+	{
+		if (*p == '\'')
+			appendStringInfoChar(&out, '\'');
+		appendStringInfoChar(&out, *p);
+	}
+	return out.data;
+}
+
+/*
+ * A partition of the cube's table that is none of its windows, if any:
+ * every partition streamcube attaches is in streamcube.segment_catalog.
+ */
+static void
+sc_cube_find_stranger(ScCube *cube)
+{
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args("SELECT i.inhrelid::regclass::text FROM pg_catalog.pg_inherits i "
+								"WHERE i.inhparent = $1 AND NOT EXISTS "
+								"  (SELECT 1 FROM streamcube.segment_catalog s "
+								"   WHERE s.cube_id = $2 AND s.relid::oid = i.inhrelid) "
+								"ORDER BY i.inhrelid LIMIT 1",
+								2, (Oid[]) {OIDOID, INT4OID},
+								(Datum[]) {ObjectIdGetDatum(cube->relid), Int32GetDatum(cube->cube_id)},
+								NULL, true, 1);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read the partitions of cube %s", cube->qualified);
+	if (SPI_processed > 0)
+		cube->stranger = MemoryContextStrdup(cube->mcxt,
+											 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 }
 
 /*
@@ -235,8 +348,15 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->kafka_cluster_id = SPI_getvalue(tup, desc, 17);
 
 	sc_cube_read_columns(cube, time_column);
+	if (cube->time_index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s of cube %d is not partitioned by a column", cube->qualified, cube_id),
+				 errhint("Restore the table as streamcube_create_cube() made it, or drop the cube.")));
 	sc_cube_parse_options(cube, options, false);
+	sc_cube_find_stranger(cube);
 	SPI_finish();
+	cube->broken = sc_cube_check_table(cube, NULL);
 	return cube;
 }
 
@@ -591,8 +711,7 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	if (!keep_data)
 	{
 		StringInfoData sql;
-		Oid			save_userid;
-		int			save_sec_context;
+		ScAsOwner	as;
 		int64		partitions;
 		bool		isnull;
 
@@ -615,12 +734,10 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 														get_rel_name(relid)));
 
 		/* An administrator who does not own the table drops it as its owner. */
-		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		if (!has_privs_of_role(save_userid, owner))
-			SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		sc_as_owner_enter(&as, owner);
 		if (sql.len > 0)
 			SPI_execute(sql.data, false, 0);
-		SetUserIdAndSecContext(save_userid, save_sec_context);
+		sc_as_owner_leave(&as);
 
 		if (partitions > SC_DROP_STEP)
 		{
@@ -1102,8 +1219,6 @@ sc_drop_pending_step(void)
 				char	   *name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 				int64		left = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 				Datum		relowner = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
-				Oid			save_userid;
-				int			save_sec_context;
 				StringInfoData sql;
 
 				pgstat_report_activity(STATE_RUNNING, psprintf("dropping %s in steps", name));
@@ -1134,12 +1249,12 @@ sc_drop_pending_step(void)
 																get_rel_name(relid)));
 				if (sql.len > 0)
 				{
-					GetUserIdAndSecContext(&save_userid, &save_sec_context);
-					SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-										   SECURITY_RESTRICTED_OPERATION);
+					ScAsOwner	as;
+
+					sc_as_owner_enter(&as, owner);
 					if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 						elog(ERROR, "could not drop %s", name);
-					SetUserIdAndSecContext(save_userid, save_sec_context);
+					sc_as_owner_leave(&as);
 				}
 				if (!more &&
 					SPI_execute_with_args("DELETE FROM streamcube.pending_drops WHERE relid = $1",

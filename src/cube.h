@@ -45,6 +45,7 @@ typedef struct ScColumn
 {
 	char	   *name;
 	Oid			type;
+	AttrNumber	attnum;			/* in the cube's table */
 	char	  **path;			/* JSON keys leading to the value */
 	int			pathlen;		/* 0 for a metadata column */
 	ScMeta		meta;
@@ -86,7 +87,13 @@ typedef struct ScCube
 
 	int			ncolumns;		/* declared columns, without _partition/_offset */
 	ScColumn   *columns;
-	int			time_index;		/* index of the time column in columns[] */
+	int			time_index;		/* index of the time column (the partition key)
+								 * in columns[]; -1 when there is none */
+	char	   *time_column;	/* its name as the catalog holds it */
+	List	   *missing_columns;	/* columns "fields" maps that are gone */
+	char	   *stranger;		/* a partition that is no window of the cube's */
+	char	   *broken;			/* why the cube cannot ingest as its catalog
+								 * row says (sc_cube_check_columns), or NULL */
 	int			nmeta;			/* columns filled from message metadata */
 	char	   *implicit_document;	/* format jsonb: the document column chosen
 									 * by type, not named in "fields" */
@@ -125,6 +132,8 @@ extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
 extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
 extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);
 extern void sc_cube_pause_for(int32 cube_id, const char *reason);
+extern char *sc_cube_check_table(const ScCube *cube, const ScCube *before);
+extern const char *sc_cube_name_literal(const ScCube *cube);
 extern bool sc_drop_pending_step(void);
 
 /*
@@ -139,6 +148,7 @@ extern int64 sc_interval_usecs(const Interval *iv, const char *what);
 extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
 extern List *sc_cube_copy_options(const ScCube *cube);
 extern Datum sc_cube_pin_document(const ScCube *cube, Datum options);
+extern char *sc_cube_meta_type_problem(const ScCube *cube, const ScColumn *col, int c);
 
 /* segments.c */
 extern int64 sc_cube_time(const ScCube *cube, TimestampTz t);

@@ -208,15 +208,29 @@ sc_meta_input_type(Oid base)
  * through the column type's input function (raw bytes into bytea); the
  * others have a shape of their own.
  */
-static void
-sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
+/* What is wrong with a metadata column's type, if anything. */
+typedef enum ScMetaTypeFit
+{
+	SC_META_FITS,
+	SC_META_WRONG_TYPE,			/* the type cannot hold the metadata */
+	SC_META_NOT_INSTANT			/* the time column takes the Kafka timestamp,
+								 * and is not timestamptz */
+} ScMetaTypeFit;
+
+/*
+ * Can a column of this type take that metadata?  A key or a header goes
+ * through the column type's input function (raw bytes into bytea); the
+ * others have a shape of their own.  *want: the types that fit.
+ */
+static ScMetaTypeFit
+sc_meta_type_fit(const ScCube *cube, const ScColumn *col, int c, const char **want)
 {
 	Oid			base = getBaseType(col->type);
 	bool		text = base == TEXTOID || base == VARCHAROID;
 	bool		json = base == JSONOID || base == JSONBOID;
 	bool		ok = true;
-	const char *want = NULL;
 
+	*want = NULL;
 	switch (col->meta)
 	{
 		case SC_META_NONE:
@@ -224,42 +238,83 @@ sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
 		case SC_META_KEY:
 		case SC_META_HEADER:
 			ok = sc_meta_input_type(base);
-			want = "text, varchar, bytea (the raw bytes), jsonb, json, uuid, a number, boolean, date, a timestamp or inet";
+			*want = "text, varchar, bytea (the raw bytes), jsonb, json, uuid, a number, boolean, date, a timestamp or inet";
 			break;
 		case SC_META_TIMESTAMP:
 			ok = base == TIMESTAMPTZOID || base == TIMESTAMPOID || base == INT8OID;
-			want = "timestamptz, timestamp or bigint (milliseconds since 1970)";
+			*want = "timestamptz, timestamp or bigint (milliseconds since 1970)";
 			break;
 		case SC_META_TIMESTAMP_TYPE:
 			ok = text;
-			want = "text";
+			*want = "text";
 			break;
 		case SC_META_HEADERS:
 			ok = json;
-			want = "jsonb or json";
+			*want = "jsonb or json";
 			break;
 		case SC_META_VALUE:
 			ok = cube->format == SC_FORMAT_CSV ? text || base == BYTEAOID : text || json;
-			want = cube->format == SC_FORMAT_CSV ? "text or bytea" : "jsonb, json or text";
+			*want = cube->format == SC_FORMAT_CSV ? "text or bytea" : "jsonb, json or text";
 			break;
 	}
 	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column \"%s\" of cube %s has type %s, which cannot hold the Kafka %s",
-						col->name, cube->qualified, format_type_be(col->type), sc_meta_name(col->meta)),
-				 errhint("Declare it as %s.", want)));
+		return SC_META_WRONG_TYPE;
+
 	/*
 	 * Kafka timestamps are instants; windows of a timestamp (without time
 	 * zone) cube are reckoned in the receiver's TimeZone, so they would be
 	 * off by its offset from UTC.
 	 */
 	if (c == cube->time_index && col->meta == SC_META_TIMESTAMP && base != TIMESTAMPTZOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("time column \"%s\" of cube %s takes the Kafka timestamp, and has type %s",
-						col->name, cube->qualified, format_type_be(col->type)),
-				 errhint("Declare it as timestamptz: a Kafka timestamp is an instant.")));
+		return SC_META_NOT_INSTANT;
+	return SC_META_FITS;
+}
+
+/* At load: a metadata column retyped since it was checked, or NULL. */
+char *
+sc_cube_meta_type_problem(const ScCube *cube, const ScColumn *col, int c)
+{
+	const char *want;
+
+	switch (sc_meta_type_fit(cube, col, c, &want))
+	{
+		case SC_META_FITS:
+			break;
+		case SC_META_WRONG_TYPE:
+			return psprintf("column \"%s\" of cube %s has type %s now, which cannot hold the Kafka %s (it takes %s)",
+							col->name, cube->qualified, format_type_be(col->type),
+							sc_meta_name(col->meta), want);
+		case SC_META_NOT_INSTANT:
+			return psprintf("time column \"%s\" of cube %s takes the Kafka timestamp, and has type %s now",
+							col->name, cube->qualified, format_type_be(col->type));
+	}
+	return NULL;
+}
+
+static void
+sc_check_meta_type(const ScCube *cube, const ScColumn *col, int c)
+{
+	const char *want;
+
+	switch (sc_meta_type_fit(cube, col, c, &want))
+	{
+		case SC_META_FITS:
+			break;
+		case SC_META_WRONG_TYPE:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of cube %s has type %s, which cannot hold the Kafka %s",
+							col->name, cube->qualified, format_type_be(col->type), sc_meta_name(col->meta)),
+					 errhint("Declare it as %s.", want)));
+			break;
+		case SC_META_NOT_INSTANT:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("time column \"%s\" of cube %s takes the Kafka timestamp, and has type %s",
+							col->name, cube->qualified, format_type_be(col->type)),
+					 errhint("Declare it as timestamptz: a Kafka timestamp is an instant.")));
+			break;
+	}
 	if (c == cube->time_index && col->meta != SC_META_NONE && col->meta != SC_META_TIMESTAMP)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -321,7 +376,11 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 		if (c == cube->ncolumns)
 		{
 			if (!validate)
-				continue;		/* the column was dropped since */
+			{
+				/* Renamed or dropped since: the cube cannot ingest. */
+				cube->missing_columns = lappend(cube->missing_columns, pstrdup(column));
+				continue;
+			}
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("cube option \"fields\" names column \"%s\", which cube %s does not have",

@@ -521,7 +521,8 @@ sc_need_window(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 			SPI_connect();
 			found = sc_segment_state(ing->cube, window, &work.state, ing->windows_cxt);
 			SPI_finish();
-			if (!found || (!work.state.sealed && !sc_window_attached(ing, work.state.relid)))
+			/* A window whose partition was detached is made anew. */
+			if (!found || !sc_window_attached(ing, work.state.relid))
 			{
 				sc_window_note_missing(ing, window);
 				return sc_window_missing;

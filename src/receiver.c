@@ -124,6 +124,7 @@ static ScReceiver receiver;
 #define SC_ASSIGNMENT_SETTLE_MS 250
 
 static void sc_receiver_close_consumer(void);
+static void sc_receiver_cube_gone(void);
 
 /* ----------------------------------------------------------------
  * Shared-memory slot
@@ -260,6 +261,9 @@ sc_receiver_load_cube(void)
 		receiver.conn = sc_cluster_conninfo(cube->cluster);
 	}
 	MemoryContextSwitchTo(old);
+
+	/* What changed since the last load, for the reason of a pause. */
+	cube->broken = sc_cube_check_table(cube, receiver.cube);
 
 	if (receiver.ing == NULL)
 		receiver.ing = sc_ingest_create(cube);
@@ -623,6 +627,12 @@ sc_receiver_lock_cube(void)
 	LockRelationOid(receiver.cube->relid, RowExclusiveLock);
 	if (receiver.table_changed)
 	{
+		/*
+		 * The catalogs as the DDL we may have waited for left them: the
+		 * snapshot taken at the start of the transaction is older.
+		 */
+		PopActiveSnapshot();
+		PushActiveSnapshot(GetTransactionSnapshot());
 		ereport(DEBUG1,
 				(errmsg_internal("streamcube receiver of cube %s reads its table again: it changed",
 								 receiver.cube->qualified)));
@@ -631,6 +641,35 @@ sc_receiver_lock_cube(void)
 		sc_ingest_forget_windows(receiver.ing);
 	}
 	return true;
+}
+
+/*
+ * Begin a transaction that works on the cube: lock it as above, and take
+ * in a change of its table.  A cube that can no longer be ingested as its
+ * catalog row says (its time column renamed, a column that "fields" maps
+ * dropped or renamed, a metadata column retyped, a table attached in a
+ * window's place: sc_cube_check_table)
+ * is paused with that reason, in a transaction of its own, and false is
+ * returned: the caller does nothing.  The cube being dropped ends the
+ * receiver.
+ */
+static bool
+sc_receiver_begin_work(const char *activity)
+{
+	sc_receiver_begin(activity);
+	if (!sc_receiver_lock_cube())
+		sc_receiver_cube_gone();
+	if (receiver.cube->broken == NULL)
+		return true;
+	SPI_connect();
+	sc_cube_pause_for(receiver.cube_id, receiver.cube->broken);
+	SPI_finish();
+	sc_receiver_commit();
+	receiver.cube->paused = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cube %s paused: %s", receiver.cube->qualified, receiver.cube->broken)));
+	return false;
 }
 
 /* The cube was dropped under us: nothing to keep, stop quietly. */
@@ -1281,9 +1320,14 @@ sc_receiver_process(int n)
 		n = kept;
 	}
 
-	sc_receiver_begin("ingesting a batch");
-	if (!sc_receiver_lock_cube())
-		sc_receiver_cube_gone();
+	if (!sc_receiver_begin_work("ingesting a batch"))
+	{
+		/* Paused: the consumer starts again from the committed positions. */
+		sc_kafka_messages_release(receiver.messages, n);
+		receiver.carried = 0;
+		pfree(newpos);
+		return;
+	}
 	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
 
 	memcpy(newpos, receiver.positions, sizeof(int64) * receiver.nparts);
@@ -1374,9 +1418,8 @@ sc_receiver_process(int n)
 	/* Windows the batch met that do not exist yet: their own transaction. */
 	if (sc_ingest_missing_windows(receiver.ing) > 0)
 	{
-		sc_receiver_begin("creating windows");
-		if (!sc_receiver_lock_cube())
-			sc_receiver_cube_gone();
+		if (!sc_receiver_begin_work("creating windows"))
+			return;
 		SPI_connect();
 		sc_ingest_create_windows(receiver.ing);
 		SPI_finish();
@@ -1394,9 +1437,8 @@ sc_receiver_windows_ahead(void)
 
 	if (window == receiver.current_window && !receiver.table_changed)
 		return;
-	sc_receiver_begin("creating windows ahead");
-	if (!sc_receiver_lock_cube())
-		sc_receiver_cube_gone();
+	if (!sc_receiver_begin_work("creating windows ahead"))
+		return;
 	SPI_connect();
 	sc_ingest_prepare_windows(receiver.ing, now);
 	SPI_finish();
@@ -1447,9 +1489,12 @@ sc_receiver_refresh_metadata(void)
 		MemoryContext old = MemoryContextSwitchTo(cxt);
 		ErrorData  *edata;
 
-		sc_receiver_begin("assigning new partitions");
-		if (!sc_receiver_lock_cube())
-			sc_receiver_cube_gone();
+		if (!sc_receiver_begin_work("assigning new partitions"))
+		{
+			MemoryContextSwitchTo(old);
+			MemoryContextDelete(cxt);
+			return;
+		}
 		MemoryContextSwitchTo(cxt);
 		edata = sc_try(sc_receiver_adopt_cb, NULL);
 		sc_receiver_commit();

@@ -92,6 +92,7 @@ typedef struct ScSealJob
 	ScCube	   *cube;
 	int64		start;
 	Oid			active;			/* the unlogged partition */
+	char	   *active_schema;	/* its schema (the cube's may have moved since) */
 	char	   *active_name;	/* its unqualified name */
 	char	   *twin_name;		/* the logged twin, until the swap */
 	Oid			twin;
@@ -144,24 +145,13 @@ sc_seal_exec(const char *sql)
 		elog(ERROR, "statement failed (%s): %s", SPI_result_code_string(ret), sql);
 }
 
-/* Run DDL as the cube's owner, with restricted rights. */
-void
-sc_as_owner_enter(ScAsOwner *save, Oid owner)
-{
-	GetUserIdAndSecContext(&save->userid, &save->sec_context);
-	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-}
-
-void
-sc_as_owner_leave(ScAsOwner *save)
-{
-	SetUserIdAndSecContext(save->userid, save->sec_context);
-}
-
-/* The cube's columns as a quoted, comma-separated list, in table order. */
+/*
+ * The cube's columns as a quoted, comma-separated list, in table order;
+ * without its generated columns when `stored_only` (a copy of rows: the
+ * target computes them).
+ */
 char *
-sc_column_list(Oid relid)
+sc_column_list(Oid relid, bool stored_only)
 {
 	StringInfoData out;
 	Relation	rel = table_open(relid, AccessShareLock);
@@ -172,7 +162,7 @@ sc_column_list(Oid relid)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
-		if (att->attisdropped)
+		if (att->attisdropped || (stored_only && att->attgenerated != '\0'))
 			continue;
 		if (out.len > 0)
 			appendStringInfoString(&out, ", ");
@@ -220,7 +210,7 @@ sc_sealed_table_create(const ScCube *cube, const char *target, const char *lo, c
 	const char *ts = sc_time_column(cube);
 
 	sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-						  "INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
+						  "INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
 						  target, cube->qualified));
 	sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
 						  "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
@@ -245,10 +235,10 @@ static void
 sc_seal_copy(ScSealJob *job)
 {
 	ScCube	   *cube = job->cube;
-	Oid			nsp = get_rel_namespace(cube->relid);
+	Oid			nsp = get_rel_namespace(job->active);
 	const char *lo = sc_bound_literal(cube, job->start);
 	const char *hi = sc_bound_literal(cube, job->start + cube->width);
-	char	   *columns = sc_column_list(cube->relid);
+	char	   *columns = sc_column_list(cube->relid, true);
 	char	   *twin;
 	StringInfoData sql;
 	ScAsOwner	save;
@@ -262,7 +252,7 @@ sc_seal_copy(ScSealJob *job)
 
 	job->twin_name = MemoryContextStrdup(cube->mcxt,
 										 sc_free_name(nsp, psprintf("%s_sealing", job->active_name)));
-	twin = quote_qualified_identifier(cube->schema, job->twin_name);
+	twin = quote_qualified_identifier(job->active_schema, job->twin_name);
 
 	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_create(cube, twin, lo, hi);
@@ -271,7 +261,7 @@ sc_seal_copy(ScSealJob *job)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (%s) SELECT %s FROM ONLY %s",
 					 twin, columns, columns,
-					 quote_qualified_identifier(cube->schema, job->active_name));
+					 quote_qualified_identifier(job->active_schema, job->active_name));
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not copy window %s of cube %s", lo, cube->qualified);
 	job->rows = (int64) SPI_processed;
@@ -289,7 +279,7 @@ sc_seal_swap_statements(ScSealJob *job)
 {
 	ScCube	   *cube = job->cube;
 	StringInfoData sql;
-	char	   *active = quote_qualified_identifier(cube->schema, job->active_name);
+	char	   *active = quote_qualified_identifier(job->active_schema, job->active_name);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified, active);
@@ -317,7 +307,7 @@ sc_seal_swap_statements(ScSealJob *job)
 	sc_seal_exec(sql.data);
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s RENAME TO %s",
-					 quote_qualified_identifier(cube->schema, job->twin_name),
+					 quote_qualified_identifier(job->active_schema, job->twin_name),
 					 quote_identifier(job->active_name));
 	sc_seal_exec(sql.data);
 	resetStringInfo(&sql);
@@ -518,7 +508,7 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	ScPrivilegeSave save;
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
-	char	   *columns = sc_column_list(cube->relid);
+	char	   *columns = sc_column_list(cube->relid, false);
 	StringInfoData body;
 	StringInfoData sql;
 	Oid			view = InvalidOid;
@@ -600,9 +590,10 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 		sc_seal_exec(sql.data);
 	}
 	resetStringInfo(&sql);
-	appendStringInfo(&sql, "COMMENT ON VIEW %s IS 'The sealed windows of cube %s (logged partitions only): "
-					 "what a physical standby can read. Maintained by streamcube.'",
-					 qualified, cube->qualified);
+	appendStringInfo(&sql, "COMMENT ON VIEW %s IS %s", qualified,
+					 quote_literal_cstr(psprintf("The sealed windows of cube %s (logged partitions only): "
+												 "what a physical standby can read. Maintained by streamcube.",
+												 cube->qualified)));
 	sc_seal_exec(sql.data);
 	sc_as_owner_leave(&as);
 
@@ -632,9 +623,10 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
 	MemoryContext old;
 
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT s.window_start, s.relid::oid, r.relname "
+	if (SPI_execute_with_args("SELECT s.window_start, s.relid::oid, r.relname, n.nspname "
 							  "FROM streamcube.segment_catalog s "
 							  "JOIN pg_class r ON r.oid = s.relid "
+							  "JOIN pg_namespace n ON n.oid = r.relnamespace "
 							  "WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2 "
 							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
 							  "ORDER BY s.window_start LIMIT $3 FOR UPDATE OF s",
@@ -652,6 +644,7 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
 		job->start = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		job->active = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		job->active_name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		job->active_schema = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4);
 		jobs = lappend(jobs, job);
 	}
 	MemoryContextSwitchTo(old);
@@ -961,7 +954,7 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 					ScSealJob  *job = lfirst(lc);
 
 					sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
-										  quote_qualified_identifier(due->cube->schema, job->twin_name)));
+										  quote_qualified_identifier(job->active_schema, job->twin_name)));
 				}
 				sc_as_owner_leave(&as);
 				sc_compact_cleanup(due->cube, due->compact_jobs);

@@ -11,19 +11,10 @@
 
 #include "cube.h"
 
-/* The user and security context to restore after DDL as a cube's owner. */
-typedef struct ScAsOwner
-{
-	Oid			userid;
-	int			sec_context;
-} ScAsOwner;
-
 /* seal.c */
 extern void sc_seal_exec(const char *sql);
 extern bool sc_seal_lock_cube(const ScCube *cube);
-extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
-extern void sc_as_owner_leave(ScAsOwner *save);
-extern char *sc_column_list(Oid relid);
+extern char *sc_column_list(Oid relid, bool stored_only);
 extern char *sc_free_name(Oid nsp, const char *base);
 extern const char *sc_time_column(const ScCube *cube);
 extern void sc_sealed_table_create(const ScCube *cube, const char *target,

@@ -334,6 +334,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 	char	   *qualified;
 	StringInfoData sql;
 	ScPrivilegeSave save;
+	ScAsOwner	as;
 
 	SPI_connect();
 	if (sc_segment_known(cube, start))
@@ -352,10 +353,16 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 
 	relname = sc_partition_name(cube, start);
 	qualified = quote_qualified_identifier(cube->schema, relname);
+
+	/*
+	 * As the cube's owner, whoever asks (ownership.c): the owner as it is
+	 * now, under the lock on the table that every caller holds.
+	 */
+	sc_as_owner_enter(&as, sc_relation_owner(cube->relid));
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "CREATE UNLOGGED TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-					 "INCLUDING STORAGE INCLUDING COMPRESSION)",
+					 "INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)",
 					 qualified, cube->qualified);
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create partition %s", qualified);
@@ -366,6 +373,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 					 sc_bound_literal(cube, start), sc_bound_literal(cube, start + cube->width));
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not attach partition %s", qualified);
+	sc_as_owner_leave(&as);
 
 	sc_catalog_enter(&save);
 	SPI_execute_with_args("INSERT INTO streamcube.segment_catalog (cube_id, window_start, window_end, relid) "

@@ -35,4 +35,5 @@ _PG_init(void)
 	sc_launcher_register();
 	sc_launcher_xact_callback_register();
 	sc_log_hook_install();
+	sc_ownership_install_hook();
 }

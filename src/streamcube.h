@@ -11,6 +11,7 @@
  *	shmem.c			shared memory: launcher state and receiver slots
  *	kafka.c			the only file that includes librdkafka
  *	catalog.c		privilege checks and small catalog helpers
+ *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
  *	cluster.c		SQL functions on Kafka clusters
  *	launcher.c		the launcher worker, reconciling receivers with the catalog
  *	cube.c			SQL functions on cubes
@@ -191,18 +192,34 @@ typedef struct ScPrivilegeSave
 	int			nestlevel;
 } ScPrivilegeSave;
 
+/* The user and security context to restore after acting as a cube's owner. */
+typedef struct ScAsOwner
+{
+	Oid			userid;
+	int			sec_context;
+} ScAsOwner;
+
 extern void sc_catalog_enter(ScPrivilegeSave *save);
+extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
+extern void sc_as_owner_leave(ScAsOwner *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
 extern void sc_caller_path_enter(int *nestlevel);
 extern void sc_caller_path_leave(int nestlevel);
 extern Oid	sc_caller_relation(const char *name);
 extern bool sc_is_admin(Oid roleid);
+extern Oid	sc_relation_owner(Oid relid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
 extern ErrorData *sc_try(void (*fn) (void *), void *arg);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);
+
+/* ----------------------------------------------------------------
+ * ownership.c
+ * ----------------------------------------------------------------
+ */
+extern void sc_ownership_install_hook(void);
 
 /* ----------------------------------------------------------------
  * cluster.c
