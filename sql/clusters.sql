@@ -130,6 +130,21 @@ SELECT * FROM pg_temp.expect_error(
     $$SELECT streamcube_add_cluster('bad_mechanism', '127.0.0.1:1',
         '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "BOGUS"}')$$, '4 s', 'hunter2');
 SELECT count(*) AS refused_stored FROM streamcube.kafka_clusters WHERE name IN ('bad_key', 'bad_mechanism');
+-- librdkafka quotes a secret inside a longer message (here the OAuth
+-- configuration its token builder cannot read): the message that reaches
+-- the client and the server log has it masked.
+\getenv kafka_sasl SC_KAFKA_SASL
+SELECT streamcube_add_cluster('oauth_bad', :'kafka_sasl',
+       '{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+         "enable.sasl.oauthbearer.unsecure.jwt": "true",
+         "sasl.oauthbearer.config": "princ=hunter4-principal extension_x=hunter4-extension"}');
+SET streamcube.kafka_timeout = '4s';
+SELECT * FROM streamcube_check_cluster('oauth_bad');
+RESET streamcube.kafka_timeout;
+\getenv pgdir SC_PGDIR
+SELECT strpos(pg_read_file(:'pgdir' || '/server.log'), 'hunter4') = 0 AS secret_not_logged,
+       strpos(pg_read_file(:'pgdir' || '/server.log'), 'Unrecognized sasl.oauthbearer.config beginning at: ***') > 0 AS masked_logged;
+SELECT streamcube_drop_cluster('oauth_bad');
 
 --
 -- Who may do what

@@ -76,11 +76,15 @@ SELECT streamcube_wait('app.c3', '60 s');
 ALTER TABLE app.c3 OWNER TO own;
 RESET ROLE;
 SELECT * FROM sc_test.cube_owners('app.c3');
+SELECT pid AS c3_pid FROM streamcube.consumers WHERE cube = 'app.c3'::regclass \gset
 REASSIGN OWNED BY own TO own2;
 SELECT * FROM sc_test.cube_owners('app.c3');
 SELECT * FROM sc_test.cube_owners('app.c2');
 
 -- A receiver started as the new owner creates new windows as it.
+SELECT sc_test.wait_for(format($$SELECT pid <> %s AND state = 'running' FROM streamcube.consumers
+                                 WHERE cube = 'app.c3'::regclass$$, :c3_pid));
+SELECT a.usename FROM streamcube.consumers c JOIN pg_stat_activity a USING (pid) WHERE c.cube = 'app.c3'::regclass;
 \! printf '%s\n' '{"ts":"2026-01-02T00:00:01Z","k":"c","v":3}' | kcat -P -b "$SC_KAFKA" -t own_topic -p 0
 SELECT sc_test.wait_for($$SELECT count(*) = 3 FROM app.c3$$);
 SELECT * FROM sc_test.cube_owners('app.c3');
@@ -90,7 +94,7 @@ SELECT * FROM sc_test.cube_owners('app.c3');
 -- says what changed and what to do.
 ALTER TABLE app.c3 RENAME COLUMN ts TO ts_renamed;
 \! printf '%s\n' '{"ts":"2026-01-02T00:00:02Z","k":"d","v":4}' | kcat -P -b "$SC_KAFKA" -t own_topic -p 0
-SELECT sc_test.wait_for($$SELECT paused FROM streamcube.cubes WHERE relid = 'app.c3'::regclass$$);
+SELECT sc_test.wait_for($$SELECT state = 'paused' FROM streamcube.consumers WHERE cube = 'app.c3'::regclass$$);
 SELECT state, last_error FROM streamcube.consumers WHERE cube = 'app.c3'::regclass;
 SELECT streamcube_seal('app.c3', '2026-01-02 00:00+00');
 SELECT streamcube_wait('app.c3', '1 s');
@@ -109,7 +113,7 @@ SELECT streamcube_create_cube('app.c4', 'kafka', 'own_topic', 'ts timestamptz, k
 SELECT streamcube_wait('app.c4', '60 s');
 ALTER TABLE app.c4 RENAME COLUMN key TO key2;
 \! printf '%s\n' '{"ts":"2026-01-02T00:00:03Z","k":"e","v":5}' | kcat -P -b "$SC_KAFKA" -t own_topic -p 0
-SELECT sc_test.wait_for($$SELECT paused FROM streamcube.cubes WHERE relid = 'app.c4'::regclass$$);
+SELECT sc_test.wait_for($$SELECT state = 'paused' FROM streamcube.consumers WHERE cube = 'app.c4'::regclass$$);
 SELECT state, last_error FROM streamcube.consumers WHERE cube = 'app.c4'::regclass;
 SELECT streamcube_alter_cube('app.c4', '{"fields": {"key2": "k"}}');
 SELECT streamcube_resume('app.c4');
@@ -131,7 +135,7 @@ CREATE TABLE app.c4_sub (LIKE app.c4 INCLUDING GENERATED) PARTITION BY RANGE (ts
 ALTER TABLE app.c4 ATTACH PARTITION app.c4_sub FOR VALUES FROM ('2026-02-01 00:00+00') TO ('2026-02-01 01:00+00');
 COMMIT;
 \! printf '%s\n' '{"ts":"2026-02-01T00:00:01Z","k":"g","v":7}' | kcat -P -b "$SC_KAFKA" -t own_topic -p 0
-SELECT sc_test.wait_for($$SELECT paused FROM streamcube.cubes WHERE relid = 'app.c4'::regclass$$);
+SELECT sc_test.wait_for($$SELECT state = 'paused' FROM streamcube.consumers WHERE cube = 'app.c4'::regclass$$);
 SELECT state, last_error FROM streamcube.consumers WHERE cube = 'app.c4'::regclass;
 -- the window back as it was: the late row joins its sealed window
 BEGIN;

@@ -39,6 +39,9 @@ SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"sasl.kerberos.kinit.cmd"
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.principal": "$(touch /tmp/sc_pwned)"}');
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"security.protocol": "SASL_PLAINTEXT"}');
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}');
+-- decided on what librdkafka will use: it trims and case-folds the protocol
+SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"security.protocol": " sasl_plaintext"}');
+SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"security.protocol": "Sasl_Ssl ", "sasl.mechanism": "GSSAPI"}');
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"ssl.ca.location": "/etc/passwd"}');
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"ssl.keystore.location": "/etc/shadow"}');
 SELECT streamcube_add_cluster('x', '127.0.0.1:9092', '{"ssl.providers": "legacy"}');

@@ -26,6 +26,7 @@
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/syscache.h"
+#include "utils/memutils.h"
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 
@@ -39,11 +40,126 @@ bool		sc_hide_statement = false;
 
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
+/* ----------------------------------------------------------------
+ * Secrets
+ *
+ * Every value of a secret Kafka property this process has read (a
+ * cluster's password, key, OAuth configuration) is remembered, and every
+ * text that leaves the process through streamcube (a server log line, an
+ * error sent to a client, a receiver's last_error, a pause reason, a
+ * journal row) has each of them masked, wherever it appears in the text:
+ * librdkafka quotes configuration values in its own messages.  A value
+ * made of several parts ("principal=x scope=y") is masked part by part
+ * too.  Values shorter than SC_SECRET_MIN_LEN are not looked for: masking
+ * them would garble every message without hiding anything.
+ * ----------------------------------------------------------------
+ */
+#define SC_SECRET_MIN_LEN 4
+#define SC_SECRET_PART_MIN_LEN 6
+#define SC_SECRET_MASK "***"
+
+static List *sc_secrets = NIL;	/* of char *, in TopMemoryContext */
+
+static void
+sc_secret_add(const char *value, int len)
+{
+	ListCell   *lc;
+	char	   *copy;
+
+	foreach(lc, sc_secrets)
+		if (strlen(lfirst(lc)) == (size_t) len && strncmp(lfirst(lc), value, len) == 0)
+			return;
+	copy = MemoryContextAlloc(TopMemoryContext, len + 1);
+	memcpy(copy, value, len);
+	copy[len] = '\0';
+	/* Longest first: a part never masks half of a whole value. */
+	for (int i = 0; i < list_length(sc_secrets); i++)
+		if (strlen(list_nth(sc_secrets, i)) < (size_t) len)
+		{
+			sc_secrets = list_insert_nth(sc_secrets, i, copy);
+			return;
+		}
+	sc_secrets = lappend(sc_secrets, copy);
+}
+
+void
+sc_secret_remember(const char *value)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	int			len = strlen(value);
+
+	if (len >= SC_SECRET_MIN_LEN)
+		sc_secret_add(value, len);
+	/* Its parts: split at white space, commas, semicolons and '='. */
+	for (const char *p = value; *p;)
+	{
+		int			n = strcspn(p, " \t\n\r,;=");
+
+		if (n >= SC_SECRET_PART_MIN_LEN && n < len)
+			sc_secret_add(p, n);
+		p += n;
+		if (*p)
+			p++;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Mask every remembered secret in buf (of size bytes, NUL-terminated), in
+ * place, allocating nothing: librdkafka's callbacks call it.
+ */
+void
+sc_redact_buf(char *buf, size_t size)
+{
+	ListCell   *lc;
+	size_t		masklen = strlen(SC_SECRET_MASK);
+
+	foreach(lc, sc_secrets)
+	{
+		const char *secret = lfirst(lc);
+		size_t		slen = strlen(secret);	/* >= masklen */
+		char	   *from = buf;
+		char	   *hit;
+
+		while ((hit = strstr(from, secret)) != NULL)
+		{
+			size_t		tail = strlen(hit + slen);
+
+			memcpy(hit, SC_SECRET_MASK, masklen);
+			memmove(hit + masklen, hit + slen, tail + 1);
+			from = hit + masklen;
+		}
+	}
+	(void) size;
+}
+
+/* A copy of text with every remembered secret masked (text itself if none). */
+char *
+sc_redact(const char *text)
+{
+	char	   *copy;
+
+	if (text == NULL || sc_secrets == NIL)
+		return (char *) text;
+	copy = pstrdup(text);
+	sc_redact_buf(copy, strlen(copy) + 1);
+	return copy;
+}
+
 static void
 sc_emit_log(ErrorData *edata)
 {
 	if (sc_hide_statement)
 		edata->hide_stmt = true;
+	if (sc_secrets != NIL)
+	{
+		edata->message = sc_redact(edata->message);
+		edata->detail = sc_redact(edata->detail);
+		edata->detail_log = sc_redact(edata->detail_log);
+		edata->hint = sc_redact(edata->hint);
+		edata->context = sc_redact(edata->context);
+		edata->internalquery = sc_redact(edata->internalquery);
+	}
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

@@ -216,6 +216,8 @@ sc_cluster_conninfo(const char *name)
 			prop->name = key;
 			prop->value = SPI_getvalue(tup, desc, 3);
 			conn->properties = lappend(conn->properties, prop);
+			if (sc_kafka_property_masked(key))
+				sc_secret_remember(prop->value);
 		}
 		MemoryContextSwitchTo(spi);
 	}
@@ -273,7 +275,10 @@ sc_check_properties(const char *cluster, Datum properties)
 					 errhint("See librdkafka's CONFIGURATION.md (librdkafka %s) for valid properties and values.",
 							 sc_kafka_version())));
 		if (sc_kafka_property_masked(key))
+		{
 			secrets[nsecrets++] = CStringGetTextDatum(key);
+			sc_secret_remember(value);
+		}
 		{
 			ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
 

@@ -281,8 +281,13 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	conn = sc_cluster_conninfo(cube->cluster);
 	uncommitted = sc_conn_reads_uncommitted(conn);
 
-	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), cube->topic, &parts, &highs);
+	/*
+	 * The last stable offsets first, then the high watermarks: a high
+	 * watermark only grows, so one read after a last stable offset is at
+	 * least as high, and lso <= hw always holds in the answer.
+	 */
 	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), cube->topic, &stable_parts, &stables);
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), cube->topic, &parts, &highs);
 
 	/* Two answers, matched by partition: one may have seen a partition more. */
 	args[0] = Int32GetDatum(cube_id);

@@ -810,7 +810,7 @@ void
 sc_cube_pause_for(int32 cube_id, const char *reason)
 {
 	Oid			t[2] = {INT4OID, TEXTOID};
-	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(reason)};
+	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(sc_redact(reason))};
 
 	SPI_connect();
 	sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, paused_reason = $2, "
@@ -1291,7 +1291,7 @@ sc_drop_pending_step(void)
 			(void) SPI_execute_with_args("UPDATE streamcube.pending_drops "
 										 "SET failed_at = now(), last_error = $2 WHERE relid = $1",
 										 2, (Oid[]) {OIDOID, TEXTOID},
-										 (Datum[]) {ObjectIdGetDatum(current), CStringGetTextDatum(edata->message)},
+										 (Datum[]) {ObjectIdGetDatum(current), CStringGetTextDatum(sc_redact(edata->message))},
 										 NULL, false, 0);
 			SPI_finish();
 			PopActiveSnapshot();

@@ -105,6 +105,7 @@ sc_kafka_push_event(ScKafkaEvents *events, int level, const char *text)
 	}
 	events->levels[events->nevents] = level;
 	strlcpy(events->text[events->nevents], text, sizeof(events->text[0]));
+	sc_redact_buf(events->text[events->nevents], sizeof(events->text[0]));
 	events->nevents++;
 }
 
@@ -137,6 +138,7 @@ sc_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	}
 	else
 		strlcpy(events->last_error, reason, sizeof(events->last_error));
+	sc_redact_buf(events->last_error, sizeof(events->last_error));
 	if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
 		err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 		events->topic_unknown = true;
@@ -188,34 +190,51 @@ sc_kafka_property_class(const char *name, const char *value)
 	return e->cls;
 }
 
-static const char *
-sc_property_value(List *properties, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, properties)
-		if (strcmp(((ScKafkaProperty *) lfirst(lc))->name, name) == 0)
-			return ((ScKafkaProperty *) lfirst(lc))->value;
-	return NULL;
-}
-
 /*
  * What a whole configuration does beyond its properties: with SASL and the
  * GSSAPI mechanism (librdkafka's default mechanism), rd_kafka_new() runs
  * the kinit command, so the configuration runs a program.
+ *
+ * Decided on the values librdkafka will use, not on the text given:
+ * librdkafka trims and case-folds enumerations (" sasl_plaintext" is
+ * SASL), so the two properties are set on a trial configuration (only
+ * they: setting some others loads code) and read back.  Any SASL mechanism
+ * but the ones that run nothing counts as running a program.
  */
 ScPropertyClass
 sc_kafka_config_class(List *properties)
 {
-	const char *protocol = sc_property_value(properties, "security.protocol");
-	const char *mechanism = sc_property_value(properties, "sasl.mechanisms");
+	static const char *const harmless[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		protocol[64] = "";
+	char		mechanism[256] = "";
+	size_t		size;
+	char		errbuf[256];
+	ListCell   *lc;
+	bool		sasl;
+	bool		runs = true;
 
-	if (mechanism == NULL)
-		mechanism = sc_property_value(properties, "sasl.mechanism");
-	if (protocol != NULL && pg_strncasecmp(protocol, "sasl_", 5) == 0 &&
-		(mechanism == NULL || pg_strcasecmp(mechanism, "GSSAPI") == 0))
-		return SC_PROP_RUNS_PROGRAM;
-	return SC_PROP_ALLOWED;
+	foreach(lc, properties)
+	{
+		ScKafkaProperty *prop = lfirst(lc);
+		const char *name = sc_kafka_property_canonical(prop->name);
+
+		if (strcmp(name, "security.protocol") == 0 || strcmp(name, "sasl.mechanisms") == 0)
+			(void) rd_kafka_conf_set(conf, name, prop->value, errbuf, sizeof(errbuf));
+	}
+	size = sizeof(protocol);
+	if (rd_kafka_conf_get(conf, "security.protocol", protocol, &size) != RD_KAFKA_CONF_OK)
+		protocol[0] = '\0';
+	size = sizeof(mechanism);
+	if (rd_kafka_conf_get(conf, "sasl.mechanisms", mechanism, &size) != RD_KAFKA_CONF_OK)
+		strlcpy(mechanism, "GSSAPI", sizeof(mechanism));
+	rd_kafka_conf_destroy(conf);
+
+	sasl = pg_strncasecmp(protocol, "sasl", 4) == 0;
+	for (int i = 0; i < lengthof(harmless); i++)
+		if (strcmp(mechanism, harmless[i]) == 0)
+			runs = false;
+	return sasl && runs ? SC_PROP_RUNS_PROGRAM : SC_PROP_ALLOWED;
 }
 
 const char *

@@ -1166,7 +1166,7 @@ sc_reassign(PG_FUNCTION_ARGS)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		sc_reassign_report_failure(&r, edata->message);
+		sc_reassign_report_failure(&r, sc_redact(edata->message));
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -145,10 +145,14 @@ sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state)
 void
 sc_slot_set_error(ScReceiverSlot *slot, const char *message)
 {
-	/* Cut at a character boundary: the view shows it as text. */
-	int			len = message ? pg_mbcliplen(message, strlen(message), SC_ERROR_LEN - 1) : 0;
+	char		masked[SC_ERROR_LEN * 2];
+	int			len;
 
-	memcpy(slot->last_error, message ? message : "", len);
+	/* No secret in it; cut at a character boundary: the view shows it as text. */
+	strlcpy(masked, message ? message : "", sizeof(masked));
+	sc_redact_buf(masked, sizeof(masked));
+	len = pg_mbcliplen(masked, strlen(masked), SC_ERROR_LEN - 1);
+	memcpy(slot->last_error, masked, len);
 	slot->last_error[len] = '\0';
 	slot->last_error_at = message ? GetCurrentTimestamp() : 0;
 }

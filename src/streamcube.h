@@ -214,6 +214,9 @@ extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
 extern ErrorData *sc_try(void (*fn) (void *), void *arg);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);
+extern void sc_secret_remember(const char *value);
+extern void sc_redact_buf(char *buf, size_t size);
+extern char *sc_redact(const char *text);
 
 /* ----------------------------------------------------------------
  * ownership.c

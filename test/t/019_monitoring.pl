@@ -11,7 +11,9 @@
 #     streamcube_wait() false, even when every position is at its end;
 #   - option tombstones = skip: tombstones are counted in
 #     streamcube.consumers.tombstones_skipped and are neither rows nor
-#     dead letters.
+#     dead letters;
+#   - streamcube.lag() on a live stream: the last stable offset of a
+#     partition is never above its high watermark.
 
 use strict;
 use warnings;
@@ -114,6 +116,24 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres',
 		"SELECT tombstones_skipped, positions FROM streamcube.consumers WHERE cube = 'tomb'::regclass"),
 	'2|{4}', 'both tombstones are counted as skipped, and the position is past them');
+
+# ---------------------------------------------------------------- lag() on a live stream
+my $live = sc_topic('live');
+sc_create_topic($live, 4);
+sc_create_cube($node, 'live', $live);
+my $producer = sc_produce_start($live, count => 60000, rate => 6000, seed => 19);
+my ($samples, $bad) = (0, '');
+while (sc_producer_running($producer))
+{
+	my $rows = $node->safe_psql('postgres',
+		"SELECT string_agg(partition || ':' || last_stable_offset || '>' || high_watermark, ' ') "
+		  . "FROM streamcube.lag('live') WHERE last_stable_offset > high_watermark");
+	$bad .= "$rows " if $rows ne '';
+	$samples++;
+}
+ok(sc_produce_finish($producer), 'the live stream was delivered');
+cmp_ok($samples, '>', 5, "lag() was read $samples times while the stream ran");
+is($bad, '', 'the last stable offset never exceeded the high watermark');
 
 $node->stop;
 done_testing();
