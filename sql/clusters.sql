@@ -139,7 +139,18 @@ SELECT streamcube_add_cluster('oauth_bad', :'kafka_sasl',
          "enable.sasl.oauthbearer.unsecure.jwt": "true",
          "sasl.oauthbearer.config": "princ=hunter4-principal extension_x=hunter4-extension"}');
 SET streamcube.kafka_timeout = '4s';
+DO $$
+DECLARE d text;
+BEGIN
+    PERFORM * FROM streamcube_check_cluster('oauth_bad');
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RAISE NOTICE 'detail: %', d;
+END
+$$;
+\set VERBOSITY terse
 SELECT * FROM streamcube_check_cluster('oauth_bad');
+\set VERBOSITY default
 RESET streamcube.kafka_timeout;
 \getenv pgdir SC_PGDIR
 SELECT strpos(pg_read_file(:'pgdir' || '/server.log'), 'hunter4') = 0 AS secret_not_logged,
@@ -232,9 +243,23 @@ SELECT streamcube_drop_cluster('secured');
 SELECT streamcube_drop_cluster('local');
 SELECT count(*) AS clusters_left FROM streamcube.clusters;
 
+-- A typo in the properties (here a missing quote after the password) is
+-- refused without repeating them or logging the statement: a '{...}'
+-- literal is the properties' text form, parsed inside the function.
+SELECT streamcube_add_cluster('typo', '127.0.0.1:1', '{"sasl.username": "u", "sasl.password": "hunter5-typo}');
+SELECT streamcube_alter_cluster('typo', NULL, '{"sasl.password": hunter5-alter}');
+-- jsonb given as such still works
+SELECT streamcube_add_cluster('as_jsonb', '127.0.0.1:1', '{"client.id": "x"}'::jsonb);
+SELECT streamcube_alter_cluster('as_jsonb', properties => '{"client.id": "y"}');
+SELECT streamcube_alter_cluster('as_jsonb', NULL, '{"client.rack": "r1"}');
+SELECT properties FROM streamcube.kafka_clusters WHERE name = 'as_jsonb';
+SELECT streamcube_drop_cluster('as_jsonb');
+DELETE FROM streamcube.config_log WHERE cluster = 'as_jsonb';   -- the journal of later suites
+
 -- A failing streamcube_add_cluster() leaves its statement, and the secret
 -- in it, out of the server log.
 \getenv pgdir SC_PGDIR
 SELECT streamcube_add_cluster('', '127.0.0.1:1', '{"sasl.password": "hunter3-never-logged"}');
 SELECT strpos(pg_read_file(:'pgdir' || '/server.log'), 'hunter3-never-logged') = 0 AS secret_not_logged,
+       strpos(pg_read_file(:'pgdir' || '/server.log'), 'hunter5') = 0 AS typo_not_logged,
        strpos(pg_read_file(:'pgdir' || '/server.log'), 'Kafka cluster name must not be empty') > 0 AS error_logged;

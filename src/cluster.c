@@ -399,7 +399,47 @@ sc_canonical_properties(const char *cluster, Datum properties, Datum *aliases)
 }
 
 /*
- * streamcube_add_cluster(name text, bootstrap_servers text, properties jsonb)
+ * The properties argument, as jsonb.  Each function taking properties has
+ * a second form whose properties are text: a literal such as '{...}' then
+ * resolves to it, and the text is parsed here, after the statement is
+ * hidden from the server log, so that a typo cannot put a password there
+ * (with jsonb, the literal is parsed before the function runs, and the
+ * failing statement is logged whole).  The error of a text that does not
+ * parse repeats none of it.
+ */
+static Datum
+sc_properties_arg(FunctionCallInfo fcinfo, int n, const char *cluster)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	char	   *given;
+	volatile Datum result = (Datum) 0;
+	volatile bool failed = false;
+
+	if (get_fn_expr_argtype(fcinfo->flinfo, n) != TEXTOID)
+		return PG_GETARG_DATUM(n);
+	given = text_to_cstring(PG_GETARG_TEXT_PP(n));
+	PG_TRY();
+	{
+		result = DirectFunctionCall1(jsonb_in, CStringGetDatum(given));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		failed = true;
+	}
+	PG_END_TRY();
+	if (failed)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("properties of Kafka cluster \"%s\" are not valid JSON", cluster),
+				 errdetail("The text is not repeated here: it may hold secrets."),
+				 errhint("Write them as a JSON object, for example '{\"sasl.username\": \"u\", \"sasl.password\": \"p\"}'.")));
+	return result;
+}
+
+/*
+ * streamcube_add_cluster(name text, bootstrap_servers text, properties jsonb or text)
  */
 Datum
 sc_add_cluster(PG_FUNCTION_ARGS)
@@ -428,7 +468,7 @@ sc_add_cluster(PG_FUNCTION_ARGS)
 				 errmsg("bootstrap_servers of Kafka cluster \"%s\" must not be empty", name),
 				 errhint("Give a comma-separated list of host:port, for example '127.0.0.1:9092'.")));
 	properties = PG_ARGISNULL(2) ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))
-		: PG_GETARG_DATUM(2);
+		: sc_properties_arg(fcinfo, 2, name);
 
 	SPI_connect();
 	args[0] = CStringGetTextDatum(name);
@@ -612,7 +652,7 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 					 errhint("Give a comma-separated list of host:port, or NULL to keep the current one.")));
 	}
 	if (!PG_ARGISNULL(2))
-		given = PG_GETARG_DATUM(2);
+		given = sc_properties_arg(fcinfo, 2, name);
 	if (bootstrap == NULL && given == (Datum) 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
