@@ -1,9 +1,12 @@
 -- streamcube 0.2.0 -> 0.3.0
 --
--- Secrets that cannot reach the server log through a typo: the functions
--- that take Kafka properties get a second form whose properties are text,
--- parsed inside the function after its statement is hidden from the log
--- (a '{...}' literal resolves to it).
+-- - Secrets that cannot reach the server log through a typo: the
+--   functions that take Kafka properties get a second form whose
+--   properties are text, parsed inside the function after its statement
+--   is hidden from the log (a '{...}' literal resolves to it).
+-- - streamcube.consumers shows every (cube, replica set) with partitions,
+--   with a receiver or not (state waiting or standby, and why), and reads
+--   no UNLOGGED catalog, so that it works on a standby.
 --
 -- sql/streamcube--0.3.0.sql is sql/streamcube--0.2.0.sql followed by the
 -- body of this file: a fresh 0.3.0 and an updated one are the same.
@@ -28,3 +31,83 @@ COMMENT ON FUNCTION streamcube_alter_cluster(text, text, text) IS
     'streamcube_alter_cluster with properties as JSON text (bootstrap_servers NULL keeps them): a text that does not parse is refused without repeating it or logging the statement';
 REVOKE EXECUTE ON FUNCTION streamcube_alter_cluster(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION streamcube_alter_cluster(text, text, text) TO streamcube_admin;
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: every cube shows in streamcube.consumers, with or without a
+-- receiver; a replica set that no receiver slot serves says why
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube._receiver_slots(OUT in_use integer, OUT total integer)
+    RETURNS record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_receiver_slots';
+
+CREATE OR REPLACE VIEW streamcube.consumers AS
+SELECT r.pid,
+       c.relid::regclass AS cube,
+       r.replica_set,
+       r.epoch,                -- the assignment epoch the receiver runs at
+       r.state,
+       r.partitions,
+       r.positions,
+       r.high_watermarks,
+       r.lag,
+       round(r.rows_per_second::numeric, 1) AS rows_per_second,
+       r.rows_total,
+       r.started_at,
+       r.last_batch_at,
+       CASE WHEN c.paused AND c.paused_reason IS NOT NULL THEN c.paused_reason
+            WHEN c.paused AND c.bad_error IS NOT NULL
+            THEN format('paused by bad message at partition %s offset %s: %s',
+                        c.bad_partition, c.bad_offset, c.bad_error)
+            ELSE r.last_error END AS last_error,
+       r.last_error_at,
+       -- partitions of the topic that no replica set of the cube consumes
+       ARRAY(SELECT p FROM generate_series(0, r.topic_partitions - 1) AS p
+             WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
+                               WHERE a.cube_id = c.cube_id AND a.partition = p)
+             ORDER BY p) AS unassigned_partitions,
+       r.tombstones_skipped,
+       -- the logged restart point of each partition: where a crash restarts it
+       ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
+             JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.p
+             ORDER BY u.i) AS checkpoints
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
+UNION ALL
+-- (cube, replica set) pairs with partitions and no receiver slot: the
+-- launcher has not started them yet, every slot is taken, or this is a
+-- standby (state standby)
+SELECT NULL::integer,
+       c.relid::regclass,
+       w.replica_set,
+       NULL::bigint,
+       CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby' ELSE 'waiting' END,
+       w.partitions,
+       NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
+       NULL::bigint[],
+       NULL::bigint,
+       NULL::numeric,
+       NULL::bigint,
+       NULL::timestamptz,
+       NULL::timestamptz,
+       CASE WHEN pg_catalog.pg_is_in_recovery()
+            THEN 'not consumed on a standby: receivers run on the primary; the sealed windows arrive through replication'
+            WHEN s.in_use >= s.total
+            THEN format('no receiver slot is free: all %s receiver slots (streamcube.max_receivers) are in use; '
+                        'raise streamcube.max_receivers and restart the server, or drop cubes no longer needed', s.total)
+            ELSE 'waiting for the launcher to start its receiver' END,
+       NULL::timestamptz,
+       NULL::integer[],
+       NULL::bigint,
+       ARRAY(SELECT k."offset" FROM unnest(w.partitions) WITH ORDINALITY AS u(part, i)
+             JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.part
+             ORDER BY u.i)
+FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions
+      FROM streamcube.assignments a GROUP BY 1, 2) w
+JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN streamcube._receiver_slots() s
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
+  AND NOT EXISTS (SELECT 1 FROM streamcube._receivers() r
+                  WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
+COMMENT ON VIEW streamcube.consumers IS
+    'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';

@@ -41,12 +41,14 @@
 #include "utils/timestamp.h"
 #include "utils/datum.h"
 #include "executor/spi.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 
 #include "cube.h"
 #include "kafka.h"
 
 PG_FUNCTION_INFO_V1(sc_receivers);
+PG_FUNCTION_INFO_V1(sc_receiver_slots);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
@@ -61,20 +63,44 @@ sc_int_array(const Datum *values, int n, Oid type)
 										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
+/* streamcube._receiver_slots(): receiver slots in use, and there are. */
+Datum
+sc_receiver_slots(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "streamcube._receiver_slots() must return a record");
+	values[0] = Int32GetDatum(sc_slots_in_use());
+	values[1] = Int32GetDatum(sc_shared->nslots);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
 Datum
 sc_receivers(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ScReceiverSlot *copy;
+	ScPartitionStat **copy_parts;
 	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 
 	copy = palloc(sizeof(ScReceiverSlot) * sc_shared->nslots);
+	copy_parts = palloc(sizeof(ScPartitionStat *) * sc_shared->nslots);
 	LWLockAcquire(sc_shared->lock, LW_SHARED);
 	for (int s = 0; s < sc_shared->nslots; s++)
 		if (sc_shared->slots[s].in_use && sc_shared->slots[s].dboid == MyDatabaseId)
-			memcpy(&copy[n++], &sc_shared->slots[s], sizeof(ScReceiverSlot));
+		{
+			ScReceiverSlot *slot = &sc_shared->slots[s];
+
+			memcpy(&copy[n], slot, sizeof(ScReceiverSlot));
+			copy_parts[n] = palloc(sizeof(ScPartitionStat) * Max(slot->npartitions, 1));
+			memcpy(copy_parts[n], sc_slot_parts(slot), sizeof(ScPartitionStat) * slot->npartitions);
+			n++;
+		}
 	LWLockRelease(sc_shared->lock);
 
 	for (int i = 0; i < n; i++)
@@ -97,7 +123,7 @@ sc_receivers(PG_FUNCTION_ARGS)
 		memset(nulls, 0, sizeof(nulls));
 		for (int p = 0; p < slot->npartitions; p++)
 		{
-			ScPartitionStat *ps = &slot->parts[p];
+			ScPartitionStat *ps = &copy_parts[i][p];
 
 			parts[p] = Int32GetDatum(ps->partition);
 			positions[p] = Int64GetDatum(ps->position);
@@ -162,7 +188,9 @@ sc_segment_rows(PG_FUNCTION_ARGS)
 	rel = try_relation_open(segment, AccessShareLock);
 	if (rel == NULL)
 		PG_RETURN_NULL();
+	/* A standby has no rows of an UNLOGGED (active) window. */
 	if (rel->rd_rel->relkind != RELKIND_RELATION || !rel->rd_rel->relispartition ||
+		(RecoveryInProgress() && rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED) ||
 		get_partition_parent(segment, true) != cube ||
 		check_enable_rls(segment, InvalidOid, true) == RLS_ENABLED)
 	{
@@ -295,20 +323,28 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	args[2] = highs;
 	args[3] = stable_parts;
 	args[4] = stables;
+	/*
+	 * The committed positions are UNLOGGED (they move with the rows of the
+	 * active windows): a standby has neither, and shows them as NULL.
+	 */
 	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT t.part, a.replica_set, p.position, k.\"offset\", "
-								"       t.hw, t.lso, p.updated_at, "
-								"       date_trunc('milliseconds', clock_timestamp() - p.updated_at) "
-								"FROM unnest($2, $3) AS h(part, hw) "
-								"LEFT JOIN unnest($4, $5) AS s(part, lso) USING (part) "
-								"CROSS JOIN LATERAL (SELECT h.part, h.hw, s.lso) AS t "
-								"LEFT JOIN streamcube.assignments a "
-								"       ON a.cube_id = $1 AND a.partition = t.part "
-								"LEFT JOIN streamcube.consume_positions p "
-								"       ON p.cube_id = $1 AND p.partition = t.part "
-								"LEFT JOIN streamcube.checkpoints k "
-								"       ON k.cube_id = $1 AND k.partition = t.part "
-								"ORDER BY t.part",
+	ret = SPI_execute_with_args(psprintf("SELECT t.part, a.replica_set, p.position, k.\"offset\", "
+										 "       t.hw, t.lso, p.updated_at, "
+										 "       date_trunc('milliseconds', clock_timestamp() - p.updated_at) "
+										 "FROM unnest($2, $3) AS h(part, hw) "
+										 "LEFT JOIN unnest($4, $5) AS s(part, lso) USING (part) "
+										 "CROSS JOIN LATERAL (SELECT h.part, h.hw, s.lso) AS t "
+										 "LEFT JOIN streamcube.assignments a "
+										 "       ON a.cube_id = $1 AND a.partition = t.part "
+										 "LEFT JOIN %s p "
+										 "       ON p.cube_id = $1 AND p.partition = t.part "
+										 "LEFT JOIN streamcube.checkpoints k "
+										 "       ON k.cube_id = $1 AND k.partition = t.part "
+										 "ORDER BY t.part",
+										 RecoveryInProgress()
+										 ? "(SELECT NULL::integer AS cube_id, NULL::integer AS partition, "
+										 "NULL::bigint AS position, NULL::timestamptz AS updated_at)"
+										 : "streamcube.consume_positions"),
 								5, types, args, NULL, false, 0);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_SELECT)

@@ -18,6 +18,7 @@
 #include "streamcube.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -657,6 +658,9 @@ sc_create_cube(PG_FUNCTION_ARGS)
 		sc_segment_ensure(cube, now + cube->width);
 	}
 
+	/* Each replica set with partitions needs a receiver slot. */
+	sc_slots_warn_short(name, Min(Max(list_length(cube->replica_sets), 1), list_length(partitions)));
+
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();
 	PG_RETURN_OID(cube->relid);
@@ -859,12 +863,13 @@ sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *ta
 		{
 			ScReceiverSlot *slot = &sc_shared->slots[s];
 
+			ScPartitionStat *stats = sc_slot_parts(slot);
+
 			if (!slot->in_use || slot->dboid != MyDatabaseId || slot->cube_id != cube_id ||
 				slot->state != SC_RECEIVER_RUNNING)
 				continue;
 			for (int p = 0; p < slot->npartitions; p++)
-				if (slot->parts[p].partition == parts[i] &&
-					slot->parts[p].position >= targets[i])
+				if (stats[p].partition == parts[i] && stats[p].position >= targets[i])
 					held = true;
 		}
 		done = held;
@@ -922,6 +927,41 @@ sc_wait_paused(int32 cube_id)
 	return why;
 }
 
+/*
+ * A replica set of the cube that no receiver serves because every slot is
+ * taken?  Then say so, in a WARNING: waiting cannot help.
+ */
+static bool
+sc_wait_unserved_warn(int32 cube_id, const char *name)
+{
+	ScPrivilegeSave save;
+	Datum		arg = Int32GetDatum(cube_id);
+	Oid			type = INT4OID;
+
+	if (sc_slots_in_use() < sc_shared->nslots)
+		return false;			/* the launcher will start it */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT DISTINCT replica_set FROM streamcube.assignments "
+							  "WHERE cube_id = $1 ORDER BY 1",
+							  1, &type, &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.assignments");
+	sc_catalog_leave(&save);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *set = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		if (sc_slot_exists(cube_id, set))
+			continue;
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("replica set \"%s\" of cube \"%s\" has no receiver: all %d receiver slots are in use",
+						set, name, sc_shared->nslots),
+				 errhint("streamcube_wait() returns false until it has one; raise streamcube.max_receivers and restart the server, or drop cubes that are no longer needed.")));
+		return true;
+	}
+	return false;
+}
+
 /* Is the cube paused?  Then say why, in a WARNING: waiting cannot help. */
 static bool
 sc_wait_paused_warn(int32 cube_id, const char *name)
@@ -973,7 +1013,18 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
 	cube = sc_cube_load(cube_id, false);
-	if (sc_wait_paused_warn(cube_id, name))
+	if (RecoveryInProgress())
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("cube \"%s\" is not consumed on a standby", name),
+				 errdetail("Receivers run on the primary; a standby holds the cube's sealed windows only, as replication brings them."),
+				 errhint("Call streamcube_wait() on the primary; on the standby, query the view %s_sealed.",
+						 cube->relname)));
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+	if (sc_wait_paused_warn(cube_id, name) || sc_wait_unserved_warn(cube_id, name))
 	{
 		SPI_finish();
 		PG_RETURN_BOOL(false);

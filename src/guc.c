@@ -15,6 +15,7 @@
 
 char	   *sc_database = NULL;
 int			sc_max_receivers = 16;
+int			sc_max_receiver_partitions = 1024;
 int			sc_launcher_naptime_ms = 5000;
 int			sc_kafka_timeout_ms = 5000;
 int			sc_batch_max_rows = 20000;
@@ -43,6 +44,16 @@ sc_guc_define(void)
 							"Each receiver is a background worker: max_worker_processes must leave room for them.",
 							&sc_max_receivers,
 							16, 1, 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.max_receiver_partitions",
+							"Maximum number of Kafka partitions one receiver consumes.",
+							"Each receiver slot keeps this many partitions' positions and watermarks in shared memory (24 bytes each). "
+							"A replica set with more partitions of a cube does not start, and says so.",
+							&sc_max_receiver_partitions,
+							1024, 1, 1000000,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

@@ -311,6 +311,7 @@ typedef struct ScReconcile
 	int		   *to_start;		/* slots whose receiver must be registered */
 	int			nstart;
 	int			unplaced;		/* wanted pairs that found no free slot */
+	StringInfoData unplaced_names;	/* the first few of them */
 } ScReconcile;
 
 /* The wanted (cube, replica set) a slot serves, or NULL. */
@@ -482,7 +483,10 @@ sc_launcher_allocate(ScReconcile *rc)
 			}
 		if (slot == NULL)
 		{
-			rc->unplaced++;		/* reported once the lock is released */
+			/* reported once the lock is released */
+			if (rc->unplaced++ < 5)
+				appendStringInfo(&rc->unplaced_names, "%s%s (%s)",
+								 rc->unplaced > 1 ? ", " : "", w->cube_name, w->replica_set);
 			continue;
 		}
 		generation = slot->generation;
@@ -553,6 +557,9 @@ sc_launcher_start(ScReconcile *rc)
  * allocate, mark what starts, then start it.  Returns how long the
  * launcher may sleep before something is due.
  */
+static int	last_unplaced = 0;	/* receivers without a slot, last time */
+static TimestampTz last_unplaced_at = 0;	/* when they were last reported */
+
 static long
 sc_launcher_reconcile(void)
 {
@@ -562,6 +569,7 @@ sc_launcher_reconcile(void)
 	rc.now = GetCurrentTimestamp();
 	rc.sleep_ms = sc_launcher_naptime_ms;
 	rc.to_start = palloc(sizeof(int) * sc_shared->nslots);
+	initStringInfo(&rc.unplaced_names);
 
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 	sc_launcher_review_slots(&rc);
@@ -581,12 +589,21 @@ sc_launcher_reconcile(void)
 	}
 	LWLockRelease(sc_shared->lock);
 
-	if (rc.unplaced > 0)
+	/* Named, once a minute or when their number changes. */
+	if (rc.unplaced > 0 &&
+		(rc.unplaced != last_unplaced || TimestampDifferenceExceeds(last_unplaced_at, rc.now, 60000)))
+	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%d receivers cannot start: all %d receiver slots are in use",
-						rc.unplaced, sc_max_receivers),
-				 errhint("Raise streamcube.max_receivers and restart the server.")));
+				 errmsg_plural("%d receiver cannot start: all %d receiver slots are in use",
+							   "%d receivers cannot start: all %d receiver slots are in use",
+							   rc.unplaced, rc.unplaced, sc_max_receivers),
+				 errdetail("Not consumed: %s%s.", rc.unplaced_names.data,
+						   rc.unplaced > 5 ? psprintf(" and %d more", rc.unplaced - 5) : ""),
+				 errhint("Raise streamcube.max_receivers and restart the server; streamcube.consumers shows them as waiting.")));
+		last_unplaced_at = rc.now;
+	}
+	last_unplaced = rc.unplaced;
 	sc_launcher_start(&rc);
 
 	if (rc.wanted)

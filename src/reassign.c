@@ -970,6 +970,25 @@ sc_reassign_merge(ScReassign *r)
 	sc_journal(r, &row);
 }
 
+/* Replica sets that gained a receiver need free slots: warn when short. */
+static void
+sc_reassign_warn_slots(ScReassign *r)
+{
+	List	   *gained = NIL;
+	ListCell   *lc;
+
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		if (m->to != NULL && !sc_slot_exists(r->cube_id, m->to) &&
+			!list_member(gained, makeString(m->to)))
+			gained = lappend(gained, makeString(m->to));
+	}
+	if (gained != NIL)
+		sc_slots_warn_short(r->cube->qualified, list_length(gained));
+}
+
 /* ASSIGN_NEW: the new assignment and the handed-over positions. */
 static void
 sc_reassign_assign(ScReassign *r)
@@ -1005,6 +1024,7 @@ sc_reassign_assign(ScReassign *r)
 	sc_journal_moves(r, &row);
 	row.assignments = true;
 	sc_journal(r, &row);
+	sc_reassign_warn_slots(r);
 	sc_launcher_wakeup_at_commit();
 }
 

@@ -162,7 +162,8 @@ static void
 sc_receiver_publish(void)
 {
 	ScReceiverSlot *slot = receiver.slot;
-	int			n = Min(receiver.nparts, SC_MAX_SLOT_PARTITIONS);
+	ScPartitionStat *parts = sc_slot_parts(slot);
+	int			n = receiver.nparts;	/* <= slot_partitions: see take_positions */
 
 	if (receiver.consumer)
 		for (int i = 0; i < receiver.nparts; i++)
@@ -184,9 +185,9 @@ sc_receiver_publish(void)
 	slot->npartitions = n;
 	for (int i = 0; i < n; i++)
 	{
-		slot->parts[i].partition = receiver.parts[i];
-		slot->parts[i].position = receiver.positions[i];
-		slot->parts[i].high_watermark = receiver.high[i];
+		parts[i].partition = receiver.parts[i];
+		parts[i].position = receiver.positions[i];
+		parts[i].high_watermark = receiver.high[i];
 	}
 	slot->rows_total = receiver.rows_total;
 	slot->rows_per_sec = receiver.rows_per_sec;
@@ -290,8 +291,18 @@ sc_receiver_part_index(int32 partition)
 static void
 sc_receiver_take_positions(ScPositions *pos)
 {
-	int64	   *high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	int64	   *eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	int64	   *high;
+	int64	   *eof;
+
+	/* What the slot cannot show, the receiver does not consume. */
+	if (pos->n > sc_shared->slot_partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("replica set \"%s\" of cube %s has %d partitions, more than streamcube.max_receiver_partitions (%d)",
+						receiver.replica_set, receiver.cube->qualified, pos->n, sc_shared->slot_partitions),
+				 errhint("Raise streamcube.max_receiver_partitions and restart the server, or spread the partitions over more replica sets with streamcube_reassign().")));
+	high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 
 	/* Kafka's watermarks stay known for partitions kept at their position. */
 	for (int i = 0; i < pos->n; i++)

@@ -3,7 +3,8 @@
  * shmem.c
  *		Shared memory of streamcube: the launcher's pid and receiver slots.
  *
- * The area is sized from streamcube.max_receivers and protected by one
+ * The area is sized from streamcube.max_receivers and
+ * streamcube.max_receiver_partitions and protected by one
  * LWLock of the "streamcube" tranche.  The lock is only taken for short
  * copies: once per batch by a receiver, once per reconciliation by the
  * launcher, and once per call of the monitoring functions.
@@ -26,8 +27,77 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size
 sc_shmem_size(void)
 {
-	return add_size(offsetof(ScShared, slots),
-					mul_size(sizeof(ScReceiverSlot), sc_max_receivers));
+	Size		size = add_size(offsetof(ScShared, slots),
+								mul_size(sizeof(ScReceiverSlot), sc_max_receivers));
+
+	size = MAXALIGN(size);
+	return add_size(size, mul_size(mul_size(sizeof(ScPartitionStat), sc_max_receiver_partitions),
+								   sc_max_receivers));
+}
+
+/* Receiver slots in use, in every database. */
+int
+sc_slots_in_use(void)
+{
+	int			n = 0;
+
+	LWLockAcquire(sc_shared->lock, LW_SHARED);
+	for (int s = 0; s < sc_shared->nslots; s++)
+		n += sc_shared->slots[s].in_use;
+	LWLockRelease(sc_shared->lock);
+	return n;
+}
+
+/* Does a slot serve this (cube, replica set) of this database? */
+bool
+sc_slot_exists(int32 cube_id, const char *replica_set)
+{
+	bool		found = false;
+
+	LWLockAcquire(sc_shared->lock, LW_SHARED);
+	for (int s = 0; s < sc_shared->nslots && !found; s++)
+	{
+		ScReceiverSlot *slot = &sc_shared->slots[s];
+
+		found = slot->in_use && slot->dboid == MyDatabaseId && slot->cube_id == cube_id &&
+			strcmp(slot->replica_set, replica_set) == 0;
+	}
+	LWLockRelease(sc_shared->lock);
+	return found;
+}
+
+/*
+ * Warn the caller that n more receivers (a new cube, new replica sets of a
+ * cube) find fewer free slots than they need: what they want is not
+ * consumed until slots are freed or streamcube.max_receivers is raised.
+ */
+void
+sc_slots_warn_short(const char *cube, int n)
+{
+	int			free_slots = sc_shared->nslots - sc_slots_in_use();
+
+	if (n <= free_slots)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg_plural("cube \"%s\" needs %d receiver slot, and only %d of the %d are free",
+						   "cube \"%s\" needs %d receiver slots, and only %d of the %d are free",
+						   n, cube, n, Max(free_slots, 0), sc_shared->nslots),
+			 errdetail("Replica sets without a slot are not consumed; streamcube.consumers shows them as waiting, and streamcube_wait() returns false for the cube."),
+			 errhint("Raise streamcube.max_receivers (now %d) and restart the server, or drop cubes that are no longer needed.",
+					 sc_max_receivers)));
+}
+
+/* The partition table of a slot: slot_partitions entries. */
+ScPartitionStat *
+sc_slot_parts(const ScReceiverSlot *slot)
+{
+	char	   *base = (char *) sc_shared +
+		MAXALIGN(offsetof(ScShared, slots) + sizeof(ScReceiverSlot) * sc_shared->nslots);
+	int			s = slot - sc_shared->slots;
+
+	Assert(s >= 0 && s < sc_shared->nslots);
+	return (ScPartitionStat *) base + (Size) s * sc_shared->slot_partitions;
 }
 
 static void
@@ -55,6 +125,7 @@ sc_shmem_startup(void)
 		memset(sc_shared, 0, sc_shmem_size());
 		sc_shared->lock = &(GetNamedLWLockTranche("streamcube"))->lock;
 		sc_shared->nslots = sc_max_receivers;
+		sc_shared->slot_partitions = sc_max_receiver_partitions;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -49,6 +49,7 @@
  */
 extern char *sc_database;
 extern int	sc_max_receivers;
+extern int	sc_max_receiver_partitions;
 extern int	sc_launcher_naptime_ms;
 extern int	sc_kafka_timeout_ms;
 extern int	sc_batch_max_rows;
@@ -81,8 +82,6 @@ typedef enum ScReceiverState
 	SC_RECEIVER_FAILED
 } ScReceiverState;
 
-/* Per-slot partition table; a cube topic rarely has more partitions. */
-#define SC_MAX_SLOT_PARTITIONS 256
 #define SC_ERROR_LEN 512
 
 typedef struct ScPartitionStat
@@ -118,11 +117,10 @@ typedef struct ScReceiverSlot
 	TimestampTz last_batch_at;
 	uint64		rows_total;
 	double		rows_per_sec;
-	int			npartitions;
+	int			npartitions;	/* of sc_slot_parts(slot) */
 	int			topic_partitions;	/* partitions the topic has; -1 unknown */
 	uint64		tombstones_skipped;
 	int64		epoch;			/* assignment epoch applied; -1 before the first */
-	ScPartitionStat parts[SC_MAX_SLOT_PARTITIONS];
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;
 } ScReceiverSlot;
@@ -150,11 +148,17 @@ typedef struct ScReassignFailure
 	char		new_assignment[SC_ASSIGNMENT_LEN];
 } ScReassignFailure;
 
+/*
+ * The partitions of slot s are streamcube.max_receiver_partitions entries
+ * after the slots (sc_slot_parts), so that no fixed number cuts what a
+ * receiver of a topic with thousands of partitions reports.
+ */
 typedef struct ScShared
 {
 	LWLock	   *lock;
 	pid_t		launcher_pid;
 	int			nslots;
+	int			slot_partitions;	/* streamcube.max_receiver_partitions */
 	ScReassignFailure failures[SC_MAX_REASSIGN_FAILURES];
 	ScReceiverSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } ScShared;
@@ -162,6 +166,10 @@ typedef struct ScShared
 extern ScShared *sc_shared;
 
 extern void sc_shmem_install_hooks(void);
+extern ScPartitionStat *sc_slot_parts(const ScReceiverSlot *slot);
+extern int	sc_slots_in_use(void);
+extern bool sc_slot_exists(int32 cube_id, const char *replica_set);
+extern void sc_slots_warn_short(const char *cube, int n);
 extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
 extern void sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state);

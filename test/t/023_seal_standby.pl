@@ -174,6 +174,34 @@ is($primary->safe_psql('postgres',
 		"SELECT count(*) FROM ev WHERE ts >= to_timestamp($h0)"),
 	'100', 'primary: the cube has them');
 
+# Monitoring on the standby: what it holds, never an error.
+my $segs = $primary->safe_psql('postgres',
+	"SELECT count(*) FILTER (WHERE state = 'sealed') || '|' || count(*) FILTER (WHERE state = 'active') "
+	  . "FROM streamcube.segments WHERE cube = 'ev'::regclass");
+($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT count(*) FILTER (WHERE state = 'sealed' AND rows IS NOT NULL) || '|' || "
+	  . "count(*) FILTER (WHERE state = 'active' AND rows IS NULL) "
+	  . "FROM streamcube.segments WHERE cube = 'ev'::regclass");
+is($ret, 0, 'standby: streamcube.segments can be read') or diag $err;
+is($out, $segs, 'standby: sealed windows with their rows, active ones without (not available there)');
+is($standby->safe_psql('postgres',
+		"SELECT sum(rows) FROM streamcube.segments WHERE cube = 'ev'::regclass AND state = 'sealed'"),
+	$primary->safe_psql('postgres',
+		"SELECT sum(rows) FROM streamcube.segments WHERE cube = 'ev'::regclass AND state = 'sealed'"),
+	'standby: the sealed windows count the rows the primary counts');
+($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT count(*), count(position), count(checkpoint), bool_and(last_stable_offset <= high_watermark) "
+	  . "FROM streamcube.lag('ev')");
+is($ret, 0, 'standby: streamcube.lag() works') or diag $err;
+is($out, '2|0|2|t', 'standby: lag() shows Kafka and the checkpoints, and no committed position (unlogged)');
+($ret, $out, $err) = $standby->psql('postgres', "SELECT streamcube_wait('ev', '10 s')");
+is($out, 'f', 'standby: streamcube_wait() is false at once');
+like($err, qr/cube "ev" is not consumed on a standby/, 'and says why');
+($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT state, last_error FROM streamcube.consumers WHERE cube = 'ev'::regclass");
+is($ret, 0, 'standby: streamcube.consumers can be read') or diag $err;
+like($out, qr/^standby\|not consumed on a standby/, 'standby: consumers says the cube is not consumed there');
+
 $standby->stop;
 $primary->stop;
 done_testing();
