@@ -1276,6 +1276,25 @@ sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 partition)
 }
 
 /*
+ * Kafka's high watermark now, asked of the partition's leader (a
+ * ListOffsets request on the consumer's connections); -1 when it does not
+ * answer within timeout_ms.  For a receiver that cannot fetch (it waits
+ * for a lock): the cached value stops moving once its queue is full.
+ */
+int64
+sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *c, int32 partition, int timeout_ms)
+{
+	int64_t		lo,
+				hi;
+
+	if (c->topic == NULL ||
+		rd_kafka_query_watermark_offsets(c->rk, c->topic, partition, &lo, &hi, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		hi < 0)
+		return -1;
+	return hi;
+}
+
+/*
  * How many partitions the consumer's topic has now, from a metadata request
  * on the consumer's own connections; -1 when the broker does not answer
  * within timeout_ms or the topic is not there.

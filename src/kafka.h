@@ -129,6 +129,8 @@ extern int	sc_kafka_message_header(const ScKafkaMessage *message, int index,
 									const char **name, const char **value, size_t *size);
 extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
 extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
+extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 partition,
+													 int timeout_ms);
 extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);

@@ -264,6 +264,55 @@ sc_positions_hold(int32 cube_id, int n, const int32 *partitions)
 	pfree(elems);
 }
 
+typedef struct ScTryLock
+{
+	int32		cube_id;
+	Datum		partitions;		/* int4[] */
+} ScTryLock;
+
+static void
+sc_positions_try_lock_fn(void *arg)
+{
+	ScTryLock  *t = arg;
+	Oid			types[2] = {INT4OID, INT4ARRAYOID};
+	Datum		args[2] = {Int32GetDatum(t->cube_id), t->partitions};
+
+	SPI_connect();
+	sc_positions_exec("SELECT 1 FROM streamcube.consume_positions "
+					  "WHERE cube_id = $1 AND partition = ANY ($2) "
+					  "ORDER BY partition FOR NO KEY UPDATE NOWAIT",
+					  2, types, args, false);
+	SPI_finish();
+}
+
+/*
+ * A receiver's batch locks the positions it is about to advance, all at
+ * once and without waiting; false when one of them is held (a
+ * streamcube_reassign() or streamcube_set_positions() in progress), and
+ * then none is.  The receiver tells Kafka's progress meanwhile and tries
+ * again, instead of waiting blind: its lag keeps counting.  Taking all or
+ * none keeps a reassignment that waits for one of them from waiting for
+ * the receiver in turn.
+ */
+bool
+sc_positions_try_lock(int32 cube_id, int n, const int32 *partitions)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	ScTryLock	t = {.cube_id = cube_id};
+	ErrorData  *edata;
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(partitions[i]);
+	t.partitions = PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+	edata = sc_try(sc_positions_try_lock_fn, &t);
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ReThrowError(edata);
+	FreeErrorData(edata);
+	return false;
+}
+
 /*
  * Where a partition's new owner starts: the largest of every record of it
  * (Kylin's KEEP_LARGE): the committed consume position and the logged

@@ -30,6 +30,7 @@ extern bool sc_positions_advance(int32 cube_id, const char *cube_name,
 								 const char *replica_set, int64 epoch,
 								 int32 partition, int64 from, int64 to);
 extern void sc_positions_hold(int32 cube_id, int n, const int32 *partitions);
+extern bool sc_positions_try_lock(int32 cube_id, int n, const int32 *partitions);
 extern int64 sc_positions_merged(int32 cube_id, int32 partition);
 extern void sc_positions_hand_over(int32 cube_id, int32 partition, const char *replica_set,
 								   int64 epoch, int64 offset, TimestampTz held_at);

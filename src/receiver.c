@@ -157,14 +157,13 @@ sc_receiver_detach(int code, Datum arg)
 	LWLockRelease(sc_shared->lock);
 }
 
-/* Publish positions, watermarks and throughput. */
+static void sc_receiver_publish_stats(void);
+static void sc_receiver_lock_positions(const int64 *newpos);
+
+/* Publish positions, watermarks (from the consumer's cache) and throughput. */
 static void
 sc_receiver_publish(void)
 {
-	ScReceiverSlot *slot = receiver.slot;
-	ScPartitionStat *parts = sc_slot_parts(slot);
-	int			n = receiver.nparts;	/* <= slot_partitions: see take_positions */
-
 	if (receiver.consumer)
 		for (int i = 0; i < receiver.nparts; i++)
 		{
@@ -180,6 +179,16 @@ sc_receiver_publish(void)
 			else if (hw >= 0)
 				receiver.high[i] = hw;
 		}
+	sc_receiver_publish_stats();
+}
+
+/* Publish what the receiver knows now, as it is. */
+static void
+sc_receiver_publish_stats(void)
+{
+	ScReceiverSlot *slot = receiver.slot;
+	ScPartitionStat *parts = sc_slot_parts(slot);
+	int			n = receiver.nparts;	/* <= slot_partitions: see take_positions */
 
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 	slot->npartitions = n;
@@ -1364,6 +1373,7 @@ sc_receiver_process(int n)
 		SPI_finish();
 	}
 
+	sc_receiver_lock_positions(newpos);
 	for (int p = 0; p < receiver.nparts; p++)
 		if (newpos[p] != receiver.positions[p] &&
 			!sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
@@ -1437,6 +1447,47 @@ sc_receiver_process(int n)
 		sc_receiver_commit();
 		sc_ingest_end_batch(receiver.ing, true);
 	}
+}
+
+/*
+ * Lock the positions the batch advances (those in newpos[] that moved).
+ * While they are held by someone else (a reassignment's transaction), ask
+ * Kafka for its high watermarks about once a second and publish them, so
+ * that streamcube.consumers shows the lag growing (Kafka's end minus the
+ * committed position) instead of the lag of the last batch.
+ */
+static void
+sc_receiver_lock_positions(const int64 *newpos)
+{
+	int32	   *moved = palloc(sizeof(int32) * Max(receiver.nparts, 1));
+	int			n = 0;
+	TimestampTz asked = 0;
+
+	for (int p = 0; p < receiver.nparts; p++)
+		if (newpos[p] != receiver.positions[p])
+			moved[n++] = receiver.parts[p];
+	while (n > 0 && !sc_positions_try_lock(receiver.cube_id, n, moved))
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		pgstat_report_activity(STATE_RUNNING, "waiting for the positions (a reassignment in progress?)");
+		if (receiver.consumer != NULL && TimestampDifferenceExceeds(asked, now, 1000))
+		{
+			for (int i = 0; i < receiver.nparts; i++)
+			{
+				int64		hw = sc_kafka_consumer_query_high_watermark(receiver.consumer, receiver.parts[i],
+																	   Min(sc_kafka_timeout_ms, 1000));
+
+				if (hw >= 0)
+					receiver.high[i] = Max(receiver.high[i], hw);
+			}
+			sc_receiver_publish_stats();
+			asked = now;
+		}
+		sc_receiver_wait(100);
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(moved);
 }
 
 /* Create the partitions of the current and next window when time moves on. */

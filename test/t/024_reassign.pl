@@ -187,8 +187,24 @@ sleep 0.5;
 my $tx = sc_psql_bg($node, q{
 	BEGIN;
 	SELECT streamcube_reassign('rc', '{"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}');
-	SELECT pg_sleep(1);
+	SELECT 'held', pg_sleep(3);
 	ROLLBACK});
+# While the open call holds the positions, the receiver's batches wait for
+# them: its lag is Kafka's end minus its committed position, and grows.
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%''held''%' AND wait_event = 'PgSleep'"),
+	'3: the call holds the positions in its open transaction');
+my ($lag_first, $lag_max) = (undef, 0);
+for (1 .. 20)
+{
+	my $lag = $node->safe_psql('postgres',
+		"SELECT coalesce(sum(lag), 0) FROM streamcube.consumers WHERE cube = 'rc'::regclass");
+	$lag_first //= $lag;
+	$lag_max = $lag if $lag > $lag_max;
+	sleep 0.1;
+}
+cmp_ok($lag_max, '>=', 500, "3: the lag shows the stall (at most $lag_max of ~2,000 messages a second)");
+cmp_ok($lag_max, '>', $lag_first, "3: and grows while it lasts ($lag_first, then $lag_max)");
 my (undef, undef, $txerr) = sc_psql_bg_finish($tx);
 is($txerr, '', '3: the transaction ran and rolled back');
 is(assignment('rc'), join(' ', map { "c:$_" } 0 .. 7), '3: the old assignment stands');
