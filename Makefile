@@ -23,6 +23,7 @@ OBJS = \
 	src/cube_options.o \
 	src/positions.o \
 	src/segments.o \
+	src/rewrite.o \
 	src/seal.o \
 	src/compact.o \
 	src/ingest.o \
@@ -39,6 +40,10 @@ SHLIB_LINK  = -lrdkafka -lpthread
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
 REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening ownership sealing compaction reassign direct_insert operations metadata
 REGRESS_OPTS = --use-existing --dbname=postgres
+
+# Isolation specs (test/isolation/specs), run by test/run-tests after the
+# pg_regress suites with PostgreSQL's isolation tester.
+ISOLATION    = seal_snapshot compact_snapshot
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -18,8 +18,10 @@
  *	   ones out: receivers lock a sealed window without waiting, and keep
  *	   its messages for a later batch); create a logged table with the
  *	   cube's columns, indexes and a CHECK constraint equal to the bucket's
- *	   bound (ATTACH needs no scan); copy every partition's rows into it;
- *	   add the triggers that refuse ordinary writes.
+ *	   bound (ATTACH needs no scan); move every partition's rows into it
+ *	   with their tuple headers (rewrite.c: every snapshot sees in it the
+ *	   rows it saw in the partitions); add the triggers that refuse
+ *	   ordinary writes.
  *	2. swap, with lock_timeout and bounded retry as a seal's: take the
  *	   cube's window-creation lock, check that the bucket's windows are
  *	   still those copied, DETACH and DROP the old partitions, point every
@@ -54,6 +56,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "seal.h"
+#include "rewrite.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -344,10 +347,9 @@ sc_compact_copy(ScCompactJob *job)
 	Oid			nsp = get_rel_namespace(cube->relid);
 	const char *lo = sc_bound_literal(cube, job->start);
 	const char *hi = sc_bound_literal(cube, job->end);
-	char	   *columns = sc_column_list(cube->relid, true);
 	char	   *target;
-	StringInfoData sql;
 	ScAsOwner	save;
+	ScRowMove  *move;
 
 	/*
 	 * Receivers keep these windows' late rows until we commit.  Without
@@ -381,22 +383,17 @@ sc_compact_copy(ScCompactJob *job)
 
 	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_create(cube, target, lo, hi);
-	initStringInfo(&sql);
+	job->new_relid = get_relname_relid(job->new_name, nsp);
+	sc_as_owner_leave(&save);
 
-	/* In time order, partition after partition: a new snapshot each, after the locks. */
+	/* In time order, partition after partition, tuple headers kept (rewrite.c). */
+	move = sc_rows_move_begin(job->new_relid);
 	job->rows = 0;
 	for (int i = 0; i < job->nsources; i++)
-	{
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "INSERT INTO %s (%s) SELECT %s FROM ONLY %s",
-						 target, columns, columns,
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->sources[i])),
-													get_rel_name(job->sources[i])));
-		if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not copy a partition of cube %s", cube->qualified);
-		job->rows += (int64) SPI_processed;
-	}
-	job->new_relid = get_relname_relid(job->new_name, nsp);
+		job->rows += sc_rows_move_from(move, job->sources[i]);
+	sc_rows_move_end(move);
+
+	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_guard(target);
 	sc_as_owner_leave(&save);
 	return true;

@@ -15,8 +15,11 @@
  *	   message for a window they cannot lock for a later batch, so ingest
  *	   into other windows goes on); create a logged twin with the cube's
  *	   columns, indexes and a CHECK constraint that equals the partition
- *	   bound (so ATTACH needs no scan); copy the rows; add the triggers
- *	   that refuse ordinary writes.  Nothing here blocks a query.
+ *	   bound (so ATTACH needs no scan); move the rows into it with their
+ *	   tuple headers, as CLUSTER does (rewrite.c), so that a snapshot taken
+ *	   before the seal sees in the twin exactly the rows it saw in the
+ *	   window; add the triggers that refuse ordinary writes.  Nothing here
+ *	   blocks a query.
  *	2. swap, per window: DETACH the unlogged partition, DROP it, RENAME the
  *	   twin to its name, ATTACH it.  DETACH takes an ACCESS EXCLUSIVE lock on
  *	   the cube: it is tried with lock_timeout = 100 ms and retried every
@@ -54,6 +57,7 @@
 #include "cube.h"
 #include "positions.h"
 #include "seal.h"
+#include "rewrite.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -145,13 +149,9 @@ sc_seal_exec(const char *sql)
 		elog(ERROR, "statement failed (%s): %s", SPI_result_code_string(ret), sql);
 }
 
-/*
- * The cube's columns as a quoted, comma-separated list, in table order;
- * without its generated columns when `stored_only` (a copy of rows: the
- * target computes them).
- */
+/* The cube's columns as a quoted, comma-separated list, in table order. */
 char *
-sc_column_list(Oid relid, bool stored_only)
+sc_column_list(Oid relid)
 {
 	StringInfoData out;
 	Relation	rel = table_open(relid, AccessShareLock);
@@ -162,7 +162,7 @@ sc_column_list(Oid relid, bool stored_only)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
-		if (att->attisdropped || (stored_only && att->attgenerated != '\0'))
+		if (att->attisdropped)
 			continue;
 		if (out.len > 0)
 			appendStringInfoString(&out, ", ");
@@ -238,10 +238,9 @@ sc_seal_copy(ScSealJob *job)
 	Oid			nsp = get_rel_namespace(job->active);
 	const char *lo = sc_bound_literal(cube, job->start);
 	const char *hi = sc_bound_literal(cube, job->start + cube->width);
-	char	   *columns = sc_column_list(cube->relid, true);
 	char	   *twin;
-	StringInfoData sql;
 	ScAsOwner	save;
+	ScRowMove  *move;
 
 	/* Writers finish; receivers keep this window's messages until we commit. */
 	LockRelationOid(job->active, ShareLock);
@@ -256,16 +255,15 @@ sc_seal_copy(ScSealJob *job)
 
 	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_create(cube, twin, lo, hi);
-
-	/* A new snapshot: every row committed before the lock. */
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s (%s) SELECT %s FROM ONLY %s",
-					 twin, columns, columns,
-					 quote_qualified_identifier(job->active_schema, job->active_name));
-	if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not copy window %s of cube %s", lo, cube->qualified);
-	job->rows = (int64) SPI_processed;
 	job->twin = get_relname_relid(job->twin_name, nsp);
+	sc_as_owner_leave(&save);
+
+	/* Every row the lock let in, with its tuple header (rewrite.c). */
+	move = sc_rows_move_begin(job->twin);
+	job->rows = sc_rows_move_from(move, job->active);
+	sc_rows_move_end(move);
+
+	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_guard(twin);
 	sc_as_owner_leave(&save);
 }
@@ -508,7 +506,7 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	ScPrivilegeSave save;
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
-	char	   *columns = sc_column_list(cube->relid, false);
+	char	   *columns = sc_column_list(cube->relid);
 	StringInfoData body;
 	StringInfoData sql;
 	Oid			view = InvalidOid;

@@ -14,7 +14,7 @@
 /* seal.c */
 extern void sc_seal_exec(const char *sql);
 extern bool sc_seal_lock_cube(const ScCube *cube);
-extern char *sc_column_list(Oid relid, bool stored_only);
+extern char *sc_column_list(Oid relid);
 extern char *sc_free_name(Oid nsp, const char *base);
 extern const char *sc_time_column(const ScCube *cube);
 extern void sc_sealed_table_create(const ScCube *cube, const char *target,
