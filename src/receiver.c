@@ -692,6 +692,73 @@ sc_receiver_begin_work(const char *activity)
 	return false;
 }
 
+/*
+ * An error that retrying cannot mend, because the cube's table or its
+ * owner's code causes it for every batch: a trigger or an index expression
+ * that fails (a column it names is gone, a function raises), a privilege
+ * the owner lost, a feature the table uses that a receiver cannot.
+ * Errors of the data are dead letters already; the others (a lock, the
+ * network, the server shutting down) are worth a restart.
+ */
+static bool
+sc_receiver_error_is_persistent(const ErrorData *edata)
+{
+	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE)
+		return false;			/* a window dropped meanwhile: read again */
+	return class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		class == ERRCODE_FEATURE_NOT_SUPPORTED ||
+		class == ERRCODE_SQL_ROUTINE_EXCEPTION ||
+		class == ERRCODE_EXTERNAL_ROUTINE_EXCEPTION ||
+		class == ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION ||
+		class == ERRCODE_PLPGSQL_ERROR ||
+		class == ERRCODE_WITH_CHECK_OPTION_VIOLATION;
+}
+
+/*
+ * After an error the receiver cannot retry past (above), pause the cube
+ * with it as the reason, in a transaction of its own, instead of failing
+ * and restarting for ever.  True when the cube is paused; the caller exits,
+ * and the launcher starts a receiver that finds the cube paused.
+ */
+static bool
+sc_receiver_pause_after(ErrorData *edata)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool paused = false;
+	char	   *reason;
+
+	if (receiver.cube == NULL || !sc_receiver_error_is_persistent(edata))
+		return false;
+	reason = psprintf("a batch failed on the cube's table: %s%s%s; fix the cause (a trigger, an index "
+					  "expression, a privilege of the owner), then call streamcube_resume('%s')",
+					  edata->message, edata->detail ? " " : "", edata->detail ? edata->detail : "",
+					  sc_cube_name_literal(receiver.cube));
+	AbortCurrentTransaction();
+	PG_TRY();
+	{
+		sc_receiver_begin("pausing cube");
+		SPI_connect();
+		sc_cube_pause_for(receiver.cube_id, reason);
+		SPI_finish();
+		sc_receiver_commit();
+		paused = true;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+	if (paused)
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("cube %s paused: %s", receiver.cube->qualified, reason)));
+	return paused;
+}
+
 /* The cube was dropped under us: nothing to keep, stop quietly. */
 static void
 sc_receiver_cube_gone(void)
@@ -1763,6 +1830,9 @@ sc_receiver_main(Datum main_arg)
 			sc_receiver_set_state(SC_RECEIVER_STOPPED);
 			proc_exit(0);
 		}
+		if (sc_receiver_pause_after(edata))
+			proc_exit(0);
+
 		/*
 		 * The detail often says what went wrong (librdkafka's last client
 		 * error: a refused password, an unknown host): keep it with the
