@@ -174,12 +174,23 @@ sc_ownership_check(Oid parent)
 	}
 }
 
-/* Is streamcube installed in this database?  (Its catalog can be read.) */
+/*
+ * Is streamcube installed in this database, with a catalog that knows the
+ * sealed views?  (Not while an install or update script runs, and not
+ * between a new library and ALTER EXTENSION UPDATE from 0.1.0.)
+ */
 static bool
 sc_ownership_active(void)
 {
-	return IsTransactionState() && OidIsValid(get_extension_oid("streamcube", true)) &&
-		OidIsValid(get_namespace_oid(SC_SCHEMA, true));
+	Oid			nsp;
+	Oid			cubes;
+
+	if (!IsTransactionState() || creating_extension ||
+		!OidIsValid(get_extension_oid("streamcube", true)) ||
+		!OidIsValid(nsp = get_namespace_oid(SC_SCHEMA, true)) ||
+		!OidIsValid(cubes = get_relname_relid("cubes", nsp)))
+		return false;
+	return get_attnum(cubes, "sealed_view") != InvalidAttrNumber;
 }
 
 /* The relation an ALTER TABLE or CREATE TABLE ... PARTITION OF is about. */

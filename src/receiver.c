@@ -739,11 +739,21 @@ sc_receiver_pause_after(ErrorData *edata)
 	PG_TRY();
 	{
 		sc_receiver_begin("pausing cube");
-		SPI_connect();
-		sc_cube_pause_for(receiver.cube_id, reason);
-		SPI_finish();
-		sc_receiver_commit();
-		paused = true;
+
+		/*
+		 * The table changed hands since this receiver connected (it lost
+		 * its rights with it): a receiver started as the new owner goes on.
+		 */
+		if (sc_relation_owner(receiver.cube->relid) != GetUserId())
+			sc_receiver_commit();
+		else
+		{
+			SPI_connect();
+			sc_cube_pause_for(receiver.cube_id, reason);
+			SPI_finish();
+			sc_receiver_commit();
+			paused = true;
+		}
 	}
 	PG_CATCH();
 	{
