@@ -45,10 +45,10 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
  *
  * Every value of a secret Kafka property this process has read (a
  * cluster's password, key, OAuth configuration) is remembered, and every
- * text that leaves the process through streamcube (a server log line, an
- * error sent to a client, a receiver's last_error, a pause reason, a
- * journal row) has each of them masked, wherever it appears in the text:
- * librdkafka quotes configuration values in its own messages.  A value
+ * text streamcube lets out (a server log line or an error it raises, a
+ * librdkafka message it passes on, a receiver's last_error, a pause
+ * reason, a journal row) has each of them masked, wherever it appears in
+ * the text: librdkafka quotes configuration values in its own messages.  A value
  * made of several parts ("principal=x scope=y") is masked part by part
  * too.  Values shorter than SC_SECRET_MIN_LEN are not looked for: masking
  * them would garble every message without hiding anything.
@@ -151,7 +151,13 @@ sc_emit_log(ErrorData *edata)
 {
 	if (sc_hide_statement)
 		edata->hide_stmt = true;
-	if (sc_secrets != NIL)
+	/*
+	 * Only what streamcube's own code reports (its functions are named
+	 * sc_*): masking every message of the process would let a role that
+	 * makes PostgreSQL quote a text of its choosing (an invalid integer)
+	 * learn whether the text is a secret of a cluster it read through.
+	 */
+	if (sc_secrets != NIL && edata->funcname != NULL && strncmp(edata->funcname, "sc_", 3) == 0)
 	{
 		edata->message = sc_redact(edata->message);
 		edata->detail = sc_redact(edata->detail);
