@@ -232,6 +232,8 @@ SELECT * FROM streamcube_check_cluster('nowhere');
 SELECT streamcube_add_cluster('dead', '127.0.0.1:1');
 SET streamcube.kafka_timeout = '1500ms';
 SELECT * FROM pg_temp.expect_error($$SELECT * FROM streamcube_check_cluster('dead')$$, '4 s');
+-- below the setting's minimum (100 ms), refused: a shorter bound would fail
+-- every request before Kafka could answer
 SET streamcube.kafka_timeout = '10ms';
 RESET streamcube.kafka_timeout;
 

@@ -62,8 +62,17 @@ SELECT state FROM streamcube.consumers WHERE cube = 'hard'::regclass;
 \! for i in $(seq 0 59); do printf '{"ts":"2025-06-01T00:00:00Z","v":"%s"}\n' $i | sed "s/2025-06-01T00/2025-06-0$((1 + i / 24))T$(printf %02d $((i % 24)))/"; done | kcat -P -b "$SC_KAFKA" -t hard_topic -p 0
 SELECT sc_test.wait_for($$SELECT sum(high_watermark) = 67 FROM streamcube_check_cluster('kafka') WHERE topic = 'hard_topic'$$);
 SELECT streamcube_wait('hard', '60 s');
-SELECT count(*) AS rows, count(DISTINCT date_trunc('hour', ts)) AS hours FROM hard WHERE ts < '2026-01-01';
-SELECT count(*) AS windows FROM streamcube.segments WHERE cube = 'hard'::regclass AND window_start < '2026-01-01';
+SELECT count(*) AS rows, count(DISTINCT date_trunc('hour', ts AT TIME ZONE 'UTC')) AS hours
+FROM hard WHERE ts >= '2025-06-01 00:00+00' AND ts < '2025-06-04 00:00+00';
+SELECT count(*) AS windows FROM streamcube.segments
+WHERE cube = 'hard'::regclass AND window_start >= '2025-06-01 00:00+00' AND window_start < '2025-06-04 00:00+00';
+-- the windows were made in transactions of at most 8 (the receiver's own,
+-- between its batches): one created_at per transaction
+SELECT count(*) >= 8 AS eight_or_more_transactions, max(n) <= 8 AS at_most_8_in_each
+FROM (SELECT created_at, count(*) AS n FROM streamcube.segment_catalog
+      WHERE cube_id = (SELECT cube_id FROM streamcube.cubes WHERE relid = 'hard'::regclass)
+        AND window_start >= '2025-06-01 00:00+00' AND window_start < '2025-06-04 00:00+00'
+      GROUP BY created_at) s;
 
 -- streamcube_wait() is false, at once, for a paused cube.
 SELECT streamcube_pause('hard');

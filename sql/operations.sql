@@ -17,7 +17,7 @@ SELECT streamcube_wait('lag_events', '60 s');
 
 -- Caught up: position = both ends, lag 0.
 SELECT partition, replica_set, position, checkpoint, high_watermark, last_stable_offset, lag,
-       last_batch_at <= now() AS moved, since_last_batch >= '0' AS since
+       last_batch_at <= now() AS moved, since_last_batch BETWEEN '0' AND '5 minutes' AS recent
 FROM streamcube.lag('lag_events');
 
 -- Paused, 30 more messages: the lag counts them, the position stays.

@@ -81,6 +81,9 @@ REASSIGN OWNED BY own TO own2;
 SELECT * FROM sc_test.cube_owners('app.c3');
 SELECT * FROM sc_test.cube_owners('app.c2');
 
+-- The new owner can dump its cube: every partition is its own.
+\! pg_dump -h 127.0.0.1 -U own2 -d postgres --table='app.c3*' >/dev/null && echo "pg_dump as the cube's owner works"
+
 -- A receiver started as the new owner creates new windows as it.
 SELECT sc_test.wait_for(format($$SELECT pid <> %s AND state = 'running' FROM streamcube.consumers
                                  WHERE cube = 'app.c3'::regclass$$, :c3_pid));

@@ -88,7 +88,9 @@ SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'seal_late'::re
 -- letter (its window would only be dropped again).
 UPDATE streamcube.cubes SET options = options || '{"retention": "1 day"}'
 WHERE relid = 'seal_late'::regclass;
-SELECT streamcube_seal_due() >= 0 AS ran;
+-- (its count includes every other cube's windows: what it did to this one
+-- is what the queries below show)
+SELECT streamcube_seal_due() AS sealed \gset
 SELECT count(*) AS windows_of_2026_01_01 FROM streamcube.segments
 WHERE cube = 'seal_late'::regclass AND window_start < '2026-01-02';
 SELECT action, window_start AT TIME ZONE 'UTC' AS window_start FROM streamcube.segment_log

@@ -9,6 +9,9 @@
 CREATE EXTENSION streamcube;
 SELECT extname, extversion, extrelocatable, extnamespace::regnamespace AS schema
 FROM pg_extension WHERE extname = 'streamcube';
+-- the loaded library goes with these SQL objects
+SELECT streamcube_library_version() = extversion AS library_matches
+FROM pg_extension WHERE extname = 'streamcube';
 
 -- the install script created the admin role, closed to logins
 SELECT rolname, rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'streamcube_admin';

@@ -4,6 +4,7 @@
 --   functions that take Kafka properties get a second form whose
 --   properties are text, parsed inside the function after its statement
 --   is hidden from the log (a '{...}' literal resolves to it).
+-- - streamcube_library_version(): the version of the loaded library.
 -- - streamcube.consumers shows every (cube, replica set) with partitions,
 --   with a receiver or not (state waiting or standby, and why), and reads
 --   no UNLOGGED catalog, so that it works on a standby.
@@ -111,3 +112,12 @@ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
                   WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
 COMMENT ON VIEW streamcube.consumers IS
     'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: the version of the library the server loaded
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube_library_version() RETURNS text
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_library_version';
+COMMENT ON FUNCTION streamcube_library_version() IS
+    'The version of the streamcube library the server loaded: after a new build and a restart it differs from pg_extension.extversion until ALTER EXTENSION streamcube UPDATE';

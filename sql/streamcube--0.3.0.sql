@@ -2,7 +2,8 @@
 --
 -- The install script of 0.2.0 (below, unchanged) followed by the body of
 -- sql/streamcube--0.2.0--0.3.0.sql: a fresh 0.3.0 and an updated 0.2.0
--- are the same.  Change both files together.
+-- are the same.  Written by sql/build-install-script.sh: change the
+-- update script and run it.
 --
 --
 -- Functions live in the schema the extension is created in (public by
@@ -770,3 +771,12 @@ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
                   WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
 COMMENT ON VIEW streamcube.consumers IS
     'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: the version of the library the server loaded
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube_library_version() RETURNS text
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_library_version';
+COMMENT ON FUNCTION streamcube_library_version() IS
+    'The version of the streamcube library the server loaded: after a new build and a restart it differs from pg_extension.extversion until ALTER EXTENSION streamcube UPDATE';

@@ -31,6 +31,7 @@
 #include "catalog/pg_class.h"
 
 PG_FUNCTION_INFO_V1(sc_check_install);
+PG_FUNCTION_INFO_V1(sc_library_version);
 
 /*
  * While true, errors leave the statement out of the server log: it holds
@@ -388,6 +389,18 @@ sc_try(void (*fn) (void *), void *arg)
 	}
 	PG_END_TRY();
 	return edata;
+}
+
+/*
+ * streamcube_library_version(): the version of the library the server
+ * loaded.  After a new build is installed and the server restarted, it
+ * differs from pg_extension.extversion until ALTER EXTENSION streamcube
+ * UPDATE.
+ */
+Datum
+sc_library_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(SC_LIBRARY_VERSION));
 }
 
 /* Called by the install script before it creates anything else. */

@@ -85,7 +85,6 @@ typedef struct ScLauncherSlot
 } ScLauncherSlot;
 
 static ScLauncherSlot *local_slots;
-static bool wakeup_at_commit = false;
 
 /* ----------------------------------------------------------------
  * Registration and wake-ups
@@ -105,59 +104,6 @@ sc_launcher_register(void)
 	strlcpy(worker.bgw_name, "streamcube launcher", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "streamcube launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
-}
-
-PG_FUNCTION_INFO_V1(sc_wake_launcher);
-
-/* streamcube._wake_launcher(): for SQL code that changed the catalog. */
-Datum
-sc_wake_launcher(PG_FUNCTION_ARGS)
-{
-	sc_launcher_wakeup_at_commit();
-	PG_RETURN_VOID();
-}
-
-/* Ask for the launcher to be woken once the current transaction commits. */
-void
-sc_launcher_wakeup_at_commit(void)
-{
-	wakeup_at_commit = true;
-}
-
-static void
-sc_launcher_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			if (wakeup_at_commit && sc_shared != NULL)
-			{
-				pid_t		pid;
-
-				LWLockAcquire(sc_shared->lock, LW_SHARED);
-				pid = sc_shared->launcher_pid;
-				LWLockRelease(sc_shared->lock);
-				if (pid != 0)
-					kill(pid, SIGUSR1); /* procsignal handler sets its latch */
-			}
-			wakeup_at_commit = false;
-			sc_hide_statement = false;
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			wakeup_at_commit = false;
-			sc_hide_statement = false;
-			break;
-		default:
-			break;
-	}
-}
-
-void
-sc_launcher_xact_callback_register(void)
-{
-	RegisterXactCallback(sc_launcher_xact_callback, NULL);
 }
 
 /* ----------------------------------------------------------------

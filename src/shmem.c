@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		Shared memory of streamcube: the launcher's pid and receiver slots.
+ *		Shared memory of streamcube: the launcher's pid and receiver slots,
+ *		and the wake-up of the launcher at COMMIT.
  *
  * The area is sized from streamcube.max_receivers and
  * streamcube.max_receiver_partitions and protected by one
@@ -13,11 +14,15 @@
  */
 #include "streamcube.h"
 
+#include "access/xact.h"
+#include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
+
+#include <signal.h>
 
 ScShared   *sc_shared = NULL;
 
@@ -128,6 +133,71 @@ sc_shmem_startup(void)
 		sc_shared->slot_partitions = sc_max_receiver_partitions;
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/* ----------------------------------------------------------------
+ * Waking the launcher at COMMIT
+ *
+ * Code that changes what the launcher reconciles towards (the catalog)
+ * asks for a wake-up; the launcher's pid is in shared memory, and the
+ * signal goes after the commit, so that the launcher reads what was
+ * committed.  Here, with the shared memory, so that no room depends on the
+ * launcher's (pglogical keeps its wake-up in its worker registry too).
+ * ----------------------------------------------------------------
+ */
+static bool wakeup_at_commit = false;
+
+PG_FUNCTION_INFO_V1(sc_wake_launcher);
+
+/* streamcube._wake_launcher(): for SQL code that changed the catalog. */
+Datum
+sc_wake_launcher(PG_FUNCTION_ARGS)
+{
+	sc_launcher_wakeup_at_commit();
+	PG_RETURN_VOID();
+}
+
+/* Ask for the launcher to be woken once the current transaction commits. */
+void
+sc_launcher_wakeup_at_commit(void)
+{
+	wakeup_at_commit = true;
+}
+
+static void
+sc_launcher_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (wakeup_at_commit && sc_shared != NULL)
+			{
+				pid_t		pid;
+
+				LWLockAcquire(sc_shared->lock, LW_SHARED);
+				pid = sc_shared->launcher_pid;
+				LWLockRelease(sc_shared->lock);
+				if (pid != 0)
+					kill(pid, SIGUSR1); /* procsignal handler sets its latch */
+			}
+			wakeup_at_commit = false;
+			sc_hide_statement = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			wakeup_at_commit = false;
+			sc_hide_statement = false;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+sc_launcher_xact_callback_register(void)
+{
+	RegisterXactCallback(sc_launcher_xact_callback, NULL);
 }
 
 void

@@ -8,7 +8,7 @@
  *
  *	streamcube.c	_PG_init: loading checks, hooks, the launcher registration
  *	guc.c			the streamcube.* settings
- *	shmem.c			shared memory: launcher state and receiver slots
+ *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	kafka.c			the only file that includes librdkafka
  *	catalog.c		privilege checks and small catalog helpers
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
@@ -37,6 +37,12 @@
 #include "utils/elog.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+
+/*
+ * The version of this library, as streamcube.control's default_version
+ * names the SQL objects it goes with (streamcube_library_version()).
+ */
+#define SC_LIBRARY_VERSION "0.3.0"
 
 /* Name of the schema holding catalogs and views. */
 #define SC_SCHEMA "streamcube"
@@ -173,6 +179,8 @@ extern void sc_slots_warn_short(const char *cube, int n);
 extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
 extern void sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state);
+extern void sc_launcher_wakeup_at_commit(void);
+extern void sc_launcher_xact_callback_register(void);
 
 /* ----------------------------------------------------------------
  * seal.c
@@ -185,8 +193,6 @@ extern bool sc_seal_writes_allowed;
  * ----------------------------------------------------------------
  */
 extern void sc_launcher_register(void);
-extern void sc_launcher_wakeup_at_commit(void);
-extern void sc_launcher_xact_callback_register(void);
 extern PGDLLEXPORT void sc_launcher_main(Datum main_arg);
 
 /* ----------------------------------------------------------------

@@ -9,8 +9,8 @@
 #   SC_KAFKA_DIR   the broker's directory (kafka.sh stop/start --dir)
 #   SC_SCKAFKA     absolute path of test/tools/sckafka
 #
-# A test that misses one of them is skipped, not failed.  Tests that stop
-# and start the broker (sc_broker_stop/sc_broker_start) need to run as the
+# A test run without them (a bare "prove t/") bails out: it could test
+# nothing.  Tests that stop and start the broker (sc_broker_stop/sc_broker_start) need to run as the
 # user that owns the broker process and its directory.
 #
 # Expected values are never taken from streamcube itself: they come from
@@ -56,7 +56,9 @@ sub sc_require_env
 {
 	for my $var (qw(SC_KAFKA SC_KAFKA_SH SC_KAFKA_DIR SC_SCKAFKA))
 	{
-		plan skip_all => "$var is not set (run through test/run-tests)"
+		# A bare "prove t/" would skip every file and call it a success.
+		BAIL_OUT("$var is not set: run the TAP tests through test/run-tests "
+			  . "(test/run-tests tap [FILE...]), which starts the Kafka broker they need")
 		  unless defined $ENV{$var} && $ENV{$var} ne '';
 	}
 	plan skip_all => 'kcat is not installed'
