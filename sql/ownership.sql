@@ -59,6 +59,11 @@ CREATE TABLE app.stranger (LIKE app.c2);
 ALTER TABLE app.c2 ATTACH PARTITION app.stranger FOR VALUES FROM ('2027-01-01') TO ('2027-01-02');
 CREATE TABLE app.stranger2 PARTITION OF app.c2 FOR VALUES FROM ('2027-01-02') TO ('2027-01-03');
 DROP TABLE app.stranger;
+CREATE FOREIGN DATA WRAPPER sc_dummy;
+CREATE SERVER sc_dummy FOREIGN DATA WRAPPER sc_dummy;
+CREATE FOREIGN TABLE app.stranger3 PARTITION OF app.c2 FOR VALUES FROM ('2027-01-03') TO ('2027-01-04') SERVER sc_dummy;
+DROP SERVER sc_dummy;
+DROP FOREIGN DATA WRAPPER sc_dummy;
 
 -- Hand-over between roles that are not superusers, and back.
 GRANT own2 TO own;

@@ -780,3 +780,35 @@ CREATE FUNCTION streamcube_library_version() RETURNS text
     AS 'MODULE_PATHNAME', 'sc_library_version';
 COMMENT ON FUNCTION streamcube_library_version() IS
     'The version of the streamcube library the server loaded: after a new build and a restart it differs from pg_extension.extversion until ALTER EXTENSION streamcube UPDATE';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: every relation of a cube belongs to its owner.  0.2.0 left the
+-- windows a superuser created with the superuser when the table was given
+-- to another role: they are given to the table's owner now (from 0.3.0
+-- on, ALTER TABLE ... OWNER TO moves them, and a partition of another role
+-- is refused).
+-- ---------------------------------------------------------------------
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT m.oid::regclass AS member, m.relkind, p.relowner
+        FROM streamcube.cubes c
+        JOIN pg_catalog.pg_class p ON p.oid = c.relid
+        CROSS JOIN LATERAL pg_catalog.pg_partition_tree(c.relid) t
+        JOIN pg_catalog.pg_class m ON m.oid = t.relid
+        WHERE t.relid <> c.relid AND m.relowner <> p.relowner
+        UNION ALL
+        SELECT v.oid::regclass, v.relkind, p.relowner
+        FROM streamcube.cubes c
+        JOIN pg_catalog.pg_class p ON p.oid = c.relid
+        JOIN pg_catalog.pg_class v ON v.oid = c.sealed_view AND v.relkind = 'v'
+        WHERE v.relowner <> p.relowner
+    LOOP
+        EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I',
+                                  CASE WHEN r.relkind = 'v' THEN 'VIEW' ELSE 'TABLE' END,
+                                  r.member, pg_catalog.pg_get_userbyid(r.relowner));
+    END LOOP;
+END
+$$;

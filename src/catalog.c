@@ -46,10 +46,14 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
  *
  * Every value of a secret Kafka property this process has read (a
  * cluster's password, key, OAuth configuration) is remembered, and every
- * text streamcube lets out (a server log line or an error it raises, a
- * librdkafka message it passes on, a receiver's last_error, a pause
- * reason, a journal row) has each of them masked, wherever it appears in
- * the text: librdkafka quotes configuration values in its own messages.  A value
+ * text that comes from librdkafka (its log lines and errors, the messages
+ * of a configuration it refuses) has each of them masked where it enters
+ * streamcube, wherever it appears in the text: librdkafka quotes
+ * configuration values in its own messages.  So do a receiver's
+ * last_error, the reasons a cube is paused for and the reassignment
+ * journal.  Messages a role can make quote a text of its choosing (a cube
+ * name, a value PostgreSQL cannot parse) are not masked: the mask would
+ * tell the role whether its guess is a secret.  A value
  * made of several parts ("principal=x scope=y") is masked part by part
  * too.  Values shorter than SC_SECRET_MIN_LEN are not looked for: masking
  * them would garble every message without hiding anything.
@@ -152,21 +156,6 @@ sc_emit_log(ErrorData *edata)
 {
 	if (sc_hide_statement)
 		edata->hide_stmt = true;
-	/*
-	 * Only what streamcube's own code reports (its functions are named
-	 * sc_*): masking every message of the process would let a role that
-	 * makes PostgreSQL quote a text of its choosing (an invalid integer)
-	 * learn whether the text is a secret of a cluster it read through.
-	 */
-	if (sc_secrets != NIL && edata->funcname != NULL && strncmp(edata->funcname, "sc_", 3) == 0)
-	{
-		edata->message = sc_redact(edata->message);
-		edata->detail = sc_redact(edata->detail);
-		edata->detail_log = sc_redact(edata->detail_log);
-		edata->hint = sc_redact(edata->hint);
-		edata->context = sc_redact(edata->context);
-		edata->internalquery = sc_redact(edata->internalquery);
-	}
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

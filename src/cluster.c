@@ -268,6 +268,8 @@ sc_check_properties(const char *cluster, Datum properties)
 		/* Who may set it, before librdkafka sees it. */
 		sc_check_property_class(GetUserId(), cluster, key,
 								sc_kafka_property_class(key, value), NULL);
+		if (sc_kafka_property_masked(key))
+			sc_secret_remember(value);
 		if (!sc_kafka_check_property(key, value, errbuf, sizeof(errbuf)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -275,10 +277,7 @@ sc_check_properties(const char *cluster, Datum properties)
 					 errhint("See librdkafka's CONFIGURATION.md (librdkafka %s) for valid properties and values.",
 							 sc_kafka_version())));
 		if (sc_kafka_property_masked(key))
-		{
 			secrets[nsecrets++] = CStringGetTextDatum(key);
-			sc_secret_remember(value);
-		}
 		{
 			ScKafkaProperty *prop = palloc(sizeof(ScKafkaProperty));
 

@@ -98,14 +98,18 @@ sc_kafka_version(void)
 static void
 sc_kafka_push_event(ScKafkaEvents *events, int level, const char *text)
 {
+	char		masked[4096];
+
 	if (events->nevents >= SC_KAFKA_MAX_EVENTS)
 	{
 		events->dropped++;
 		return;
 	}
+	/* Masked before it is cut: no secret is left half shown at the cut. */
+	strlcpy(masked, text, sizeof(masked));
+	sc_redact_buf(masked, sizeof(masked));
 	events->levels[events->nevents] = level;
-	strlcpy(events->text[events->nevents], text, sizeof(events->text[0]));
-	sc_redact_buf(events->text[events->nevents], sizeof(events->text[0]));
+	strlcpy(events->text[events->nevents], masked, sizeof(events->text[0]));
 	events->nevents++;
 }
 
@@ -125,20 +129,20 @@ static void
 sc_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	ScKafkaEvents *events = opaque;
+	char		masked[4096];
 
 	if (events == NULL)
 		return;
 	if (err == RD_KAFKA_RESP_ERR__FATAL)
 	{
-		char		fatal[256];
-
-		rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+		rd_kafka_fatal_error(rk, masked, sizeof(masked));
 		events->fatal = true;
-		strlcpy(events->last_error, fatal, sizeof(events->last_error));
 	}
 	else
-		strlcpy(events->last_error, reason, sizeof(events->last_error));
-	sc_redact_buf(events->last_error, sizeof(events->last_error));
+		strlcpy(masked, reason, sizeof(masked));
+	/* Masked before it is cut: no secret is left half shown at the cut. */
+	sc_redact_buf(masked, sizeof(masked));
+	strlcpy(events->last_error, masked, sizeof(events->last_error));
 	if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
 		err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 		events->topic_unknown = true;
@@ -359,11 +363,17 @@ sc_kafka_property_names(void)
 	return names;
 }
 
-/* librdkafka's messages sometimes end with a line break. */
+/*
+ * librdkafka's messages sometimes end with a line break; and they may
+ * quote a secret configuration value: masked here.
+ */
 static void
 sc_kafka_trim(char *errbuf)
 {
-	size_t		len = strlen(errbuf);
+	size_t		len;
+
+	sc_redact_buf(errbuf, strlen(errbuf) + 1);
+	len = strlen(errbuf);
 
 	while (len > 0 && (errbuf[len - 1] == '\n' || errbuf[len - 1] == ' ' || errbuf[len - 1] == '.'))
 		errbuf[--len] = '\0';
@@ -497,7 +507,10 @@ sc_kafka_new_handle(rd_kafka_type_t type, rd_kafka_conf_t *conf,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	if (rk == NULL)
+	{
 		rd_kafka_conf_destroy(conf);
+		sc_kafka_trim(errbuf);	/* masks any secret it quotes */
+	}
 	else
 		rd_kafka_set_log_queue(rk, NULL);	/* logs go to the main queue */
 	return rk;

@@ -54,29 +54,39 @@
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /*
- * The cube whose parent, partition or sealed view relid is: the parent's
- * OID, or InvalidOid.  *is_parent tells which.
+ * The cube whose parent, partition (at any level) or sealed view relid
+ * is: the parent's OID, or InvalidOid.  *is_parent tells which.
  */
 static Oid
 sc_ownership_cube_of(Oid relid, bool *is_parent)
 {
 	ScPrivilegeSave save;
+	List	   *candidates = list_make1_oid(relid);
+	Datum	   *elems;
 	Oid			parent = InvalidOid;
-	Oid			candidate = relid;
 	bool		isnull;
 	int			ret;
+	int			n = 0;
+	ListCell   *lc;
 
 	*is_parent = false;
-	/* A partition of a partition of ... : its topmost parent. */
-	while (get_rel_relispartition(candidate))
-		candidate = get_partition_parent(candidate, true);
+	/* The relation and every table above it, as a cube may sit anywhere. */
+	if (get_rel_relispartition(relid))
+		candidates = list_concat(candidates, get_partition_ancestors(relid));
+	elems = palloc(sizeof(Datum) * list_length(candidates));
+	foreach(lc, candidates)
+		elems[n++] = ObjectIdGetDatum(lfirst_oid(lc));
 
 	SPI_connect();
 	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT relid::oid FROM streamcube.cubes "
-								"WHERE relid::oid = $1 OR sealed_view::oid = $2",
-								2, (Oid[]) {OIDOID, OIDOID},
-								(Datum[]) {ObjectIdGetDatum(candidate), ObjectIdGetDatum(relid)},
+	ret = SPI_execute_with_args("SELECT c.relid::oid FROM streamcube.cubes c "
+								"WHERE c.relid::oid = ANY ($1) "
+								"   OR (c.sealed_view::oid = $2 AND EXISTS "
+								"       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
+								"ORDER BY c.relid::oid = $2 DESC LIMIT 1",
+								2, (Oid[]) {OIDARRAYOID, OIDOID},
+								(Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
+									ObjectIdGetDatum(relid)},
 								NULL, false, 1);
 	sc_catalog_leave(&save);
 	if (ret != SPI_OK_SELECT)
@@ -113,28 +123,35 @@ sc_ownership_members(Oid parent)
 	}
 	sc_catalog_leave(&save);
 	SPI_finish();
-	if (OidIsValid(view) && OidIsValid(sc_relation_owner(view)))
+	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
 		members = lappend_oid(members, view);
 	return members;
 }
 
 /*
- * Give every relation of the cube whose parent is `parent` to the parent's
- * owner.  Runs as the bootstrap superuser: the caller decided it may.
+ * Give every relation of the cube whose parent is `parent`, that belonged
+ * to the parent's previous owner `from`, to the parent's owner now.  Runs
+ * as the bootstrap superuser: PostgreSQL let the caller give the parent
+ * away.  A relation of a third role is not given: the check after the
+ * move refuses the statement.
  */
 static void
-sc_ownership_follow_parent(Oid parent)
+sc_ownership_follow_parent(Oid parent, Oid from)
 {
 	Oid			owner = sc_relation_owner(parent);
-	List	   *members = sc_ownership_members(parent);
+	List	   *members;
 	ListCell   *lc;
 	ScPrivilegeSave save;
 
+	if (!OidIsValid(owner))
+		return;					/* the parent is gone */
+	members = sc_ownership_members(parent);
 	foreach(lc, members)
 	{
 		Oid			member = lfirst_oid(lc);
+		Oid			current = sc_relation_owner(member);
 
-		if (sc_relation_owner(member) == owner)
+		if (current == owner || current != from || !OidIsValid(current))
 			continue;
 		sc_catalog_enter(&save);
 		ATExecChangeOwner(member, owner, false, AccessExclusiveLock);
@@ -158,8 +175,8 @@ sc_ownership_check(Oid parent)
 		Oid			member = lfirst_oid(lc);
 		Oid			other = sc_relation_owner(member);
 
-		if (other == owner)
-			continue;
+		if (other == owner || !OidIsValid(other) || !OidIsValid(owner))
+			continue;			/* the same, or dropped meanwhile */
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("%s \"%s\" of cube \"%s\" would belong to role \"%s\", not to the cube's owner \"%s\"",
@@ -184,19 +201,25 @@ sc_ownership_active(void)
 {
 	Oid			nsp;
 	Oid			cubes;
+	Oid			ext;
 
-	if (!IsTransactionState() || creating_extension ||
-		!OidIsValid(get_extension_oid("streamcube", true)) ||
+	if (!IsTransactionState() || !OidIsValid(ext = get_extension_oid("streamcube", true)) ||
+		(creating_extension && CurrentExtensionObject == ext) ||
 		!OidIsValid(nsp = get_namespace_oid(SC_SCHEMA, true)) ||
 		!OidIsValid(cubes = get_relname_relid("cubes", nsp)))
 		return false;
 	return get_attnum(cubes, "sealed_view") != InvalidAttrNumber;
 }
 
-/* The relation an ALTER TABLE or CREATE TABLE ... PARTITION OF is about. */
+/*
+ * The relation an ALTER TABLE, CREATE TABLE ... PARTITION OF or CREATE
+ * FOREIGN TABLE ... PARTITION OF is about.
+ */
 static Oid
 sc_ownership_target(Node *stmt, bool *changes_owner)
 {
+	CreateStmt *create = NULL;
+
 	*changes_owner = false;
 	if (IsA(stmt, AlterTableStmt))
 	{
@@ -212,39 +235,43 @@ sc_ownership_target(Node *stmt, bool *changes_owner)
 		}
 		return RangeVarGetRelid(alter->relation, NoLock, true);
 	}
-	if (IsA(stmt, CreateStmt) && ((CreateStmt *) stmt)->partbound != NULL &&
-		list_length(((CreateStmt *) stmt)->inhRelations) == 1)
-		return RangeVarGetRelid(linitial_node(RangeVar, ((CreateStmt *) stmt)->inhRelations),
-								NoLock, true);
+	if (IsA(stmt, CreateStmt))
+		create = (CreateStmt *) stmt;
+	else if (IsA(stmt, CreateForeignTableStmt))
+		create = &((CreateForeignTableStmt *) stmt)->base;
+	if (create != NULL && create->partbound != NULL && list_length(create->inhRelations) == 1)
+		return RangeVarGetRelid(linitial_node(RangeVar, create->inhRelations), NoLock, true);
 	return InvalidOid;
 }
 
-/* After REASSIGN OWNED: every cube's relations follow its parent. */
-static void
-sc_ownership_follow_all(void)
+/* Every cube's parent and its owner now (for REASSIGN OWNED). */
+static List *
+sc_ownership_parents(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ScPrivilegeSave save;
-	List	   *parents = NIL;
-	ListCell   *lc;
+	List	   *pairs = NIL;	/* parent, owner, parent, owner, ... */
 	bool		isnull;
 
 	SPI_connect();
 	sc_catalog_enter(&save);
-	if (SPI_execute("SELECT relid::oid FROM streamcube.cubes", true, 0) == SPI_OK_SELECT)
+	if (SPI_execute("SELECT c.relid::oid, r.relowner FROM streamcube.cubes c "
+					"JOIN pg_catalog.pg_class r ON r.oid = c.relid", true, 0) == SPI_OK_SELECT)
 	{
 		MemoryContext spi = MemoryContextSwitchTo(cxt);
 
 		for (uint64 i = 0; i < SPI_processed; i++)
-			parents = lappend_oid(parents,
-								  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																 SPI_tuptable->tupdesc, 1, &isnull)));
+		{
+			pairs = lappend_oid(pairs, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																	  SPI_tuptable->tupdesc, 1, &isnull)));
+			pairs = lappend_oid(pairs, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																	  SPI_tuptable->tupdesc, 2, &isnull)));
+		}
 		MemoryContextSwitchTo(spi);
 	}
 	sc_catalog_leave(&save);
 	SPI_finish();
-	foreach(lc, parents)
-		sc_ownership_follow_parent(lfirst_oid(lc));
+	return pairs;
 }
 
 static void
@@ -254,12 +281,23 @@ sc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	bool		watched = IsA(stmt, AlterTableStmt) || IsA(stmt, CreateStmt) ||
-		IsA(stmt, ReassignOwnedStmt);
+		IsA(stmt, CreateForeignTableStmt) || IsA(stmt, ReassignOwnedStmt);
 	Oid			target = InvalidOid;
+	Oid			owner_before = InvalidOid;
+	List	   *parents_before = NIL;
 	bool		changes_owner = false;
 
 	if (watched && sc_ownership_active())
-		target = sc_ownership_target(stmt, &changes_owner);
+	{
+		if (IsA(stmt, ReassignOwnedStmt))
+			parents_before = sc_ownership_parents();
+		else
+		{
+			target = sc_ownership_target(stmt, &changes_owner);
+			if (OidIsValid(target))
+				owner_before = sc_relation_owner(target);
+		}
+	}
 	else
 		watched = false;
 
@@ -273,7 +311,21 @@ sc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 	if (!watched)
 		return;
 	if (IsA(stmt, ReassignOwnedStmt))
-		sc_ownership_follow_all();
+	{
+		/* Each cube whose parent REASSIGN OWNED gave away follows it. */
+		for (int i = 0; i + 1 < list_length(parents_before); i += 2)
+		{
+			Oid			parent = list_nth_oid(parents_before, i);
+			Oid			before = list_nth_oid(parents_before, i + 1);
+			Oid			now = sc_relation_owner(parent);
+
+			if (OidIsValid(now) && now != before)
+			{
+				sc_ownership_follow_parent(parent, before);
+				sc_ownership_check(parent);
+			}
+		}
+	}
 	else if (OidIsValid(target) && OidIsValid(sc_relation_owner(target)))
 	{
 		bool		is_parent;
@@ -282,9 +334,8 @@ sc_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 		if (!OidIsValid(parent))
 			return;
 		if (is_parent && changes_owner)
-			sc_ownership_follow_parent(parent);
-		else
-			sc_ownership_check(parent);
+			sc_ownership_follow_parent(parent, owner_before);
+		sc_ownership_check(parent);
 	}
 }
 

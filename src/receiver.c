@@ -731,8 +731,8 @@ sc_receiver_pause_after(ErrorData *edata)
 
 	if (receiver.cube == NULL || !sc_receiver_error_is_persistent(edata))
 		return false;
-	reason = psprintf("a batch failed on the cube's table: %s%s%s; fix the cause (a trigger, an index "
-					  "expression, a privilege of the owner), then call streamcube_resume('%s')",
+	reason = psprintf("the receiver failed: %s%s%s; fix the cause (a trigger or an index expression of "
+					  "the table, a privilege of its owner, the cube's cluster), then call streamcube_resume('%s')",
 					  edata->message, edata->detail ? " " : "", edata->detail ? edata->detail : "",
 					  sc_cube_name_literal(receiver.cube));
 	AbortCurrentTransaction();
@@ -1539,6 +1539,7 @@ sc_receiver_lock_positions(const int64 *newpos)
 	int32	   *moved = palloc(sizeof(int32) * Max(receiver.nparts, 1));
 	int			n = 0;
 	TimestampTz asked = 0;
+	long		pause_ms = 100;	/* doubled up to 1 s: each try is a subtransaction */
 
 	for (int p = 0; p < receiver.nparts; p++)
 		if (newpos[p] != receiver.positions[p])
@@ -1561,7 +1562,8 @@ sc_receiver_lock_positions(const int64 *newpos)
 			sc_receiver_publish_stats();
 			asked = now;
 		}
-		sc_receiver_wait(100);
+		sc_receiver_wait(pause_ms);
+		pause_ms = Min(pause_ms * 2, 1000);
 		CHECK_FOR_INTERRUPTS();
 	}
 	pfree(moved);

@@ -73,8 +73,10 @@ sc_rows_move_begin(Oid target)
 
 	m->target = table_open(target, AccessExclusiveLock);
 	if (m->target->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		m->target->rd_createSubid == InvalidSubTransactionId ||
 		RelationGetNumberOfBlocks(m->target) != 0)
-		elog(ERROR, "relation \"%s\" is not an empty heap table", RelationGetRelationName(m->target));
+		elog(ERROR, "relation \"%s\" is not an empty heap table made in this transaction",
+			 RelationGetRelationName(m->target));
 
 	/* The horizons of CLUSTER, with no minimum freeze age. */
 	vacuum_set_xid_limits(m->target, 0, 0, 0, 0, &m->oldest_xmin, &oldest_mxact,

@@ -85,8 +85,11 @@ for (1 .. 100)
 ok($named, 'the launcher log names the cube that is not consumed');
 
 $node->safe_psql('postgres', "SELECT streamcube_drop_cube('b')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'running' FROM streamcube.consumers WHERE cube = 'c'::regclass"),
+	'once b is dropped and its slot freed, cube c gets a receiver');
 is($node->safe_psql('postgres', "SELECT streamcube_wait('c', '60 s')"),
-	't', 'once a slot is free, cube c is consumed');
+	't', 'and cube c is consumed');
 sc_check_exact($node, 'c', sc_kafka_contents($topic, 1000), 'cube c');
 
 $node->stop;
