@@ -26,6 +26,14 @@ OBJS = \
 	src/rewrite.o \
 	src/seal.o \
 	src/compact.o \
+	src/format.o \
+	src/format_meta.o \
+	src/format_json.o \
+	src/format_csv.o \
+	src/ingest_windows.o \
+	src/ingest_copy.o \
+	src/ingest_direct.o \
+	src/ingest_write.o \
 	src/ingest.o \
 	src/receiver.o \
 	src/reassign.o \

@@ -18,6 +18,8 @@ typedef struct ScBatchOutcome
 {
 	int			cut;			/* messages [0, cut) are done; the rest wait */
 	int64		rows;			/* rows inserted */
+	int64		rows_direct;	/* lines the direct path wrote (a bad line's range may count) */
+	int64		rows_copy;		/* lines the COPY fallback wrote */
 	int			dead_letters;	/* messages sent to streamcube.dead_letters */
 	int			tombstones_skipped; /* NULL values skipped (option tombstones) */
 	int			replayed_skipped;	/* re-read messages already in a sealed window */

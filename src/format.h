@@ -1,0 +1,113 @@
+/*-------------------------------------------------------------------------
+ *
+ * format.h
+ *		Message formats: how one Kafka message becomes the values of a row.
+ *
+ * A format reads a message and writes one line: the row's values, one field
+ * per column in the order of ScLayout's line fields, followed by the
+ * message's partition and offset.  The line is in the encoding the format
+ * declares, COPY's text format or COPY's CSV format, so that both writers
+ * take it as it is: the COPY fallback hands it to COPY FROM, the direct
+ * path asks the format to split it into fields again and runs each column's
+ * input function (or the format's faster datum builder) on them.
+ *
+ * A format is one file that fills an ScFormatRoutine (format_json.c,
+ * format_csv.c) and one entry in sc_format_routine().  The values that come
+ * from the message's metadata rather than its payload (key, timestamp,
+ * headers, the whole value) are written by format_meta.c for every format,
+ * through sc_meta_append().  Nothing in the batch orchestration (ingest.c)
+ * knows one format from another.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_FORMAT_H
+#define SC_FORMAT_H
+
+#include "cube.h"
+#include "kafka.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+
+typedef struct ScIngest ScIngest;
+
+/* How a line is written, and so read by COPY and split by the direct path. */
+typedef enum ScLineEncoding
+{
+	SC_LINE_TEXT,				/* COPY text: tabs, \N, backslash escapes */
+	SC_LINE_CSV					/* COPY csv, with the cube's delimiter, quote and null */
+} ScLineEncoding;
+
+typedef struct ScFormatRoutine
+{
+	const char *name;
+	ScLineEncoding encoding;
+
+	/*
+	 * Build what the format keeps for the cube of ing (ing->layout is
+	 * built), in the current memory context, which lives as long as the
+	 * cube's set-up.  Returns it; the format finds it in ing->format_state.
+	 */
+	void	   *(*setup) (ScIngest *ing);
+
+	/*
+	 * Append message m to out as one line, ending with "\n".  *ts receives
+	 * its time value.  False, with *error, when the message cannot be a
+	 * row; out may then hold part of a line, which the caller drops.  May
+	 * raise errors about the data (the caller makes the message bad then).
+	 */
+	bool		(*line) (ScIngest *ing, const ScKafkaMessage *m, StringInfo out,
+						 int64 *ts, char **error);
+
+	/*
+	 * Split a line written by line() into its fields, in place, as COPY
+	 * reads it: NULL for a null field.  Returns the number of fields found
+	 * (fields beyond maxfields are counted, not stored).
+	 */
+	int			(*split) (ScIngest *ing, char *line, char **fields, int maxfields);
+
+	/*
+	 * Optional: column c's datum made from its field faster than its input
+	 * function would, with the same result; false to use the input
+	 * function.
+	 */
+	bool		(*datum) (ScIngest *ing, int c, const char *field, Datum *value);
+} ScFormatRoutine;
+
+extern const ScFormatRoutine sc_format_json;
+extern const ScFormatRoutine sc_format_jsonb;
+extern const ScFormatRoutine sc_format_csv;
+
+extern const ScFormatRoutine *sc_format_routine(ScFormat format);
+
+/* Writing values into a line (format.c), in the routine's encoding. */
+extern void sc_line_text_bytes(StringInfo out, const char *value, size_t len);
+extern bool sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len,
+								bool bytea, char **error);
+extern void sc_line_null(ScIngest *ing, StringInfo out);
+extern void sc_line_short(ScIngest *ing, StringInfo out, const char *value);
+extern int	sc_line_split_text(ScIngest *ing, char *line, char **fields, int maxfields);
+
+/*
+ * Append "<sep>partition<sep>offset\n", the two columns every line ends
+ * with.  Inline: once per message on the hot path.
+ */
+static inline void
+sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
+{
+	char		buf[48];
+	int			len = 0;
+
+	buf[len++] = sep;
+	len += pg_ltoa(m->partition, buf + len);
+	buf[len++] = sep;
+	len += pg_lltoa(m->offset, buf + len);
+	buf[len++] = '\n';
+	appendBinaryStringInfo(out, buf, len);
+}
+
+/* Values from the message's metadata (format_meta.c). */
+extern bool sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m,
+						   char **error);
+extern bool sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error);
+
+#endif							/* SC_FORMAT_H */

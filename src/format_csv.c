@@ -1,0 +1,303 @@
+/*-------------------------------------------------------------------------
+ *
+ * format_csv.c
+ *		Format csv: each message is one CSV record of the declared width, with
+ *		the cube's delimiter, quote and null string.  The record is checked
+ *		here (one record, the right number of fields, a time value) and goes
+ *		into the line as it is; COPY's CSV mode, or the split below, reads it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "ingest_internal.h"
+
+typedef struct ScCsvFormat
+{
+	int			time_field;		/* the time column's field of a record; -1 */
+	StringInfoData time_text;	/* its value in the current message */
+} ScCsvFormat;
+
+
+/* The metadata columns of a CSV line, after the record (if any). */
+static bool
+sc_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first, char **error)
+{
+	ScCube	   *cube = ing->cube;
+
+	for (int f = ing->layout.npayload; f < cube->ncolumns; f++)
+	{
+		if (!first || f > 0)
+			appendStringInfoChar(out, cube->csv_delimiter);
+		if (!sc_meta_append(ing, out, ing->layout.line_col[f], m, error))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Check that a message is exactly one CSV record of the declared width,
+ * and pull out its time field.  COPY then parses the record for real; the
+ * check guarantees that it sees one line per message.
+ */
+static bool
+sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScCsvFormat *cf = ing->format_state;
+	const char *p = m->payload;
+	size_t		len = m->len;
+	char		delim = cube->csv_delimiter;
+	char		quote = cube->csv_quote;
+	int			field = 0;
+	bool		in_quote = false;
+	bool		quoted = false;
+	StringInfo	time_value = &cf->time_text;
+
+	if (ing->layout.npayload == 0 && p != NULL)
+	{
+		/* Every column takes metadata: the record is not read at all. */
+		if (!sc_meta_time(ing, m, ts, error) ||
+			!sc_csv_meta(ing, out, m, true, error))
+			return false;
+		sc_line_position(out, delim, m);
+		return true;
+	}
+	if (p == NULL || len == 0)
+	{
+		*error = "message is empty";
+		return false;
+	}
+	/* One trailing line end is part of a record, not of its last field. */
+	if (len > 0 && p[len - 1] == '\n')
+		len--;
+	if (len > 0 && p[len - 1] == '\r')
+		len--;
+
+	resetStringInfo(time_value);
+
+	/*
+	 * Most records quote nothing: then fields end at delimiters, which
+	 * memchr() finds many bytes at a time.
+	 */
+	if (memchr(p, quote, len) == NULL)
+	{
+		const char *f = p;
+		const char *end = p + len;
+
+		if (memchr(p, '\n', len) != NULL || memchr(p, '\r', len) != NULL)
+		{
+			*error = "message holds more than one CSV record (line break outside quotes)";
+			return false;
+		}
+		for (;;)
+		{
+			const char *d = memchr(f, delim, end - f);
+			const char *fend = d ? d : end;
+
+			if (field == cf->time_field)
+				appendBinaryStringInfo(time_value, f, fend - f);
+			if (d == NULL)
+				break;
+			field++;
+			f = d + 1;
+		}
+		goto checked;
+	}
+
+	for (size_t i = 0; i < len; i++)
+	{
+		char		ch = p[i];
+
+		if (in_quote)
+		{
+			if (ch == quote)
+			{
+				if (i + 1 < len && p[i + 1] == quote)
+				{
+					if (field == cf->time_field)
+						appendStringInfoChar(time_value, quote);
+					i++;
+				}
+				else
+					in_quote = false;
+			}
+			else if (field == cf->time_field)
+				appendStringInfoChar(time_value, ch);
+			continue;
+		}
+		if (ch == delim)
+			field++;
+		else if (ch == quote)
+		{
+			in_quote = true;
+			if (field == cf->time_field)
+				quoted = true;
+		}
+		else if (ch == '\n' || ch == '\r')
+		{
+			*error = "message holds more than one CSV record (line break outside quotes)";
+			return false;
+		}
+		else if (field == cf->time_field)
+			appendStringInfoChar(time_value, ch);
+	}
+	if (in_quote)
+	{
+		*error = "unterminated quoted field in CSV message";
+		return false;
+	}
+checked:
+	if (field + 1 != ing->layout.npayload)
+	{
+		*error = psprintf("CSV message has %d fields, cube %s expects %d",
+						  field + 1, cube->qualified, ing->layout.npayload);
+		return false;
+	}
+	if (cf->time_field < 0)
+	{
+		if (!sc_meta_time(ing, m, ts, error))
+			return false;
+	}
+	else if (!quoted && strcmp(time_value->data, cube->csv_null) == 0)
+	{
+		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
+		return false;
+	}
+	else if (!sc_parse_time(cube, time_value->data, ts, error))
+	{
+		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
+		return false;
+	}
+
+	appendBinaryStringInfo(out, p, len);
+	if (!sc_csv_meta(ing, out, m, false, error))
+		return false;
+	sc_line_position(out, delim, m);
+	return true;
+}
+
+
+/*
+ * Split a CSV line (the message, then ",partition,offset") into fields, in
+ * place, the way COPY's CSV mode does with the cube's delimiter, quote (the
+ * escape too) and null string: a field equal to the null string and never
+ * quoted is NULL; quoted parts may hold delimiters and doubled quotes.
+ * sc_csv_line() checked the record already, so it is well formed.
+ */
+static int
+sc_csv_split(ScIngest *ing, char *buf, char **fields, int maxfields)
+{
+	ScCube	   *cube = ing->cube;
+	char		delim = cube->csv_delimiter;
+	char		quote = cube->csv_quote;
+	const char *null_print = cube->csv_null;
+	int			null_len = strlen(null_print);
+	char	   *end = buf + strlen(buf);
+	char	   *in = buf;
+	char	   *out = buf;
+	int			n = 0;
+
+	if (end > buf && end[-1] == '\n')
+		end--;
+
+	/* Nothing quoted: each field is the text between two delimiters. */
+	if (memchr(buf, quote, end - buf) == NULL)
+	{
+		for (;;)
+		{
+			char	   *d = memchr(in, delim, end - in);
+			char	   *fend = d ? d : end;
+
+			if (n < maxfields)
+				fields[n] = fend - in == null_len &&
+					memcmp(in, null_print, null_len) == 0 ? NULL : in;
+			*fend = '\0';
+			n++;
+			if (d == NULL)
+				return n;
+			in = d + 1;
+		}
+	}
+
+	for (;;)
+	{
+		char	   *value = out;
+		bool		found_delim = false;
+		bool		saw_quote = false;
+
+		for (;;)
+		{
+			/* an unquoted part */
+			for (;;)
+			{
+				char		c;
+
+				if (in >= end)
+					goto endfield;
+				c = *in++;
+				if (c == delim)
+				{
+					found_delim = true;
+					goto endfield;
+				}
+				if (c == quote)
+				{
+					saw_quote = true;
+					break;
+				}
+				*out++ = c;
+			}
+			/* a quoted part: a doubled quote is one quote (escape = quote) */
+			for (;;)
+			{
+				char		c;
+
+				if (in >= end)
+					goto endfield;	/* unterminated: checked before, cannot be */
+				c = *in++;
+				if (c == quote)
+				{
+					if (in < end && *in == quote)
+					{
+						*out++ = quote;
+						in++;
+						continue;
+					}
+					break;
+				}
+				*out++ = c;
+			}
+		}
+endfield:
+		/* unquoted, the output is the input: compare it with the null string */
+		if (n < maxfields)
+			fields[n] = !saw_quote && out - value == null_len &&
+				memcmp(value, null_print, null_len) == 0 ? NULL : value;
+		*out++ = '\0';
+		n++;
+		if (!found_delim)
+			return n;
+	}
+}
+
+static void *
+sc_csv_setup(ScIngest *ing)
+{
+	ScCube	   *cube = ing->cube;
+	ScCsvFormat *cf = palloc0(sizeof(ScCsvFormat));
+
+	cf->time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
+		? ing->layout.line_pos[cube->time_index] : -1;
+	initStringInfo(&cf->time_text);
+	return cf;
+}
+
+const ScFormatRoutine sc_format_csv = {
+	.name = "csv",
+	.encoding = SC_LINE_CSV,
+	.setup = sc_csv_setup,
+	.line = sc_csv_line,
+	.split = sc_csv_split,
+	.datum = NULL,
+};

@@ -1,0 +1,193 @@
+/*-------------------------------------------------------------------------
+ *
+ * format_meta.c
+ *		Values a column takes from a message's metadata rather than its
+ *		payload (option "fields": {"kafka": ...}): the key, the Kafka
+ *		timestamp and its type, one header or all of them, the whole value.
+ *		Every format writes them through sc_meta_append(), in its line's
+ *		encoding.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "ingest_internal.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
+
+/* Bytes as a JSON string; a NUL becomes \u0000, which jsonb refuses. */
+static void
+sc_meta_json_string(StringInfo out, const char *p, size_t len)
+{
+	appendStringInfoChar(out, '"');
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char ch = (unsigned char) p[i];
+
+		if (ch == '"' || ch == '\\')
+		{
+			appendStringInfoChar(out, '\\');
+			appendStringInfoChar(out, ch);
+		}
+		else if (ch < 0x20)
+			appendStringInfo(out, "\\u%04x", ch);
+		else
+			appendStringInfoChar(out, ch);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+/*
+ * Kafka timestamps PostgreSQL can hold as they are: from 1970 to the end of
+ * year 9999, in milliseconds.  A producer may set any CreateTime; one
+ * outside this range would overflow the conversion.
+ */
+#define SC_KAFKA_MS_MAX INT64CONST(253402300799999)
+
+/* Microseconds since 2000 of a Kafka timestamp (milliseconds since 1970). */
+static inline int64
+sc_kafka_usecs(int64 ms)
+{
+	return ms * 1000 - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+/* The time value of a message whose time column is its Kafka timestamp. */
+bool
+sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
+{
+	if (m->timestamp < 0)
+	{
+		*error = psprintf("time column \"%s\" takes the Kafka timestamp, and the message has none",
+						  ing->cube->columns[ing->cube->time_index].name);
+		return false;
+	}
+	if (m->timestamp > SC_KAFKA_MS_MAX)
+	{
+		*error = psprintf("Kafka timestamp " INT64_FORMAT " of the message is after year 9999",
+						  m->timestamp);
+		return false;
+	}
+	*ts = sc_kafka_usecs(m->timestamp);
+	return true;
+}
+
+/*
+ * Append the value column c takes from the message's metadata: what the
+ * column's input function (COPY's, or the direct path's) then reads.
+ * False, with *error, when the message cannot give it (headers librdkafka
+ * cannot parse, a value too large).
+ */
+bool
+sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, char **error)
+{
+	ScColumn   *col = &ing->cube->columns[c];
+	StringInfo	buf = &ing->meta_buf;
+	bool		bytea = ing->layout.meta_base[c] == BYTEAOID;
+
+	switch (col->meta)
+	{
+		case SC_META_NONE:
+			break;
+		case SC_META_KEY:
+			if (m->key == NULL)
+				sc_line_null(ing, out);
+			else
+				return sc_line_value_bytes(ing, out, m->key, m->key_len, bytea, error);
+			break;
+		case SC_META_VALUE:
+			return sc_line_value_bytes(ing, out, m->payload, m->len, bytea, error);
+		case SC_META_TIMESTAMP:
+			if (m->timestamp < 0 || m->timestamp > SC_KAFKA_MS_MAX)
+				sc_line_null(ing, out);
+			else if (ing->layout.meta_base[c] == INT8OID)
+			{
+				char		digits[MAXINT8LEN + 1];
+
+				pg_lltoa(m->timestamp, digits);
+				sc_line_short(ing, out, digits);
+			}
+			else
+			{
+				struct pg_tm tm;
+				fsec_t		fsec;
+				char		text[64];
+
+				/* ISO 8601, read the same under every DateStyle; UTC */
+				if (timestamp2tm(sc_kafka_usecs(m->timestamp), NULL, &tm, &fsec, NULL, NULL) != 0)
+					sc_line_null(ing, out);
+				else
+				{
+					snprintf(text, sizeof(text), "%04d-%02d-%02d %02d:%02d:%02d.%06d%s",
+							 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
+							 tm.tm_sec, (int) fsec,
+							 ing->layout.meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
+					sc_line_short(ing, out, text);
+				}
+			}
+			break;
+		case SC_META_TIMESTAMP_TYPE:
+			if (m->timestamp_type == 'C')
+				sc_line_short(ing, out, "CreateTime");
+			else if (m->timestamp_type == 'L')
+				sc_line_short(ing, out, "LogAppendTime");
+			else
+				sc_line_null(ing, out);
+			break;
+		case SC_META_HEADER:
+			{
+				const char *name;
+				const char *value;
+				const char *found = NULL;
+				size_t		size;
+				size_t		found_size = 0;
+				int			i;
+				int			got;
+
+				/* The last value of the name, as Kafka's lastHeader() */
+				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
+					if (strcmp(name, col->header) == 0)
+						found = value, found_size = size;
+				if (got < 0)
+				{
+					*error = "the message's headers cannot be read (librdkafka could not parse them)";
+					return false;
+				}
+				if (found == NULL)
+					sc_line_null(ing, out);
+				else
+					return sc_line_value_bytes(ing, out, found, found_size, bytea, error);
+			}
+			break;
+		case SC_META_HEADERS:
+			{
+				const char *name;
+				const char *value;
+				size_t		size;
+				int			i;
+				int			got;
+
+				resetStringInfo(buf);
+				appendStringInfoChar(buf, '{');
+				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
+				{
+					if (i > 0)
+						appendStringInfoString(buf, ", ");
+					sc_meta_json_string(buf, name, strlen(name));
+					appendStringInfoString(buf, ": ");
+					if (value == NULL)
+						appendStringInfoString(buf, "null");
+					else
+						sc_meta_json_string(buf, value, size);
+				}
+				if (got < 0)
+				{
+					*error = "the message's headers cannot be read (librdkafka could not parse them)";
+					return false;
+				}
+				appendStringInfoChar(buf, '}');
+				return sc_line_value_bytes(ing, out, buf->data, buf->len, false, error);
+			}
+	}
+	return true;
+}

@@ -1,0 +1,183 @@
+/*-------------------------------------------------------------------------
+ *
+ * ingest_internal.h
+ *		State shared by the files of the hot path.
+ *
+ * The hot path is split as PostgreSQL splits COPY FROM:
+ *
+ *	ingest.c			the batch: parse every message (through its format),
+ *						judge it (time limits, retention, its window), write
+ *						the lines, record what the rows tell the catalog,
+ *						dead-letter the rest
+ *	format*.c			a message to a line (format.h)
+ *	ingest_windows.c	the window cache: which partition a window is, its
+ *						lock for this batch, windows to create, first offsets
+ *	ingest_write.c		lines into the table: each range tried whole in a
+ *						subtransaction, bisected down to the bad lines, which
+ *						become dead letters
+ *	ingest_direct.c		the direct path: rows formed and multi-inserted here
+ *	ingest_copy.c		the COPY fallback: PostgreSQL's COPY FROM, fed from memory
+ *
+ * Each part owns its piece of ScIngest; the others only read it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SC_INGEST_INTERNAL_H
+#define SC_INGEST_INTERNAL_H
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "format.h"
+#include "ingest.h"
+#include "nodes/pg_list.h"
+#include "parser/parse_node.h"
+#include "utils/hsearch.h"
+#include "utils/relcache.h"
+
+/*
+ * How the cube's columns map to the fields of a line (ingest.c, built once
+ * per cube): a JSON line holds every column in table order, metadata
+ * columns in their place; a CSV line is the record, which fills the payload
+ * columns, followed by the metadata columns.  Every line then ends with
+ * _partition and _offset.
+ */
+typedef struct ScLayout
+{
+	List	   *attnames;		/* String nodes: columns + _partition, _offset */
+	AttrNumber *attnums;		/* of the cube's table, same order */
+	int			nattrs;
+	List	   *line_attnames;	/* the same in the order of a line's fields */
+	int		   *line_pos;		/* per column: its field in a line */
+	int		   *line_col;		/* per field of a line: its column */
+	int			npayload;		/* columns the payload fills (not metadata) */
+	Oid		   *meta_base;		/* per metadata column: its base type */
+	bool	   *json_column;	/* per column: type json or jsonb */
+	int			doc_index;		/* the jsonb column of the whole document; -1 */
+	bool	   *format_datum;	/* per column: the format's datum() makes its value */
+} ScLayout;
+
+/* What one message of the batch became, besides a row into an active window. */
+typedef enum ScFate
+{
+	SC_FATE_ROW = 0,			/* a row into an active window (or bad) */
+	SC_FATE_LATE,				/* a row appended to a sealed window */
+	SC_FATE_REREAD,				/* read again after a crash, in a sealed window already: skipped */
+	SC_FATE_TOMBSTONE			/* a NULL value skipped (option tombstones = skip) */
+} ScFate;
+
+/* The current batch (ingest.c): its messages and their lines. */
+typedef struct ScBatch
+{
+	ScKafkaMessage *messages;
+	char	  **bad_error;		/* per message: why it is no row; NULL when fine */
+	ScFate	   *fate;			/* per message */
+	StringInfoData lines;		/* the lines, one after another */
+	int		   *line_start;		/* per line, + 1: where it starts in lines */
+	int		   *line_msg;		/* per line: its message */
+	int64	   *line_window;	/* per line: its window */
+	int64	   *line_ts;		/* per line: its time value */
+	int			nlines;
+	int			maxbatch;		/* capacity of the per-message arrays */
+	int			parse_mark;		/* lines.len before the message being parsed */
+	int64		rows_direct;	/* lines the direct path wrote */
+	int64		rows_copy;		/* lines COPY wrote */
+} ScBatch;
+
+/* (window, Kafka partition): its first offset is in streamcube.window_offsets */
+typedef struct ScFirstKey
+{
+	int64		start;
+	int32		partition;
+} ScFirstKey;
+
+/*
+ * What the receiver knows of one window, committed (its state as
+ * segments.c reads it), and whether this batch holds its lock.
+ */
+typedef struct ScWindowEntry
+{
+	int64		start;			/* hash key */
+	ScWindowState state;
+	uint64		locked_batch;	/* the batch whose transaction holds its lock */
+} ScWindowEntry;
+
+/* The window cache (ingest_windows.c). */
+typedef struct ScWindowCache
+{
+	HTAB	   *entries;		/* ScWindowEntry, by start */
+	ScWindowEntry *last;		/* the entry sc_window_need() gave last */
+	MemoryContext cxt;			/* the entries' sealed_upto arrays */
+	uint64		batch_no;		/* counts transactions that use windows */
+	bool		peeking;		/* looking ahead: take no lock */
+	uint64		nlocked_batch;	/* the transaction nlocked counts for */
+	int			nlocked;		/* windows it locked */
+	int64	   *pending;		/* windows created in the current transaction */
+	int			npending;
+	int			maxpending;
+	int64	   *missing;		/* windows met by batches, not created yet */
+	int			nmissing;
+	int			maxmissing;
+	HTAB	   *bad;			/* ScBadWindow: windows that cannot be created */
+	HTAB	   *firsts;			/* ScFirstKey recorded in window_offsets */
+	ScFirstKey *firsts_pending; /* recorded by the current transaction */
+	int			nfirsts_pending;
+	int			maxfirsts_pending;
+} ScWindowCache;
+
+/* The direct path's set-up (ingest_direct.c): the columns' input functions. */
+typedef struct ScDirect
+{
+	bool		ready;
+	FmgrInfo   *in_func;		/* per cube column */
+	Oid		   *in_ioparam;
+	MemoryContext cxt;			/* values of the rows not written yet */
+} ScDirect;
+
+struct ScIngest
+{
+	ScCube	   *cube;
+	MemoryContext batch_cxt;	/* reset after every batch */
+	MemoryContext cube_cxt;		/* what sc_ingest_set_cube() builds */
+
+	ScLayout	layout;
+	const ScFormatRoutine *format;
+	void	   *format_state;	/* the format's own, from its setup() */
+	StringInfoData meta_buf;	/* format_meta.c: a metadata value being built */
+	StringInfoData hex_buf;		/* format.c: a bytea value's hex form */
+
+	ScWindowCache windows;
+	ScBatch		batch;
+	ScDirect	direct;
+	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
+	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
+};
+
+/* ingest.c */
+extern bool sc_is_data_error(ErrorData *edata);
+extern ErrorData *sc_try_subtransaction(void (*work) (void *), void *arg);
+
+/* ingest_windows.c */
+extern const char sc_window_missing[];
+extern const char sc_window_busy[];
+extern void sc_windows_init(ScIngest *ing);
+extern void sc_windows_begin(ScIngest *ing);
+extern const char *sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry);
+extern ScWindowEntry *sc_window_find(ScIngest *ing, int64 window);
+extern int64 sc_window_upto(const ScWindowEntry *e, int32 partition);
+extern void sc_windows_record(ScIngest *ing, int nlines_done);
+extern void sc_windows_end_batch(ScIngest *ing, bool committed);
+
+/* ingest_write.c */
+extern int	sc_write_lines(ScIngest *ing, int lo, int hi, bool stop_first);
+extern void sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error);
+
+/* ingest_copy.c */
+extern ParseState *sc_insert_parsestate(ScIngest *ing, Relation rel);
+extern void sc_copy_setup(ScIngest *ing);
+extern void sc_copy_lines_run(ScIngest *ing, int lo, int hi);
+
+/* ingest_direct.c */
+extern void sc_direct_reset(ScIngest *ing);
+extern bool sc_direct_lines_run(ScIngest *ing, int lo, int hi);
+
+#endif							/* SC_INGEST_INTERNAL_H */
