@@ -21,6 +21,7 @@ OBJS = \
 	src/launcher.o \
 	src/cube.o \
 	src/cube_options.o \
+	src/cube_catalog.o \
 	src/positions.o \
 	src/segments.o \
 	src/rewrite.o \

@@ -16,6 +16,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -193,6 +194,27 @@ sc_catalog_leave(ScPrivilegeSave *save)
 {
 	AtEOXact_GUC(true, save->nestlevel);
 	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/*
+ * Run one statement on streamcube's catalog between sc_catalog_enter() and
+ * sc_catalog_leave(); the caller is connected to SPI.  Errors when SPI
+ * fails; returns SPI's code (SPI_processed and SPI_tuptable hold the rows).
+ * nulls as SPI_execute_with_args() takes them (NULL: none); count 0: all.
+ */
+int
+sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
+				bool read_only, long count)
+{
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_catalog_enter(&save);
+	ret = SPI_execute_with_args(sql, nargs, types, values, nulls, read_only, count);
+	sc_catalog_leave(&save);
+	if (ret < 0)
+		elog(ERROR, "streamcube catalog statement failed: %s", SPI_result_code_string(ret));
+	return ret;
 }
 
 /*

@@ -17,6 +17,7 @@
  */
 #include "streamcube.h"
 
+#include "cube_catalog.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -54,20 +55,6 @@ PG_FUNCTION_INFO_V1(sc_alter_cube);
  * Small helpers
  * ----------------------------------------------------------------
  */
-/* Run a catalog statement with arguments as the catalog owner. */
-static void
-sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values)
-{
-	ScPrivilegeSave save;
-	int			ret;
-
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-	sc_catalog_leave(&save);
-	if (ret < 0)
-		elog(ERROR, "catalog statement failed: %s", SPI_result_code_string(ret));
-}
-
 /*
  * Resolve a cube name given by the caller (with the caller's search path)
  * to its catalog row; errors if it is not a cube.  The owner of a cube is
@@ -417,53 +404,27 @@ sc_parse_create(const char *sql)
  * streamcube_create_cube
  * ----------------------------------------------------------------
  */
-Datum
-sc_create_cube(PG_FUNCTION_ARGS)
+/* The format named at creation. */
+static ScFormat
+sc_create_format(const char *format, const char *name)
 {
-	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
-	char	   *cluster = sc_text_arg(fcinfo, 1, "cluster");
-	char	   *topic = sc_text_arg(fcinfo, 2, "topic");
-	char	   *columns = sc_text_arg(fcinfo, 3, "columns");
-	char	   *time_column = sc_text_arg(fcinfo, 4, "time_column");
-	Interval   *interval;
-	char	   *format;
-	Jsonb	   *options;
-	ScCube	   *cube = palloc0(sizeof(ScCube));
-	RangeVar   *rv;
-	int			nestlevel;
-	ScKafkaConnInfo *conn;
-	List	   *partitions;
-	char	   *kafka_cluster_id = NULL;
-	ListCell   *lc;
-	StringInfoData sql;
-	List	   *raw;
-	bool		canlogin;
-	Datum		values[10];
-	Oid			types[10];
-	bool		isnull;
-
-	cube->mcxt = CurrentMemoryContext;
-	if (PG_ARGISNULL(5))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						errmsg("segment_interval must not be NULL")));
-	interval = PG_GETARG_INTERVAL_P(5);
-	format = PG_ARGISNULL(6) ? "json" : text_to_cstring(PG_GETARG_TEXT_PP(6));
-	options = PG_ARGISNULL(7) ? NULL : PG_GETARG_JSONB_P(7);
-
-	sc_require_admin("create cubes");
-
-	/* Arguments that need no catalog access. */
 	if (strcmp(format, "json") == 0)
-		cube->format = SC_FORMAT_JSON;
-	else if (strcmp(format, "csv") == 0)
-		cube->format = SC_FORMAT_CSV;
-	else if (strcmp(format, "jsonb") == 0)
-		cube->format = SC_FORMAT_JSONB;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
-				 errhint("Use 'json', 'jsonb' or 'csv'.")));
+		return SC_FORMAT_JSON;
+	if (strcmp(format, "csv") == 0)
+		return SC_FORMAT_CSV;
+	if (strcmp(format, "jsonb") == 0)
+		return SC_FORMAT_JSONB;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
+			 errhint("Use 'json', 'jsonb' or 'csv'.")));
+	return SC_FORMAT_JSON;		/* keep the compiler quiet */
+}
+
+/* Arguments that need no catalog access. */
+static void
+sc_create_check_arguments(ScCube *cube, const char *name, const char *topic, Interval *interval)
+{
 	cube->width = sc_interval_usecs(interval, "segment_interval");
 	if (cube->width < USECS_PER_MINUTE)
 		ereport(ERROR,
@@ -474,22 +435,33 @@ sc_create_cube(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic of cube \"%s\" must not be empty", name)));
+}
 
-	/* The cube's name, as the caller means it. */
+/* The cube's name, as the caller means it (the caller's search path). */
+static RangeVar *
+sc_create_name(const char *name)
+{
+	RangeVar   *rv;
+	int			nestlevel;
+
 	sc_caller_path_enter(&nestlevel);
 	rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
 	if (rv->schemaname == NULL)
 		rv->schemaname = get_namespace_name(RangeVarGetCreationNamespace(rv));
 	sc_caller_path_leave(nestlevel);
+	return rv;
+}
 
-	SPI_connect();
+/* The owner must be able to log in: its receivers connect as it. */
+static void
+sc_create_check_owner(const char *name)
+{
+	bool		isnull;
 
-	/* The owner must be able to log in: its receivers connect as it. */
 	SPI_execute_with_args("SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE oid = $1",
 						  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(GetUserId())},
 						  NULL, true, 1);
-	canlogin = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (!canlogin)
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
 				 errmsg("role \"%s\" cannot own cube \"%s\" because it cannot log in",
@@ -497,38 +469,46 @@ sc_create_cube(PG_FUNCTION_ARGS)
 				 errdetail("Receivers connect to the database as the cube's owner."),
 				 errhint("ALTER ROLE %s LOGIN, or create the cube as a role that can log in.",
 						 GetUserNameFromId(GetUserId(), false))));
+}
 
-	/* Duplicate cube? */
-	{
-		Oid			existing = RangeVarGetRelid(rv, NoLock, true);
+/* The name must be free: a cube of that name, or another relation, says so. */
+static void
+sc_create_check_free(RangeVar *rv, const char *name)
+{
+	Oid			existing = RangeVarGetRelid(rv, NoLock, true);
 
-		if (OidIsValid(existing))
-		{
-			ScPrivilegeSave save;
+	if (!OidIsValid(existing))
+		return;
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE relid = $1",
+					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(existing)},
+					NULL, true, 1);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("cube \"%s\" already exists", name),
+				 errhint("Drop it first with streamcube_drop_cube('%s'), or choose another name.", name)));
+	ereport(ERROR,
+			(errcode(ERRCODE_DUPLICATE_TABLE),
+			 errmsg("relation \"%s\" already exists", name),
+			 errhint("A cube creates its own table; choose a name that is not taken.")));
+}
 
-			sc_catalog_enter(&save);
-			SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE relid = $1",
-								  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(existing)},
-								  NULL, true, 1);
-			sc_catalog_leave(&save);
-			if (SPI_processed > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_OBJECT),
-						 errmsg("cube \"%s\" already exists", name),
-						 errhint("Drop it first with streamcube_drop_cube('%s'), or choose another name.", name)));
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_TABLE),
-					 errmsg("relation \"%s\" already exists", name),
-					 errhint("A cube creates its own table; choose a name that is not taken.")));
-		}
-	}
+/*
+ * The table: exactly one CREATE TABLE statement, checked to be ours, then
+ * run as the caller with the caller's search path (column types are the
+ * caller's).  Fills in the cube's relation and columns.
+ */
+static void
+sc_create_table(ScCube *cube, RangeVar *rv, const char *name, const char *columns,
+				const char *time_column)
+{
+	StringInfoData sql;
+	List	   *raw;
+	CreateStmt *create;
+	ListCell   *elt;
+	bool		found = false;
+	int			nestlevel;
 
-	/* The cluster and the topic, with watermarks for the start positions. */
-	conn = sc_cluster_conninfo(cluster);
-	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
-	list_sort(partitions, sc_partition_cmp);
-
-	/* The table: exactly one CREATE TABLE statement, run as the caller. */
 	initStringInfo(&sql);
 	/* The line break ends any "--" comment hidden in the columns. */
 	appendStringInfo(&sql, "CREATE TABLE %s (%s\n, _partition integer NOT NULL, _offset bigint NOT NULL) "
@@ -544,33 +524,27 @@ sc_create_cube(PG_FUNCTION_ARGS)
 				 errhint("For example 'ts timestamptz, country text, amount numeric'.")));
 
 	/* Check the time column before CREATE TABLE turns it into a worse error. */
-	{
-		CreateStmt *create = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
-		ListCell   *elt;
-		bool		found = false;
+	create = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
+	foreach(elt, create->tableElts)
+		if (IsA(lfirst(elt), ColumnDef) &&
+			strcmp(((ColumnDef *) lfirst(elt))->colname, time_column) == 0)
+			found = true;
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("time column \"%s\" is not among the columns of cube \"%s\"", time_column, name),
+				 errhint("Name one of the declared columns, of type timestamptz.")));
 
-		foreach(elt, create->tableElts)
-			if (IsA(lfirst(elt), ColumnDef) &&
-				strcmp(((ColumnDef *) lfirst(elt))->colname, time_column) == 0)
-				found = true;
-		if (!found)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("time column \"%s\" is not among the columns of cube \"%s\"", time_column, name),
-					 errhint("Name one of the declared columns, of type timestamptz.")));
-	}
-	/* Column types are the caller's: resolve them with the caller's path. */
 	sc_caller_path_enter(&nestlevel);
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create the table of cube \"%s\"", name);
 	sc_caller_path_leave(nestlevel);
+
 	cube->relid = RangeVarGetRelid(rv, NoLock, false);
 	cube->schema = get_namespace_name(get_rel_namespace(cube->relid));
 	cube->relname = get_rel_name(cube->relid);
 	cube->qualified = quote_qualified_identifier(cube->schema, cube->relname);
 	cube->owner = GetUserId();
-	cube->cluster = cluster;
-	cube->topic = topic;
 
 	sc_cube_read_columns(cube, time_column);
 	if (cube->time_index < 0)
@@ -583,80 +557,112 @@ sc_create_cube(PG_FUNCTION_ARGS)
 				 errmsg("time column \"%s\" of cube \"%s\" has type %s, not a timestamp type",
 						time_column, name, format_type_be(cube->time_type)),
 				 errhint("Declare it as timestamptz (or timestamp).")));
+}
 
-	if (options == NULL)
-		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
-	sc_cube_parse_options(cube, options, true);
-	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
+/*
+ * The catalog rows: the cube's, its replica sets, its partitions'
+ * assignments (dealt round the replica sets) and first checkpoints (the
+ * start positions, from the watermarks).
+ */
+static void
+sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, Interval *interval,
+					   const char *format, Jsonb *options, List *partitions,
+					   const char *kafka_cluster_id)
+{
+	ListCell   *lc;
 
-	/* Catalog rows. */
-	types[0] = OIDOID;
-	values[0] = ObjectIdGetDatum(cube->relid);
-	types[1] = TEXTOID;
-	values[1] = CStringGetTextDatum(cluster);
-	types[2] = TEXTOID;
-	values[2] = CStringGetTextDatum(topic);
-	types[3] = NAMEOID;
-	values[3] = DirectFunctionCall1(namein, CStringGetDatum(time_column));
-	types[4] = INTERVALOID;
-	values[4] = IntervalPGetDatum(interval);
-	types[5] = TEXTOID;
-	values[5] = CStringGetTextDatum(format);
-	types[6] = JSONBOID;
-	values[6] = JsonbPGetDatum(options);
-	types[7] = TEXTOID;
-	values[7] = kafka_cluster_id ? CStringGetTextDatum(kafka_cluster_id) : (Datum) 0;
-	{
-		ScPrivilegeSave save;
-
-		sc_catalog_enter(&save);
-		SPI_execute_with_args("INSERT INTO streamcube.cubes "
-							  "(relid, cluster_name, topic, time_column, segment_interval, format, options, "
-							  " kafka_cluster_id) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING cube_id",
-							  8, types, values, kafka_cluster_id ? NULL : "       n", false, 0);
-		cube->cube_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		foreach(lc, cube->replica_sets)
-			SPI_execute_with_args("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
-								  "ON CONFLICT DO NOTHING",
-								  1, (Oid[]) {TEXTOID},
-								  (Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
-		sc_catalog_leave(&save);
-	}
+	cube->cube_id = sc_cube_row_insert(cube->relid, cube->cluster, cube->topic, time_column,
+									   interval, format, options, kafka_cluster_id);
+	foreach(lc, cube->replica_sets)
+		sc_catalog_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+						"ON CONFLICT DO NOTHING",
+						1, (Oid[]) {TEXTOID},
+						(Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
 	if (list_length(cube->replica_sets) > list_length(partitions))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cube \"%s\" names %d replica sets, but topic \"%s\" has only %d partitions",
-						name, list_length(cube->replica_sets), topic, list_length(partitions)),
+						name, list_length(cube->replica_sets), cube->topic, list_length(partitions)),
 				 errhint("Each replica set needs at least one partition to consume.")));
 
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 		int64		start = cube->start_latest ? p->high_watermark : p->low_watermark;
-		Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
-		Datum		v[4];
 
-		v[0] = Int32GetDatum(cube->cube_id);
-		v[1] = Int32GetDatum(p->partition);
-		v[2] = Int64GetDatum(Max(start, 0));
 		if (cube->replica_sets != NIL)
 		{
-			v[3] = CStringGetTextDatum(list_nth(cube->replica_sets,
+			Oid			t[3] = {INT4OID, INT4OID, TEXTOID};
+			Datum		v[3];
+
+			v[0] = Int32GetDatum(cube->cube_id);
+			v[1] = Int32GetDatum(p->partition);
+			v[2] = CStringGetTextDatum(list_nth(cube->replica_sets,
 												foreach_current_index(lc) % list_length(cube->replica_sets)));
 			sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
-							"VALUES ($1, $2, $4)", 4, t, v);
+							"VALUES ($1, $2, $3)", 3, t, v, NULL, false, 0);
 		}
 		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
 	}
+}
+
+/*
+ * streamcube_create_cube(name, cluster, topic, columns, time_column,
+ * segment_interval, format, options)
+ */
+Datum
+sc_create_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	char	   *cluster = sc_text_arg(fcinfo, 1, "cluster");
+	char	   *topic = sc_text_arg(fcinfo, 2, "topic");
+	char	   *columns = sc_text_arg(fcinfo, 3, "columns");
+	char	   *time_column = sc_text_arg(fcinfo, 4, "time_column");
+	Interval   *interval;
+	char	   *format;
+	Jsonb	   *options;
+	ScCube	   *cube = palloc0(sizeof(ScCube));
+	RangeVar   *rv;
+	List	   *partitions;
+	char	   *kafka_cluster_id = NULL;
+	int64		now;
+
+	cube->mcxt = CurrentMemoryContext;
+	if (PG_ARGISNULL(5))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("segment_interval must not be NULL")));
+	interval = PG_GETARG_INTERVAL_P(5);
+	format = PG_ARGISNULL(6) ? "json" : text_to_cstring(PG_GETARG_TEXT_PP(6));
+	options = PG_ARGISNULL(7) ? NULL : PG_GETARG_JSONB_P(7);
+	cube->cluster = cluster;
+	cube->topic = topic;
+
+	sc_require_admin("create cubes");
+	cube->format = sc_create_format(format, name);
+	sc_create_check_arguments(cube, name, topic, interval);
+	rv = sc_create_name(name);
+
+	SPI_connect();
+	sc_create_check_owner(name);
+	sc_create_check_free(rv, name);
+
+	/* The cluster and the topic, with watermarks for the start positions. */
+	partitions = sc_kafka_describe(sc_cluster_conninfo(cluster), topic, true, sc_kafka_timeout_ms,
+								   NULL, &kafka_cluster_id);
+	list_sort(partitions, sc_partition_cmp);
+
+	sc_create_table(cube, rv, name, columns, time_column);
+	if (options == NULL)
+		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+	sc_cube_parse_options(cube, options, true);
+	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
+	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
+						   kafka_cluster_id);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
-	{
-		int64		now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
-
-		sc_segment_ensure(cube, now);
-		sc_segment_ensure(cube, now + cube->width);
-	}
+	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
+	sc_segment_ensure(cube, now);
+	sc_segment_ensure(cube, now + cube->width);
 
 	/* Each replica set with partitions needs a receiver slot. */
 	sc_slots_warn_short(name, Min(Max(list_length(cube->replica_sets), 1), list_length(partitions)));
@@ -687,31 +693,13 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	bool		keep_data = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			relid,
 				owner,
-				view = InvalidOid;
-	Oid			t[1] = {INT4OID};
-	Datum		v[1];
+				view;
+	int32		cube_id;
 
 	SPI_connect();
-	v[0] = Int32GetDatum(sc_cube_for_action(name, "drop", &relid, &owner));
-	{
-		ScPrivilegeSave save;
-		bool		isnull;
-
-		/* Waits for a batch or a seal in flight; the view as it is then. */
-		sc_catalog_enter(&save);
-		if (SPI_execute_with_args("DELETE FROM streamcube.cubes WHERE cube_id = $1 "
-								  "RETURNING sealed_view::oid",
-								  1, t, v, NULL, false, 1) != SPI_OK_DELETE_RETURNING)
-			elog(ERROR, "could not delete from streamcube.cubes");
-		if (SPI_processed == 1)
-		{
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-			if (!isnull)
-				view = DatumGetObjectId(d);
-		}
-		sc_catalog_leave(&save);
-	}
+	cube_id = sc_cube_for_action(name, "drop", &relid, &owner);
+	/* Waits for a batch or a seal in flight; the view as it is then. */
+	view = sc_cube_row_delete(cube_id);
 	if (!keep_data)
 	{
 		StringInfoData sql;
@@ -779,49 +767,12 @@ sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
 	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
 	Oid			relid,
 				owner;
-	Oid			t[3] = {INT4OID, BOOLOID, BOOLOID};
-	Datum		v[3];
+	int32		cube_id;
 
 	SPI_connect();
-	v[0] = Int32GetDatum(sc_cube_for_action(name, paused ? "pause" : "resume", &relid, &owner));
-	v[1] = BoolGetDatum(paused);
-	v[2] = BoolGetDatum(!paused && skip_bad);
-
-	/*
-	 * Pausing keeps a recorded bad message; resuming forgets it, or with
-	 * skip_bad_message turns it into the message to dead-letter once.
-	 */
-	sc_catalog_exec("UPDATE streamcube.cubes SET paused = $2, "
-					"skip_partition = CASE WHEN $3 THEN bad_partition ELSE skip_partition END, "
-					"skip_offset = CASE WHEN $3 THEN bad_offset ELSE skip_offset END, "
-					"skip_error = CASE WHEN $3 THEN bad_error ELSE skip_error END, "
-					"bad_partition = CASE WHEN $2 THEN bad_partition END, "
-					"bad_offset = CASE WHEN $2 THEN bad_offset END, "
-					"bad_error = CASE WHEN $2 THEN bad_error END, "
-					"paused_reason = CASE WHEN $2 THEN paused_reason END, "
-					"config_version = config_version + 1 WHERE cube_id = $1",
-					3, t, v);
+	cube_id = sc_cube_for_action(name, paused ? "pause" : "resume", &relid, &owner);
+	sc_cube_row_set_paused(cube_id, paused, skip_bad);
 	SPI_finish();
-	sc_launcher_wakeup_at_commit();
-}
-
-/*
- * streamcube pauses a cube itself, in the caller's transaction, when going
- * on would lose or mix up messages; the reason says what happened and what
- * to do.  It stays paused, across restarts, until someone resumes it.
- */
-void
-sc_cube_pause_for(int32 cube_id, const char *reason)
-{
-	Oid			t[2] = {INT4OID, TEXTOID};
-	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(sc_redact(reason))};
-
-	SPI_connect();
-	sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, paused_reason = $2, "
-					"config_version = config_version + 1 WHERE cube_id = $1",
-					2, t, v);
-	SPI_finish();
-	sc_launcher_wakeup_at_commit();
 }
 
 Datum
@@ -1214,14 +1165,11 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 			ObjectIdGetDatum(relid),
 		CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
 
-		sc_catalog_exec("UPDATE streamcube.cubes SET options = $2, "
-						"config_version = config_version + 1 WHERE cube_id = $1",
-						2, types, values);
+		sc_cube_row_set_options(cube_id, new_options);
 		sc_catalog_exec("INSERT INTO streamcube.config_log "
 						"(object_type, cube_id, cube, old_value, new_value, changed_by) "
 						"VALUES ('cube', $1, $4::oid::regclass, $2, $3, $5)",
-						5, jtypes, jvalues);
-		sc_launcher_wakeup_at_commit();
+						5, jtypes, jvalues, NULL, false, 0);
 	}
 	SPI_finish();
 	result = DatumGetJsonbPCopy(new_options);

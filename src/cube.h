@@ -131,7 +131,6 @@ typedef struct ScCube
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
 extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
 extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);
-extern void sc_cube_pause_for(int32 cube_id, const char *reason);
 extern char *sc_cube_check_table(const ScCube *cube, const ScCube *before);
 extern const char *sc_cube_name_literal(const ScCube *cube);
 extern bool sc_drop_pending_step(void);

@@ -36,6 +36,7 @@
  */
 #include "streamcube.h"
 
+#include "cube_catalog.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
 #include "executor/spi.h"
@@ -51,21 +52,6 @@
 
 PG_FUNCTION_INFO_V1(sc_set_positions);
 
-/* Run a catalog statement; the caller is connected to SPI. */
-static int
-sc_positions_exec(const char *sql, int nargs, Oid *types, Datum *values, bool read_only)
-{
-	ScPrivilegeSave save;
-	int			ret;
-
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, read_only, 0);
-	sc_catalog_leave(&save);
-	if (ret < 0)
-		elog(ERROR, "streamcube positions statement failed: %s", SPI_result_code_string(ret));
-	return ret;
-}
-
 /* The first checkpoint of a partition, written when its cube is created. */
 void
 sc_positions_init(int32 cube_id, int32 partition, int64 offset)
@@ -74,8 +60,8 @@ sc_positions_init(int32 cube_id, int32 partition, int64 offset)
 	Datum		v[3] = {Int32GetDatum(cube_id), Int32GetDatum(partition), Int64GetDatum(offset)};
 
 	SPI_connect();
-	sc_positions_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
-					  "VALUES ($1, $2, $3)", 3, t, v, false);
+	sc_catalog_exec("INSERT INTO streamcube.checkpoints (cube_id, partition, \"offset\") "
+					"VALUES ($1, $2, $3)", 3, t, v, NULL, false, 0);
 	SPI_finish();
 }
 
@@ -92,21 +78,21 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 	Datum		args[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(replica_set)};
 
 	SPI_connect();
-	sc_positions_exec("INSERT INTO streamcube.consume_positions "
-					  "(cube_id, partition, position, replica_set, epoch) "
-					  "SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
-					  "FROM streamcube.checkpoints k "
-					  "JOIN streamcube.assignments a USING (cube_id, partition) "
-					  "WHERE k.cube_id = $1 AND a.replica_set = $2 "
-					  "ON CONFLICT DO NOTHING",
-					  2, types, args, false);
-	sc_positions_exec("SELECT p.partition, p.position, p.epoch, p.updated_at "
-					  "FROM streamcube.consume_positions p "
-					  "JOIN streamcube.assignments a USING (cube_id, partition) "
-					  "WHERE p.cube_id = $1 AND a.replica_set = $2 "
-					  "  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
-					  "ORDER BY p.partition",
-					  2, types, args, false);
+	sc_catalog_exec("INSERT INTO streamcube.consume_positions "
+					"(cube_id, partition, position, replica_set, epoch) "
+					"SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
+					"FROM streamcube.checkpoints k "
+					"JOIN streamcube.assignments a USING (cube_id, partition) "
+					"WHERE k.cube_id = $1 AND a.replica_set = $2 "
+					"ON CONFLICT DO NOTHING",
+					2, types, args, NULL, false, 0);
+	sc_catalog_exec("SELECT p.partition, p.position, p.epoch, p.updated_at "
+					"FROM streamcube.consume_positions p "
+					"JOIN streamcube.assignments a USING (cube_id, partition) "
+					"WHERE p.cube_id = $1 AND a.replica_set = $2 "
+					"  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
+					"ORDER BY p.partition",
+					2, types, args, NULL, false, 0);
 
 	pos->n = (int) SPI_processed;
 	pos->partitions = MemoryContextAlloc(cxt, sizeof(int32) * Max(pos->n, 1));
@@ -129,10 +115,10 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 		Oid			t = INT4OID;
 		bool		isnull;
 
-		sc_positions_exec("SELECT c.assignment_epoch, "
-						  "       (SELECT count(*) FROM streamcube.checkpoints k WHERE k.cube_id = $1) "
-						  "FROM streamcube.cubes c WHERE c.cube_id = $1",
-						  1, &t, args, true);
+		sc_catalog_exec("SELECT c.assignment_epoch, "
+						"       (SELECT count(*) FROM streamcube.checkpoints k WHERE k.cube_id = $1) "
+						"FROM streamcube.cubes c WHERE c.cube_id = $1",
+						1, &t, args, NULL, true, 0);
 		if (SPI_processed == 1)
 		{
 			pos->assignment_epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -203,9 +189,9 @@ sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_s
 		Datum		args[4] = {values[0], values[1], values[4], values[5]};
 		bool		isnull;
 
-		sc_positions_exec("SELECT replica_set IS NOT DISTINCT FROM $3 AND epoch = $4 "
-						  "FROM streamcube.consume_positions WHERE cube_id = $1 AND partition = $2",
-						  4, types, args, false);	/* a new snapshot */
+		sc_catalog_exec("SELECT replica_set IS NOT DISTINCT FROM $3 AND epoch = $4 "
+						"FROM streamcube.consume_positions WHERE cube_id = $1 AND partition = $2",
+						4, types, args, NULL, false, 0);	/* a new snapshot */
 		ours = SPI_processed == 0 ||
 			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
@@ -249,18 +235,18 @@ sc_positions_hold(int32 cube_id, int n, const int32 *partitions)
 	 * commit a batch after this, unseen.  Create it now, for its current
 	 * owner; an owner creating it meanwhile waits for this transaction.
 	 */
-	sc_positions_exec("INSERT INTO streamcube.consume_positions "
-					  "(cube_id, partition, position, replica_set, epoch) "
-					  "SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
-					  "FROM streamcube.checkpoints k "
-					  "JOIN streamcube.assignments a USING (cube_id, partition) "
-					  "WHERE k.cube_id = $1 AND k.partition = ANY ($2) "
-					  "ON CONFLICT DO NOTHING",
-					  2, types, args, false);
-	sc_positions_exec("SELECT partition FROM streamcube.consume_positions "
-					  "WHERE cube_id = $1 AND partition = ANY ($2) "
-					  "ORDER BY partition FOR UPDATE",
-					  2, types, args, false);
+	sc_catalog_exec("INSERT INTO streamcube.consume_positions "
+					"(cube_id, partition, position, replica_set, epoch) "
+					"SELECT k.cube_id, k.partition, k.\"offset\", a.replica_set, a.epoch "
+					"FROM streamcube.checkpoints k "
+					"JOIN streamcube.assignments a USING (cube_id, partition) "
+					"WHERE k.cube_id = $1 AND k.partition = ANY ($2) "
+					"ON CONFLICT DO NOTHING",
+					2, types, args, NULL, false, 0);
+	sc_catalog_exec("SELECT partition FROM streamcube.consume_positions "
+					"WHERE cube_id = $1 AND partition = ANY ($2) "
+					"ORDER BY partition FOR UPDATE",
+					2, types, args, NULL, false, 0);
 	pfree(elems);
 }
 
@@ -278,10 +264,10 @@ sc_positions_try_lock_fn(void *arg)
 	Datum		args[2] = {Int32GetDatum(t->cube_id), t->partitions};
 
 	SPI_connect();
-	sc_positions_exec("SELECT 1 FROM streamcube.consume_positions "
-					  "WHERE cube_id = $1 AND partition = ANY ($2) "
-					  "ORDER BY partition FOR NO KEY UPDATE NOWAIT",
-					  2, types, args, false);
+	sc_catalog_exec("SELECT 1 FROM streamcube.consume_positions "
+					"WHERE cube_id = $1 AND partition = ANY ($2) "
+					"ORDER BY partition FOR NO KEY UPDATE NOWAIT",
+					2, types, args, NULL, false, 0);
 	SPI_finish();
 }
 
@@ -327,11 +313,11 @@ sc_positions_merged(int32 cube_id, int32 partition)
 	bool		isnull;
 	Datum		d;
 
-	sc_positions_exec("SELECT greatest(p.position, k.\"offset\") "
-					  "FROM streamcube.checkpoints k "
-					  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-					  "WHERE k.cube_id = $1 AND k.partition = $2",
-					  2, types, args, false);
+	sc_catalog_exec("SELECT greatest(p.position, k.\"offset\") "
+					"FROM streamcube.checkpoints k "
+					"LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					"WHERE k.cube_id = $1 AND k.partition = $2",
+					2, types, args, NULL, false, 0);
 	if (SPI_processed == 0)
 		return -1;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -389,13 +375,13 @@ sc_positions_short_of(int32 cube_id, Datum parts, Datum targets)
 	Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
 	bool		isnull;
 
-	sc_positions_exec("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
-					  "         (SELECT \"offset\" FROM streamcube.checkpoints k "
-					  "          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
-					  "FROM unnest($2, $3) AS t(part, target) "
-					  "LEFT JOIN streamcube.consume_positions p "
-					  "  ON p.cube_id = $1 AND p.partition = t.part",
-					  3, types, args, false);	/* a new snapshot each time */
+	sc_catalog_exec("SELECT count(*) FILTER (WHERE t.target > coalesce(p.position, "
+					"         (SELECT \"offset\" FROM streamcube.checkpoints k "
+					"          WHERE k.cube_id = $1 AND k.partition = t.part), -1)) "
+					"FROM unnest($2, $3) AS t(part, target) "
+					"LEFT JOIN streamcube.consume_positions p "
+					"  ON p.cube_id = $1 AND p.partition = t.part",
+					3, types, args, NULL, false, 0);	/* a new snapshot each time */
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -415,9 +401,9 @@ sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition, in
 	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
 	Int32GetDatum(partition), Int64GetDatum(offset)};
 
-	sc_positions_exec("INSERT INTO streamcube.window_offsets "
-					  "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
-					  "ON CONFLICT DO NOTHING", 4, types, values, false);
+	sc_catalog_exec("INSERT INTO streamcube.window_offsets "
+					"(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
+					"ON CONFLICT DO NOTHING", 4, types, values, NULL, false, 0);
 }
 
 /*
@@ -432,11 +418,11 @@ sc_positions_late(int32 cube_id, int64 window_start, int32 partition, int64 upto
 	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
 	Int32GetDatum(partition), Int64GetDatum(upto)};
 
-	sc_positions_exec("INSERT INTO streamcube.sealed_upto AS u "
-					  "(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
-					  "ON CONFLICT (cube_id, window_start, partition) "
-					  "DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
-					  4, types, values, false);
+	sc_catalog_exec("INSERT INTO streamcube.sealed_upto AS u "
+					"(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
+					"ON CONFLICT (cube_id, window_start, partition) "
+					"DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
+					4, types, values, NULL, false, 0);
 }
 
 /*
@@ -453,26 +439,26 @@ sc_positions_seal(int32 cube_id, int64 window_start)
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start)};
 
-	sc_positions_exec("INSERT INTO streamcube.sealed_upto (cube_id, window_start, partition, \"offset\") "
-					  "SELECT k.cube_id, $2, k.partition, coalesce(p.position, k.\"offset\") "
-					  "FROM streamcube.checkpoints k "
-					  "LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-					  "WHERE k.cube_id = $1",
-					  2, types, values, false);
-	sc_positions_exec("DELETE FROM streamcube.window_offsets "
-					  "WHERE cube_id = $1 AND window_start = $2",
-					  2, types, values, false);
-	sc_positions_exec("UPDATE streamcube.checkpoints k SET \"offset\" = n.ckpt "
-					  "FROM (SELECT k2.partition, coalesce("
-					  "        (SELECT min(w.first_offset) FROM streamcube.window_offsets w "
-					  "         JOIN streamcube.segment_catalog s USING (cube_id, window_start) "
-					  "         WHERE w.cube_id = $1 AND w.partition = k2.partition AND s.state = 'active'), "
-					  "        p.position, k2.\"offset\") AS ckpt "
-					  "      FROM streamcube.checkpoints k2 "
-					  "      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-					  "      WHERE k2.cube_id = $1) n "
-					  "WHERE k.cube_id = $1 AND k.partition = n.partition AND n.ckpt > k.\"offset\"",
-					  1, types, values, false);
+	sc_catalog_exec("INSERT INTO streamcube.sealed_upto (cube_id, window_start, partition, \"offset\") "
+					"SELECT k.cube_id, $2, k.partition, coalesce(p.position, k.\"offset\") "
+					"FROM streamcube.checkpoints k "
+					"LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					"WHERE k.cube_id = $1",
+					2, types, values, NULL, false, 0);
+	sc_catalog_exec("DELETE FROM streamcube.window_offsets "
+					"WHERE cube_id = $1 AND window_start = $2",
+					2, types, values, NULL, false, 0);
+	sc_catalog_exec("UPDATE streamcube.checkpoints k SET \"offset\" = n.ckpt "
+					"FROM (SELECT k2.partition, coalesce("
+					"        (SELECT min(w.first_offset) FROM streamcube.window_offsets w "
+					"         JOIN streamcube.segment_catalog s USING (cube_id, window_start) "
+					"         WHERE w.cube_id = $1 AND w.partition = k2.partition AND s.state = 'active'), "
+					"        p.position, k2.\"offset\") AS ckpt "
+					"      FROM streamcube.checkpoints k2 "
+					"      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					"      WHERE k2.cube_id = $1) n "
+					"WHERE k.cube_id = $1 AND k.partition = n.partition AND n.ckpt > k.\"offset\"",
+					1, types, values, NULL, false, 0);
 }
 
 /* ----------------------------------------------------------------
@@ -623,8 +609,8 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		Oid			t = INT4OID;
 		Datum		v = Int32GetDatum(cube_id);
 
-		sc_positions_exec("SELECT paused, paused_reason FROM streamcube.cubes "
-						  "WHERE cube_id = $1 FOR UPDATE", 1, &t, &v, false);
+		sc_catalog_exec("SELECT paused, paused_reason FROM streamcube.cubes "
+						"WHERE cube_id = $1 FOR UPDATE", 1, &t, &v, NULL, false, 0);
 		paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		if (!paused)
@@ -632,8 +618,8 @@ sc_set_positions(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cube \"%s\" must be paused to set its positions", name),
 					 errhint("Call streamcube_pause('%s') first, then streamcube_resume('%s') after.", name, name)));
-		sc_positions_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1 "
-						  "ORDER BY partition", 1, &t, &v, true);
+		sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1 "
+						"ORDER BY partition", 1, &t, &v, NULL, true, 0);
 		for (uint64 i = 0; i < SPI_processed; i++)
 			assigned = lappend_int(assigned,
 								   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
@@ -751,17 +737,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	 * The operator acted on the reason; the cube stays paused.  Its
 	 * positions are now offsets of the Kafka cluster that answered here.
 	 */
-	{
-		Oid			t[2] = {INT4OID, TEXTOID};
-		Datum		v[2] = {Int32GetDatum(cube_id),
-		CStringGetTextDatum(kafka_cluster_id ? kafka_cluster_id : "")};
-
-		sc_positions_exec("UPDATE streamcube.cubes SET paused_reason = NULL, "
-						  "config_version = config_version + 1, "
-						  "kafka_cluster_id = coalesce(nullif($2, ''), kafka_cluster_id) WHERE cube_id = $1",
-						  2, t, v, false);
-	}
+	sc_cube_row_positions_set(cube_id, kafka_cluster_id);
 	SPI_finish();
-	sc_launcher_wakeup_at_commit();
 	return (Datum) 0;
 }

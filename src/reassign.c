@@ -47,6 +47,7 @@
  */
 #include "streamcube.h"
 
+#include "cube_catalog.h"
 #include <signal.h>
 
 #include "access/xact.h"
@@ -117,22 +118,6 @@ typedef struct ScReassign
  * Small helpers
  * ----------------------------------------------------------------
  */
-
-/* Run a catalog statement as the catalog owner; caller is connected to SPI. */
-static int
-sc_reassign_exec(const char *sql, int nargs, Oid *types, Datum *values,
-				 const char *nulls, bool read_only)
-{
-	ScPrivilegeSave save;
-	int			ret;
-
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args(sql, nargs, types, values, nulls, read_only, 0);
-	sc_catalog_leave(&save);
-	if (ret < 0)
-		elog(ERROR, "streamcube reassignment statement failed: %s", SPI_result_code_string(ret));
-	return ret;
-}
 
 static int
 sc_assigned_cmp(const ListCell *a, const ListCell *b)
@@ -348,11 +333,11 @@ sc_journal(ScReassign *r, ScJournalRow *row)
 	v[13] = CStringGetTextDatum(row->outcome);
 	v[14] = ObjectIdGetDatum(r->relid);
 
-	sc_reassign_exec("INSERT INTO streamcube.reassign_log "
-					 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
-					 " started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, outcome) "
-					 "VALUES ($1, $2, $15, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), $10, $11, $12, $13, $14)",
-					 15, types, v, n, false);
+	sc_catalog_exec("INSERT INTO streamcube.reassign_log "
+					"(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+					" started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, outcome) "
+					"VALUES ($1, $2, $15, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), $10, $11, $12, $13, $14)",
+					15, types, v, n, false, 0);
 }
 
 /*
@@ -445,16 +430,16 @@ sc_reassign_journal_failures(void)
 		nulls[7] = f->old_assignment[0] ? ' ' : 'n';
 		v[8] = CStringGetTextDatum(f->new_assignment);
 		nulls[8] = f->new_assignment[0] ? ' ' : 'n';
-		sc_reassign_exec("INSERT INTO streamcube.reassign_log "
-						 "(reassign_id, cube_id, cube, origin, step, role, started_at, finished_at, "
-						 " old_assignment, new_assignment, outcome, error) "
-						 "SELECT CASE WHEN $1 > 0 THEN $1 "
-						 "            ELSE pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass) END, "
-						 "       c.cube_id, c.relid, 'streamcube_reassign', $6, "
-						 "       coalesce((SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = $3), '?'), "
-						 "       $4, $5, $8::pg_catalog.jsonb, $9::pg_catalog.jsonb, 'failed', $7 "
-						 "FROM streamcube.cubes c WHERE c.cube_id = $2",
-						 9, types, v, nulls, false);
+		sc_catalog_exec("INSERT INTO streamcube.reassign_log "
+						"(reassign_id, cube_id, cube, origin, step, role, started_at, finished_at, "
+						" old_assignment, new_assignment, outcome, error) "
+						"SELECT CASE WHEN $1 > 0 THEN $1 "
+						"            ELSE pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass) END, "
+						"       c.cube_id, c.relid, 'streamcube_reassign', $6, "
+						"       coalesce((SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = $3), '?'), "
+						"       $4, $5, $8::pg_catalog.jsonb, $9::pg_catalog.jsonb, 'failed', $7 "
+						"FROM streamcube.cubes c WHERE c.cube_id = $2",
+						9, types, v, nulls, false, 0);
 	}
 	SPI_finish();
 	pfree(pending);
@@ -489,8 +474,8 @@ sc_create_replica_set(PG_FUNCTION_ARGS)
 
 	sc_require_admin("create replica sets");
 	SPI_connect();
-	sc_reassign_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
-					 "ON CONFLICT DO NOTHING", 1, &t, &v, NULL, false);
+	sc_catalog_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+					"ON CONFLICT DO NOTHING", 1, &t, &v, NULL, false, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -511,16 +496,16 @@ sc_drop_replica_set(PG_FUNCTION_ARGS)
 	sc_require_admin("drop replica sets");
 	SPI_connect();
 	/* Lock it first: a reassignment to it now waits, then fails. */
-	sc_reassign_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR UPDATE",
-					 1, &t, &v, NULL, false);
+	sc_catalog_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR UPDATE",
+					1, &t, &v, NULL, false, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replica set \"%s\" does not exist", name),
 				 errhint("streamcube.replica_sets lists the replica sets.")));
-	sc_reassign_exec("SELECT string_agg(DISTINCT c.relid::regclass::text, ', ') "
-					 "FROM streamcube.assignments a JOIN streamcube.cubes c USING (cube_id) "
-					 "WHERE a.replica_set = $1", 1, &t, &v, NULL, true);
+	sc_catalog_exec("SELECT string_agg(DISTINCT c.relid::regclass::text, ', ') "
+					"FROM streamcube.assignments a JOIN streamcube.cubes c USING (cube_id) "
+					"WHERE a.replica_set = $1", 1, &t, &v, NULL, true, 0);
 	{
 		char	   *cubes = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 
@@ -530,7 +515,7 @@ sc_drop_replica_set(PG_FUNCTION_ARGS)
 					 errmsg("replica set \"%s\" still consumes partitions of cube %s", name, cubes),
 					 errhint("Move them to other replica sets with streamcube_reassign() first.")));
 	}
-	sc_reassign_exec("DELETE FROM streamcube.replica_sets WHERE name = $1", 1, &t, &v, NULL, false);
+	sc_catalog_exec("DELETE FROM streamcube.replica_sets WHERE name = $1", 1, &t, &v, NULL, false, 0);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -621,14 +606,14 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 				 errhint("%s", example)));
 
 	/* Each set, whether it exists, and its elements. */
-	if (sc_reassign_exec("SELECT s.key, jsonb_typeof(s.value), "
-							  "       EXISTS (SELECT 1 FROM streamcube.replica_sets rs WHERE rs.name = s.key), "
-							  "       e.value #>> '{}', jsonb_typeof(e.value) "
-							  "FROM jsonb_each($1) s "
-							  "LEFT JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(s.value) "
-							  "   WHEN 'array' THEN s.value ELSE '[]' END) e ON true "
-							  "ORDER BY s.key",
-							  1, &t, &v, NULL, true) != SPI_OK_SELECT)
+	if (sc_catalog_exec("SELECT s.key, jsonb_typeof(s.value), "
+						"       EXISTS (SELECT 1 FROM streamcube.replica_sets rs WHERE rs.name = s.key), "
+						"       e.value #>> '{}', jsonb_typeof(e.value) "
+						"FROM jsonb_each($1) s "
+						"LEFT JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(s.value) "
+						"   WHEN 'array' THEN s.value ELSE '[]' END) e ON true "
+						"ORDER BY s.key",
+						1, &t, &v, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the assignment");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -686,8 +671,8 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 			Oid			nt = TEXTOID;
 			Datum		nv = CStringGetTextDatum(strVal(lfirst(lc)));
 
-			sc_reassign_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR KEY SHARE",
-							 1, &nt, &nv, NULL, false);
+			sc_catalog_exec("SELECT 1 FROM streamcube.replica_sets WHERE name = $1 FOR KEY SHARE",
+							1, &nt, &nv, NULL, false, 0);
 			if (SPI_processed == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -706,8 +691,8 @@ sc_reassign_read_assignment(int32 cube_id)
 	Datum		v = Int32GetDatum(cube_id);
 	List	   *result = NIL;
 
-	sc_reassign_exec("SELECT partition, replica_set FROM streamcube.assignments "
-					 "WHERE cube_id = $1 ORDER BY partition", 1, &t, &v, NULL, false);
+	sc_catalog_exec("SELECT partition, replica_set FROM streamcube.assignments "
+					"WHERE cube_id = $1 ORDER BY partition", 1, &t, &v, NULL, false, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		ScAssigned *a = palloc(sizeof(ScAssigned));
@@ -732,15 +717,15 @@ sc_reassign_lock_cube(ScReassign *r)
 	Datum		v = Int32GetDatum(r->cube_id);
 	bool		isnull;
 
-	sc_reassign_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
-					 1, &t, &v, NULL, false);
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+					1, &t, &v, NULL, false, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("cube %s was dropped", r->cube_name),
 				 errhint("Nothing is left to reassign.")));
-	sc_reassign_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
-					 0, NULL, NULL, NULL, false);
+	sc_catalog_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
+					0, NULL, NULL, NULL, false, 0);
 	r->id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -1004,23 +989,16 @@ sc_reassign_assign(ScReassign *r)
 			m->to ? CStringGetTextDatum(m->to) : (Datum) 0, Int64GetDatum(r->id)};
 
 		if (m->to != NULL)
-			sc_reassign_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set, epoch) "
-							 "VALUES ($1, $2, $3, $4) ON CONFLICT (cube_id, partition) "
-							 "DO UPDATE SET replica_set = EXCLUDED.replica_set, epoch = EXCLUDED.epoch",
-							 4, t, v, NULL, false);
+			sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set, epoch) "
+							"VALUES ($1, $2, $3, $4) ON CONFLICT (cube_id, partition) "
+							"DO UPDATE SET replica_set = EXCLUDED.replica_set, epoch = EXCLUDED.epoch",
+							4, t, v, NULL, false, 0);
 		else
-			sc_reassign_exec("DELETE FROM streamcube.assignments WHERE cube_id = $1 AND partition = $2",
-							 2, t, v, NULL, false);
+			sc_catalog_exec("DELETE FROM streamcube.assignments WHERE cube_id = $1 AND partition = $2",
+							2, t, v, NULL, false, 0);
 		sc_positions_hand_over(r->cube_id, m->partition, m->to, r->id, m->offset, m->held_at);
 	}
-	{
-		Oid			t[2] = {INT4OID, INT8OID};
-		Datum		v[2] = {Int32GetDatum(r->cube_id), Int64GetDatum(r->id)};
-
-		sc_reassign_exec("UPDATE streamcube.cubes SET assignment_epoch = $2, "
-						 "config_version = config_version + 1 WHERE cube_id = $1",
-						 2, t, v, NULL, false);
-	}
+	sc_cube_row_set_epoch(r->cube_id, r->id);
 	sc_journal_moves(r, &row);
 	row.assignments = true;
 	sc_journal(r, &row);
@@ -1234,15 +1212,15 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 		Oid			t = INT4OID;
 		Datum		v = Int32GetDatum(cube->cube_id);
 
-		sc_reassign_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
-						 1, &t, &v, NULL, false);
+		sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+						1, &t, &v, NULL, false, 0);
 		if (SPI_processed == 0)
 		{
 			SPI_finish();
 			return 0;
 		}
-		sc_reassign_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1",
-						 1, &t, &v, NULL, false);
+		sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1",
+						1, &t, &v, NULL, false, 0);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			bool		isnull;
@@ -1301,8 +1279,8 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 	{
 		bool		isnull;
 
-		sc_reassign_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
-						 0, NULL, NULL, NULL, false);
+		sc_catalog_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
+						0, NULL, NULL, NULL, false, 0);
 		r.id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		r.old_json = sc_assignment_json(r.old, NIL);
 		r.new_json = sc_assignment_json(r.new, NIL);
@@ -1348,17 +1326,17 @@ sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 	n[8] = unconsumed_ms < 0 ? 'n' : ' ';
 
 	SPI_connect();
-	sc_reassign_exec("INSERT INTO streamcube.reassign_log "
-					 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
-					 " started_at, finished_at, unconsumed_ms, outcome) "
-					 "SELECT $1, c.cube_id, c.relid, "
-					 "       coalesce((SELECT l.origin FROM streamcube.reassign_log l "
-					 "                 WHERE l.cube_id = $2 AND l.reassign_id = $1 LIMIT 1), "
-					 "                'streamcube_reassign'), "
-					 "       $3, $4, $5, $6, $7, $8, clock_timestamp(), $9, 'ok' "
-					 "FROM streamcube.cubes c WHERE c.cube_id = $2 "
-					 "AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
-					 "                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
-					 9, types, v, n, false);
+	sc_catalog_exec("INSERT INTO streamcube.reassign_log "
+					"(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+					" started_at, finished_at, unconsumed_ms, outcome) "
+					"SELECT $1, c.cube_id, c.relid, "
+					"       coalesce((SELECT l.origin FROM streamcube.reassign_log l "
+					"                 WHERE l.cube_id = $2 AND l.reassign_id = $1 LIMIT 1), "
+					"                'streamcube_reassign'), "
+					"       $3, $4, $5, $6, $7, $8, clock_timestamp(), $9, 'ok' "
+					"FROM streamcube.cubes c WHERE c.cube_id = $2 "
+					"AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
+					"                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
+					9, types, v, n, false, 0);
 	SPI_finish();
 }

@@ -43,6 +43,7 @@
  */
 #include "streamcube.h"
 
+#include "cube_catalog.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -682,7 +683,7 @@ sc_receiver_begin_work(const char *activity)
 	if (receiver.cube->broken == NULL)
 		return true;
 	SPI_connect();
-	sc_cube_pause_for(receiver.cube_id, receiver.cube->broken);
+	sc_cube_row_pause_for(receiver.cube_id, receiver.cube->broken);
 	SPI_finish();
 	sc_receiver_commit();
 	receiver.cube->paused = true;
@@ -749,7 +750,7 @@ sc_receiver_pause_after(ErrorData *edata)
 		else
 		{
 			SPI_connect();
-			sc_cube_pause_for(receiver.cube_id, reason);
+			sc_cube_row_pause_for(receiver.cube_id, reason);
 			SPI_finish();
 			sc_receiver_commit();
 			paused = true;
@@ -794,7 +795,7 @@ sc_receiver_pause_for(const char *reason)
 {
 	sc_receiver_begin("pausing cube");
 	if (sc_receiver_lock_cube())
-		sc_cube_pause_for(receiver.cube_id, reason);
+		sc_cube_row_pause_for(receiver.cube_id, reason);
 	sc_receiver_commit();
 	receiver.cube->paused = true;
 	ereport(WARNING,
@@ -811,23 +812,15 @@ sc_receiver_pause_for(const char *reason)
 static char *
 sc_receiver_note_cluster_id(const char *cluster_id)
 {
-	Datum		args[2] = {Int32GetDatum(receiver.cube_id), CStringGetTextDatum(cluster_id)};
-	Oid			types[2] = {INT4OID, TEXTOID};
-	ScPrivilegeSave save;
 	char	   *stored = NULL;
 
 	sc_receiver_begin("recording the Kafka cluster id");
 	if (sc_receiver_lock_cube())
 	{
 		SPI_connect();
-		sc_catalog_enter(&save);
-		SPI_execute_with_args("UPDATE streamcube.cubes SET kafka_cluster_id = coalesce(kafka_cluster_id, $2) "
-							  "WHERE cube_id = $1 RETURNING kafka_cluster_id",
-							  2, types, args, NULL, false, 0);
-		sc_catalog_leave(&save);
-		if (SPI_processed > 0)
-			stored = MemoryContextStrdup(receiver.cube_cxt,
-										 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		stored = sc_cube_row_set_kafka_cluster_id(receiver.cube_id, cluster_id);
+		if (stored != NULL)
+			stored = MemoryContextStrdup(receiver.cube_cxt, stored);
 		SPI_finish();
 	}
 	sc_receiver_commit();
@@ -1338,24 +1331,11 @@ sc_receiver_sort(ScKafkaMessage *messages, int n)
 static void
 sc_receiver_record_outcome(ScBatchOutcome *outcome)
 {
-	ScPrivilegeSave save;
-	Oid			types[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
-	Datum		values[4];
-
-	values[0] = Int32GetDatum(receiver.cube_id);
-	values[1] = Int32GetDatum(outcome->bad_partition);
-	values[2] = Int64GetDatum(outcome->bad_offset);
-	values[3] = CStringGetTextDatum(outcome->bad_error ? outcome->bad_error : "");
-	sc_catalog_enter(&save);
 	if (outcome->skip_used)
-		SPI_execute_with_args("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL, skip_error = NULL "
-							  "WHERE cube_id = $1", 1, types, values, NULL, false, 0);
+		sc_cube_row_skip_done(receiver.cube_id);
 	if (outcome->paused)
-		SPI_execute_with_args("UPDATE streamcube.cubes SET paused = true, "
-							  "bad_partition = $2, bad_offset = $3, bad_error = $4, "
-							  "config_version = config_version + 1 WHERE cube_id = $1",
-							  4, types, values, NULL, false, 0);
-	sc_catalog_leave(&save);
+		sc_cube_row_pause_at(receiver.cube_id, outcome->bad_partition, outcome->bad_offset,
+							 outcome->bad_error);
 }
 
 /*

@@ -48,6 +48,7 @@
  */
 #include "streamcube.h"
 
+#include "cube_catalog.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -595,13 +596,7 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	sc_seal_exec(sql.data);
 	sc_as_owner_leave(&as);
 
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("UPDATE streamcube.cubes SET sealed_view = $2::regclass WHERE cube_id = $1",
-							  2, (Oid[]) {INT4OID, TEXTOID},
-							  (Datum[]) {Int32GetDatum(cube->cube_id), CStringGetTextDatum(qualified)},
-							  NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the sealed view");
-	sc_catalog_leave(&save);
+	sc_cube_row_set_sealed_view(cube->cube_id, qualified);
 }
 
 /* ----------------------------------------------------------------

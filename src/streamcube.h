@@ -217,6 +217,8 @@ extern void sc_catalog_enter(ScPrivilegeSave *save);
 extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
 extern void sc_as_owner_leave(ScAsOwner *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
+extern int	sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values,
+							const char *nulls, bool read_only, long count);
 extern void sc_caller_path_enter(int *nestlevel);
 extern void sc_caller_path_leave(int nestlevel);
 extern Oid	sc_caller_relation(const char *name);

@@ -1,0 +1,226 @@
+/*-------------------------------------------------------------------------
+ *
+ * cube_catalog.c
+ *		The one writer of a cube's row in streamcube.cubes: its creation and
+ *		deletion, and the state others act on (paused and why, the bad
+ *		message, the message to skip, options, assignment epoch, Kafka
+ *		cluster id, sealed view).
+ *
+ * Every function runs in its caller's transaction, connected to SPI, as
+ * the catalog owner (sc_catalog_exec).  Whatever a receiver must follow
+ * (paused, options, epoch) also bumps config_version and wakes the
+ * launcher at commit: receivers compare config_version to know when to
+ * read their cube again.  The row's lock is the cube's lock: writers take
+ * it FOR NO KEY UPDATE by updating (see "Lock order" in
+ * docs/architecture.md).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/pg_type.h"
+#include "cube_catalog.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+/* The cube's row; returns its cube_id. */
+int32
+sc_cube_row_insert(Oid relid, const char *cluster, const char *topic, const char *time_column,
+				   Interval *width, const char *format, Jsonb *options,
+				   const char *kafka_cluster_id)
+{
+	Oid			types[8] = {OIDOID, TEXTOID, TEXTOID, NAMEOID, INTERVALOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[8];
+	bool		isnull;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(cluster);
+	values[2] = CStringGetTextDatum(topic);
+	values[3] = DirectFunctionCall1(namein, CStringGetDatum(time_column));
+	values[4] = IntervalPGetDatum(width);
+	values[5] = CStringGetTextDatum(format);
+	values[6] = JsonbPGetDatum(options);
+	values[7] = kafka_cluster_id ? CStringGetTextDatum(kafka_cluster_id) : (Datum) 0;
+	sc_catalog_exec("INSERT INTO streamcube.cubes "
+					"(relid, cluster_name, topic, time_column, segment_interval, format, options, "
+					" kafka_cluster_id) "
+					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING cube_id",
+					8, types, values, kafka_cluster_id ? NULL : "       n", false, 0);
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Delete the cube's row (waiting for a batch or a seal in flight, which
+ * hold it); returns its sealed view as it was then, or InvalidOid.
+ */
+Oid
+sc_cube_row_delete(int32 cube_id)
+{
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(cube_id)};
+	Oid			view = InvalidOid;
+	bool		isnull;
+
+	if (sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1 "
+						"RETURNING sealed_view::oid",
+						1, t, v, NULL, false, 1) != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "could not delete from streamcube.cubes");
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			view = DatumGetObjectId(d);
+	}
+	return view;
+}
+
+/*
+ * A user pauses or resumes the cube.  Pausing keeps a recorded bad
+ * message; resuming forgets it, or with skip_bad turns it into the message
+ * to dead-letter once.
+ */
+void
+sc_cube_row_set_paused(int32 cube_id, bool paused, bool skip_bad)
+{
+	Oid			t[3] = {INT4OID, BOOLOID, BOOLOID};
+	Datum		v[3] = {Int32GetDatum(cube_id), BoolGetDatum(paused), BoolGetDatum(!paused && skip_bad)};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused = $2, "
+					"skip_partition = CASE WHEN $3 THEN bad_partition ELSE skip_partition END, "
+					"skip_offset = CASE WHEN $3 THEN bad_offset ELSE skip_offset END, "
+					"skip_error = CASE WHEN $3 THEN bad_error ELSE skip_error END, "
+					"bad_partition = CASE WHEN $2 THEN bad_partition END, "
+					"bad_offset = CASE WHEN $2 THEN bad_offset END, "
+					"bad_error = CASE WHEN $2 THEN bad_error END, "
+					"paused_reason = CASE WHEN $2 THEN paused_reason END, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					3, t, v, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * streamcube pauses the cube itself, when going on would lose or mix up
+ * messages; the reason says what happened and what to do.  It stays
+ * paused, across restarts, until someone resumes it.  The caller need not
+ * be connected to SPI.
+ */
+void
+sc_cube_row_pause_for(int32 cube_id, const char *reason)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(sc_redact(reason))};
+
+	SPI_connect();
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, paused_reason = $2, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					2, t, v, NULL, false, 0);
+	SPI_finish();
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * A bad message under policy "pause" paused the cube, in the batch's
+ * transaction: which, and why.  The receiver stops by itself.
+ */
+void
+sc_cube_row_pause_at(int32 cube_id, int32 partition, int64 offset, const char *error)
+{
+	Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
+	Datum		v[4] = {Int32GetDatum(cube_id), Int32GetDatum(partition), Int64GetDatum(offset),
+	CStringGetTextDatum(error ? error : "")};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused = true, "
+					"bad_partition = $2, bad_offset = $3, bad_error = $4, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					4, t, v, NULL, false, 0);
+}
+
+/* The message to skip (streamcube_resume(skip_bad_message => true)) was dead-lettered. */
+void
+sc_cube_row_skip_done(int32 cube_id)
+{
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(cube_id)};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET skip_partition = NULL, skip_offset = NULL, "
+					"skip_error = NULL WHERE cube_id = $1",
+					1, t, v, NULL, false, 0);
+}
+
+/*
+ * The operator set the positions of the paused cube, acting on its
+ * reason: the reason goes, the cube stays paused.  The positions are now
+ * offsets of the Kafka cluster that answered (its id, when known).
+ */
+void
+sc_cube_row_positions_set(int32 cube_id, const char *kafka_cluster_id)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id),
+	CStringGetTextDatum(kafka_cluster_id ? kafka_cluster_id : "")};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused_reason = NULL, "
+					"config_version = config_version + 1, "
+					"kafka_cluster_id = coalesce(nullif($2, ''), kafka_cluster_id) WHERE cube_id = $1",
+					2, t, v, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
+/* New options (streamcube_alter_cube). */
+void
+sc_cube_row_set_options(int32 cube_id, Datum options)
+{
+	Oid			t[2] = {INT4OID, JSONBOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), options};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET options = $2, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					2, t, v, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
+/* A reassignment changed the assignments: their new epoch. */
+void
+sc_cube_row_set_epoch(int32 cube_id, int64 epoch)
+{
+	Oid			t[2] = {INT4OID, INT8OID};
+	Datum		v[2] = {Int32GetDatum(cube_id), Int64GetDatum(epoch)};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET assignment_epoch = $2, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					2, t, v, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * The id of the Kafka cluster the cube's offsets belong to, recorded the
+ * first time a receiver learns it; returns the one recorded (an earlier
+ * one wins), or NULL when the cube is gone.
+ */
+char *
+sc_cube_row_set_kafka_cluster_id(int32 cube_id, const char *kafka_cluster_id)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(kafka_cluster_id)};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET kafka_cluster_id = coalesce(kafka_cluster_id, $2) "
+					"WHERE cube_id = $1 RETURNING kafka_cluster_id",
+					2, t, v, NULL, false, 0);
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/* The view <cube>_sealed, made by the cube's first seal. */
+void
+sc_cube_row_set_sealed_view(int32 cube_id, const char *view)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), CStringGetTextDatum(view)};
+
+	if (sc_catalog_exec("UPDATE streamcube.cubes SET sealed_view = $2::regclass WHERE cube_id = $1",
+						2, t, v, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the sealed view");
+}
