@@ -25,8 +25,10 @@ OBJS = \
 	src/positions.o \
 	src/segments.o \
 	src/rewrite.o \
+	src/sealed.o \
 	src/seal.o \
 	src/compact.o \
+	src/maintenance.o \
 	src/format.o \
 	src/format_meta.o \
 	src/format_json.o \

@@ -42,9 +42,6 @@
 /* 2001-01-01 00:00:00 UTC in PostgreSQL's microseconds since 2000-01-01. */
 #define SC_WINDOW_ORIGIN (INT64CONST(366) * USECS_PER_DAY)
 
-/* Lock class for the advisory lock that serialises DDL on one cube. */
-#define SC_ADVISORY_CLASS 0x5C0BE
-
 /*
  * A point in time as the cube's time column holds it: itself for
  * timestamptz, the local time of the session's TimeZone for timestamp.
@@ -317,7 +314,7 @@ sc_segment_lock_windows(const ScCube *cube)
 {
 	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
 							  (Oid[]) {INT4OID, INT4OID},
-							  (Datum[]) {Int32GetDatum(SC_ADVISORY_CLASS), Int32GetDatum(cube->cube_id)},
+							  (Datum[]) {Int32GetDatum(SC_LOCK_CLASS_WINDOWS), Int32GetDatum(cube->cube_id)},
 							  NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not take the window lock of cube %s", cube->qualified);
 }

@@ -183,10 +183,18 @@ extern void sc_launcher_wakeup_at_commit(void);
 extern void sc_launcher_xact_callback_register(void);
 
 /* ----------------------------------------------------------------
- * seal.c
+ * sealed.c
  * ----------------------------------------------------------------
  */
 extern bool sc_seal_writes_allowed;
+
+/*
+ * Classes of streamcube's advisory locks, pg_advisory_xact_lock(class,
+ * cube_id), and the one order every lock is taken in: docs/architecture.md,
+ * "Lock order".
+ */
+#define SC_LOCK_CLASS_WINDOWS 0x5C0BE	/* DDL creating a cube's windows (segments.c) */
+#define SC_LOCK_CLASS_SEAL 0x5EA1	/* seals, compactions and retention of a cube (sealed.c) */
 
 /* ----------------------------------------------------------------
  * launcher.c

@@ -1,0 +1,438 @@
+/*-------------------------------------------------------------------------
+ *
+ * sealed.c
+ *		What a sealed partition is, for sealing (seal.c) and compaction
+ *		(compact.c) alike: a logged twin table with the cube's columns,
+ *		indexes and a CHECK constraint equal to its bound, the trigger that
+ *		keeps it immutable, DDL on a cube's partitions as the cube's owner
+ *		with short lock timeouts and retries, the lock that serialises seals
+ *		and compactions of one cube, and the view <cube>_sealed over them.
+ *
+ * DDL on the cube's partitions runs as the cube's owner, with
+ * SECURITY_RESTRICTED_OPERATION; catalog rows are written through
+ * sc_catalog_exec().  Where these locks fall in the lock order:
+ * docs/architecture.md, "Lock order".
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "cube_catalog.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "cube.h"
+#include "positions.h"
+#include "sealed.h"
+#include "rewrite.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+PG_FUNCTION_INFO_V1(sc_sealed_guard);
+
+/* DDL that needs the cube's ACCESS EXCLUSIVE lock: lock timeout, pause between tries, tries. */
+#define SC_SWAP_LOCK_TIMEOUT "100ms"
+#define SC_SWAP_RETRY_MS 300
+#define SC_SWAP_TRIES 50
+
+/* Set by receivers around their COPY: late rows may enter a sealed window. */
+bool		sc_seal_writes_allowed = false;
+
+/* ----------------------------------------------------------------
+ * The guard trigger
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * BEFORE INSERT OR UPDATE OR DELETE (row) and BEFORE TRUNCATE (statement)
+ * on every sealed partition: ordinary writes are refused.  Receivers
+ * append late rows (sc_seal_writes_allowed).  An owner who must correct
+ * data disables the triggers on purpose: ALTER TABLE ... DISABLE TRIGGER
+ * streamcube_sealed (docs/operations.md).
+ */
+Datum
+sc_sealed_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("streamcube._sealed_guard() must be called as a trigger")));
+	if (!sc_seal_writes_allowed)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("window partition %s is sealed", RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("A sealed window of a cube is immutable: its rows are exactly the messages streamcube consumed."),
+				 errhint("To correct data on purpose, its owner may ALTER TABLE %s DISABLE TRIGGER USER, change it, then ENABLE TRIGGER USER.",
+						 quote_identifier(RelationGetRelationName(trigdata->tg_relation)))));
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		return PointerGetDatum(NULL);
+	return PointerGetDatum(trigdata->tg_trigtuple);
+}
+
+
+/* ----------------------------------------------------------------
+ * Helpers
+ * ----------------------------------------------------------------
+ */
+void
+sc_seal_exec(const char *sql)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret < 0)
+		elog(ERROR, "statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/* The cube's columns as a quoted, comma-separated list, in table order. */
+char *
+sc_column_list(Oid relid)
+{
+	StringInfoData out;
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	initStringInfo(&out);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attisdropped)
+			continue;
+		if (out.len > 0)
+			appendStringInfoString(&out, ", ");
+		appendStringInfoString(&out, quote_identifier(NameStr(att->attname)));
+	}
+	table_close(rel, NoLock);
+	return out.data;
+}
+
+/* A free name in a schema: base, then base_2, base_3 ... */
+char *
+sc_free_name(Oid nsp, const char *base)
+{
+	for (int attempt = 1;; attempt++)
+	{
+		char		suffix[16] = "";
+		char	   *name;
+		int			room;
+
+		if (attempt > 1)
+			snprintf(suffix, sizeof(suffix), "_%d", attempt);
+		room = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - (int) strlen(suffix));
+		name = psprintf("%.*s%s", room, base, suffix);
+		if (!OidIsValid(get_relname_relid(name, nsp)))
+			return name;
+	}
+}
+
+/* The time column of a cube, quoted. */
+const char *
+sc_time_column(const ScCube *cube)
+{
+	return quote_identifier(cube->columns[cube->time_index].name);
+}
+
+/*
+ * A logged table for the sealed rows of [lo, hi) of a cube (a window's, or
+ * a compacted bucket's): the cube's columns, defaults, constraints and
+ * indexes, and the range as a CHECK constraint, so that ATTACH needs no
+ * scan.  Run as the cube's owner, connected to SPI.
+ */
+void
+sc_sealed_table_create(const ScCube *cube, const char *target, const char *lo, const char *hi)
+{
+	const char *ts = sc_time_column(cube);
+
+	sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+						  "INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING INDEXES)",
+						  target, cube->qualified));
+	sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+						  "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
+						  target, ts, ts, lo, ts, hi));
+}
+
+/* The triggers that refuse ordinary writes to a sealed table, once filled. */
+void
+sc_sealed_table_guard(const char *target)
+{
+	sc_seal_exec(psprintf("CREATE TRIGGER streamcube_sealed BEFORE INSERT OR UPDATE OR DELETE ON %s "
+						  "FOR EACH ROW EXECUTE FUNCTION streamcube._sealed_guard()", target));
+	sc_seal_exec(psprintf("CREATE TRIGGER streamcube_sealed_truncate BEFORE TRUNCATE ON %s "
+						  "FOR EACH STATEMENT EXECUTE FUNCTION streamcube._sealed_guard()", target));
+}
+
+
+/* ----------------------------------------------------------------
+ * DDL under the cube's lock, retried
+ * ----------------------------------------------------------------
+ */
+/*
+ * One try of fn(arg) as the cube's owner, in a subtransaction, with a short
+ * lock timeout; the error when it failed.
+ */
+typedef struct ScLockedCall
+{
+	Oid			owner;
+	void		(*fn) (void *);
+	void	   *arg;
+} ScLockedCall;
+
+static void
+sc_seal_locked_fn(void *arg)
+{
+	ScLockedCall *call = arg;
+	int			nestlevel = NewGUCNestLevel();
+	ScAsOwner	save;
+
+	(void) set_config_option("lock_timeout", SC_SWAP_LOCK_TIMEOUT, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	sc_as_owner_enter(&save, call->owner);
+	SPI_connect();
+	call->fn(call->arg);
+	SPI_finish();
+	sc_as_owner_leave(&save);
+	AtEOXact_GUC(true, nestlevel);
+}
+
+static ErrorData *
+sc_seal_try_locked(Oid owner_role, void (*fn) (void *), void *arg)
+{
+	ScLockedCall call = {owner_role, fn, arg};
+
+	return sc_try(sc_seal_locked_fn, &call);
+}
+
+/*
+ * Run fn(arg), which needs an ACCESS EXCLUSIVE lock on the cube for a
+ * moment, with lock_timeout = 100 ms, retried every 300 ms: it is never
+ * queued behind a long query, where it would stall every query after it.
+ * After the last try it fails; what saying so names is `what`.
+ */
+void
+sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
+{
+	for (int attempt = 1;; attempt++)
+	{
+		ErrorData  *edata = sc_seal_try_locked(cube->owner, fn, arg);
+
+		if (edata == NULL)
+			return;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		if (attempt >= SC_SWAP_TRIES)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("could not %s of cube %s: its table stayed locked", what, cube->qualified),
+					 errdetail("This needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
+							   SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT),
+					 errhint("A long query or transaction holds the cube. Nothing was changed; the next attempt tries again.")));
+		FreeErrorData(edata);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SC_SWAP_RETRY_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+
+/* ----------------------------------------------------------------
+ * The sealed view
+ * ----------------------------------------------------------------
+ */
+
+/* CREATE [OR REPLACE] VIEW, in a subtransaction; false when it failed. */
+static void
+sc_seal_exec_fn(void *arg)
+{
+	SPI_connect();
+	sc_seal_exec((const char *) arg);
+	SPI_finish();
+}
+
+static bool
+sc_seal_try_view(const char *sql)
+{
+	ErrorData  *edata = sc_try(sc_seal_exec_fn, (void *) sql);
+
+	if (edata == NULL)
+		return true;
+	FreeErrorData(edata);
+	return false;
+}
+
+/*
+ * branches[lo..hi) joined by UNION ALL as a balanced tree of parenthesised
+ * pairs: the parser recurses once per level of set operations, and a flat
+ * chain of thousands of sealed partitions exceeded max_stack_depth (the
+ * planner flattens the tree into one Append all the same).
+ */
+static void
+sc_union_all(StringInfo out, char **branches, int lo, int hi)
+{
+	int			mid;
+
+	if (hi - lo == 1)
+	{
+		appendStringInfoString(out, branches[lo]);
+		return;
+	}
+	mid = lo + (hi - lo) / 2;
+	appendStringInfoChar(out, '(');
+	sc_union_all(out, branches, lo, mid);
+	appendStringInfoString(out, ")\nUNION ALL (");
+	sc_union_all(out, branches, mid, hi);
+	appendStringInfoChar(out, ')');
+}
+
+/*
+ * The view <cube>_sealed: the cube's sealed windows only, UNION ALL.  On a
+ * physical standby any query that touches an UNLOGGED partition fails, so
+ * standby readers query the sealed data through it, with ordinary SQL and
+ * now()-relative predicates.  Rebuilt (as the cube's owner, keeping its
+ * grants) whenever the set of sealed windows changes; windows ending at or
+ * before drop_before are left out (retention drops them next).
+ */
+void
+sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, int nexcept)
+{
+	ScPrivilegeSave save;
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
+	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
+	char	   *columns = sc_column_list(cube->relid);
+	StringInfoData body;
+	StringInfoData sql;
+	Oid			view = InvalidOid;
+	char	   *qualified;
+	bool		isnull;
+	ScAsOwner	as;
+
+	{
+		Datum	   *d = palloc(sizeof(Datum) * Max(nexcept, 1));
+
+		for (int i = 0; i < nexcept; i++)
+			d[i] = ObjectIdGetDatum(except[i]);
+		values[2] = PointerGetDatum(construct_array(d, nexcept, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	}
+	sc_catalog_enter(&save);
+	/* A compacted partition holds many windows: each partition once. */
+	if (SPI_execute_with_args("SELECT s.relid::oid FROM streamcube.segment_catalog s "
+							  "WHERE s.cube_id = $1 AND s.state = 'sealed' AND s.relid::oid <> ALL ($3) "
+							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
+							  "GROUP BY s.relid HAVING max(s.window_end) > $2 "
+							  "ORDER BY min(s.window_start)",
+							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	sc_catalog_leave(&save);
+
+	initStringInfo(&body);
+	{
+		int			n = (int) SPI_processed;
+		char	  **branches = palloc(sizeof(char *) * Max(n, 1));
+
+		for (int i = 0; i < n; i++)
+		{
+			Oid			part = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns,
+								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+															  get_rel_name(part)));
+		}
+		if (n == 0)
+			appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, cube->qualified);
+		else
+			sc_union_all(&body, branches, 0, n);
+	}
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
+							  1, types, values, NULL, false, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && get_rel_relkind(DatumGetObjectId(d)) == RELKIND_VIEW)
+			view = DatumGetObjectId(d);
+	}
+	sc_catalog_leave(&save);
+
+	sc_as_owner_enter(&as, cube->owner);
+	initStringInfo(&sql);
+	if (OidIsValid(view))
+	{
+		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
+											   get_rel_name(view));
+		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body.data);
+		if (!sc_seal_try_view(sql.data))
+		{
+			/* The columns changed in a way a view cannot follow: again. */
+			sc_seal_exec(psprintf("DROP VIEW %s", qualified));
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
+			sc_seal_exec(sql.data);
+		}
+	}
+	else
+	{
+		qualified = quote_qualified_identifier(cube->schema,
+											   sc_free_name(get_rel_namespace(cube->relid),
+															psprintf("%s_sealed", cube->relname)));
+		appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
+		sc_seal_exec(sql.data);
+	}
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "COMMENT ON VIEW %s IS %s", qualified,
+					 quote_literal_cstr(psprintf("The sealed windows of cube %s (logged partitions only): "
+												 "what a physical standby can read. Maintained by streamcube.",
+												 cube->qualified)));
+	sc_seal_exec(sql.data);
+	sc_as_owner_leave(&as);
+
+	sc_cube_row_set_sealed_view(cube->cube_id, qualified);
+}
+
+
+/*
+ * The locks a seal or a compaction of a cube holds to its end: the cube's
+ * seal lock (one seal or compaction of a cube at a time: a second waits,
+ * then finds less to do), then the cube's row, as receivers hold it, so
+ * that streamcube_drop_cube waits for us instead of deadlocking with us on
+ * the window rows.  False when the cube was dropped meanwhile.  The caller
+ * is connected to SPI.
+ */
+bool
+sc_seal_lock_cube(const ScCube *cube)
+{
+	ScPrivilegeSave save;
+	bool		exists;
+
+	if (SPI_execute_with_args("SELECT pg_advisory_xact_lock($1, $2)", 2,
+							  (Oid[]) {INT4OID, INT4OID},
+							  (Datum[]) {Int32GetDatum(SC_LOCK_CLASS_SEAL), Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the seal lock");
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the cube");
+	exists = SPI_processed > 0;
+	sc_catalog_leave(&save);
+	return exists;
+}
+
