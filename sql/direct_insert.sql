@@ -9,6 +9,7 @@
 \set VERBOSITY default
 
 CREATE DOMAIN sc_test.positive AS int NOT NULL CHECK (VALUE > 0);
+
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_topic 1 >/dev/null
 -- good rows, then each kind of bad value, then a duplicate key
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1,"q":1,"d":"1.5"}' '{"ts":"2026-01-01T00:00:02Z","k":"b","n":2,"q":2,"d":"2.5"}' '{"ts":"2026-01-01T00:00:03Z","k":"c","n":"x","q":3,"d":"1"}' '{"ts":"2026-01-01T00:00:04Z","k":"d","n":4,"q":-4,"d":"1"}' '{"ts":"2026-01-01T00:00:05Z","k":"e","n":5,"d":"1"}' '{"ts":"2026-01-01T00:00:06Z","n":6,"q":6,"d":"1"}' '{"ts":"2026-01-01T00:00:07Z","k":"g","n":7,"q":7,"d":"12345678901234567890.5"}' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":8,"q":8,"d":"1"}' '{"ts":"2026-01-01T00:00:09Z","k":"i\ttab","n":9,"q":9,"d":"9"}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
@@ -36,6 +37,7 @@ SELECT sc_test.direct_cube('direct_off');
 SELECT streamcube_wait('direct_off', '60 s');
 ALTER SYSTEM RESET streamcube.direct_insert;
 SELECT pg_reload_conf();
+SELECT sc_test.writers('direct_on') AS direct_on, sc_test.writers('direct_off') AS direct_off;
 
 SELECT _offset, ts, k, n, q, d FROM direct_on ORDER BY _offset;
 -- the same rows, the same dead letters
@@ -70,6 +72,8 @@ SELECT sc_test.direct_csv_cubes('off');
 SELECT streamcube_wait('direct_csv_off', '60 s'), streamcube_wait('direct_csv2_off', '60 s');
 ALTER SYSTEM RESET streamcube.direct_insert;
 SELECT pg_reload_conf();
+SELECT c, sc_test.writers(c::regclass)
+FROM unnest('{direct_csv_on,direct_csv_off,direct_csv2_on,direct_csv2_off}'::text[]) c;
 SELECT _offset, k, k IS NULL AS k_null, n FROM direct_csv_on ORDER BY _offset;
 SELECT _offset, k, k IS NULL AS k_null, n FROM direct_csv2_on ORDER BY _offset;
 SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'direct_csv_on'::regclass ORDER BY "offset";
@@ -97,6 +101,8 @@ CREATE TRIGGER seen BEFORE INSERT ON direct_on_20260101_0000
 \! printf '%s\n' '{"ts":"2026-01-01T01:00:00Z","k":"t1","n":10,"q":10,"d":"1"}' '{"ts":"2026-01-01T01:00:01Z","k":"t2","n":11,"q":11,"d":"1"}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
 SELECT streamcube_wait('direct_on', '60 s');
 SELECT k FROM sc_test.direct_seen ORDER BY k;
+-- the two rows for the window with the trigger went through COPY
+SELECT sc_test.writers('direct_on') AS direct_on;
 SELECT count(*), count(DISTINCT (_partition, _offset)) FROM direct_on;
 
 -- Batches spread over several windows and two partitions: rows of one

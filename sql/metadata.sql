@@ -147,6 +147,8 @@ SELECT sc_test.meta_hostile('off');
 SELECT streamcube_wait('meta_hostile_csv_off', '60 s'), streamcube_wait('meta_hostile_json_off', '60 s');
 ALTER SYSTEM RESET streamcube.direct_insert;
 SELECT pg_reload_conf();
+SELECT c, sc_test.writers(c::regclass)
+FROM unnest('{meta_hostile_csv_on,meta_hostile_json_on,meta_hostile_csv_off,meta_hostile_json_off}'::text[]) c;
 SELECT n, k, k IS NULL AS k_null, kb, x = E'two\nlines, "quoted" \\ and\ttab' AS x_exact,
        hdrs ->> 'x' = x AS hdrs_exact
 FROM meta_hostile_csv_on ORDER BY n;

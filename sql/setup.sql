@@ -72,3 +72,20 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Which writer took a cube's rows (streamcube.consumers.rows_direct and
+-- rows_copy), once the receiver has published every row of the table: so
+-- that a comparison of the two paths cannot compare one path with itself.
+CREATE FUNCTION sc_test.writers(the_cube regclass) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    PERFORM sc_test.wait_for(format($q$SELECT EXISTS (SELECT 1 FROM streamcube.consumers
+        WHERE cube = %s AND rows_direct + rows_copy = (SELECT count(*) FROM %s))$q$,
+        the_cube::oid, the_cube));
+    SELECT CASE WHEN rows_copy = 0 AND rows_direct > 0 THEN 'direct'
+                WHEN rows_direct = 0 AND rows_copy > 0 THEN 'copy'
+                ELSE format('direct %s, copy %s', rows_direct, rows_copy) END
+      INTO result FROM streamcube.consumers c WHERE c.cube = the_cube;
+    RETURN result;
+END $$;

@@ -700,7 +700,21 @@ CREATE FUNCTION streamcube._receiver_slots(OUT in_use integer, OUT total integer
     RETURNS record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receiver_slots';
 
-CREATE OR REPLACE VIEW streamcube.consumers AS
+-- rows_direct and rows_copy: which of the two writers took the rows
+DROP VIEW streamcube.consumers;
+DROP FUNCTION streamcube._receivers();
+CREATE FUNCTION streamcube._receivers(
+        OUT pid integer, OUT cube_id integer, OUT replica_set text, OUT state text,
+        OUT partitions integer[], OUT positions bigint[], OUT high_watermarks bigint[],
+        OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
+        OUT started_at timestamptz, OUT last_batch_at timestamptz,
+        OUT last_error text, OUT last_error_at timestamptz,
+        OUT topic_partitions integer, OUT tombstones_skipped bigint,
+        OUT epoch bigint, OUT rows_direct bigint, OUT rows_copy bigint)
+    RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_receivers';
+
+CREATE VIEW streamcube.consumers AS
 SELECT r.pid,
        c.relid::regclass AS cube,
        r.replica_set,
@@ -729,7 +743,12 @@ SELECT r.pid,
        -- the logged restart point of each partition: where a crash restarts it
        ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
              JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.p
-             ORDER BY u.i) AS checkpoints
+             ORDER BY u.i) AS checkpoints,
+       -- rows written since the receiver started: formed and inserted by the
+       -- receiver itself, or through COPY (late rows into sealed windows,
+       -- windows with triggers, streamcube.direct_insert = off)
+       r.rows_direct,
+       r.rows_copy
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
@@ -761,7 +780,9 @@ SELECT NULL::integer,
        NULL::bigint,
        ARRAY(SELECT k."offset" FROM unnest(w.partitions) WITH ORDINALITY AS u(part, i)
              JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.part
-             ORDER BY u.i)
+             ORDER BY u.i),
+       NULL::bigint,
+       NULL::bigint
 FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions
       FROM streamcube.assignments a GROUP BY 1, 2) w
 JOIN streamcube.cubes c USING (cube_id)
@@ -771,6 +792,7 @@ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
                   WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
 COMMENT ON VIEW streamcube.consumers IS
     'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state, partitions, positions, Kafka end offsets, lag, throughput, last error, unassigned partitions';
+GRANT SELECT ON streamcube.consumers TO PUBLIC;
 
 -- ---------------------------------------------------------------------
 -- 0.3.0: the version of the library the server loaded

@@ -52,7 +52,7 @@ PG_FUNCTION_INFO_V1(sc_receiver_slots);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
-#define SC_RECEIVER_COLS 17
+#define SC_RECEIVER_COLS 19		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
 
 static Datum
 sc_int_array(const Datum *values, int n, Oid type)
@@ -159,6 +159,9 @@ sc_receivers(PG_FUNCTION_ARGS)
 		values[15] = Int64GetDatum((int64) slot->tombstones_skipped);
 		values[16] = Int64GetDatum(slot->epoch);
 		nulls[16] = slot->epoch < 0;
+		/* 0.3.0 on; a 0.2.0 catalog's descriptor has 17 columns and takes the first ones */
+		values[17] = Int64GetDatum((int64) slot->rows_direct);
+		values[18] = Int64GetDatum((int64) slot->rows_copy);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -105,6 +105,8 @@ typedef struct ScReceiver
 	bool		topic_gone;		/* the consumer's topic was deleted */
 	int			topic_partitions;
 	uint64		tombstones_skipped;
+	uint64		rows_direct;
+	uint64		rows_copy;
 
 	/* throughput */
 	uint64		rows_total;
@@ -204,6 +206,8 @@ sc_receiver_publish_stats(void)
 	slot->last_batch_at = receiver.last_batch_at;
 	slot->topic_partitions = receiver.topic_partitions;
 	slot->tombstones_skipped = receiver.tombstones_skipped;
+	slot->rows_direct = receiver.rows_direct;
+	slot->rows_copy = receiver.rows_copy;
 	slot->epoch = receiver.assignment_epoch;
 	LWLockRelease(sc_shared->lock);
 }
@@ -1481,6 +1485,8 @@ sc_receiver_process(int n)
 	receiver.rows_total += outcome.rows;
 	receiver.rate_rows += outcome.rows;
 	receiver.tombstones_skipped += outcome.tombstones_skipped;
+	receiver.rows_direct += outcome.rows_direct;
+	receiver.rows_copy += outcome.rows_copy;
 	receiver.last_batch_at = now;
 	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
 	{

@@ -126,6 +126,8 @@ typedef struct ScReceiverSlot
 	int			npartitions;	/* of sc_slot_parts(slot) */
 	int			topic_partitions;	/* partitions the topic has; -1 unknown */
 	uint64		tombstones_skipped;
+	uint64		rows_direct;	/* rows the direct path wrote */
+	uint64		rows_copy;		/* rows written through COPY */
 	int64		epoch;			/* assignment epoch applied; -1 before the first */
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;
