@@ -775,7 +775,10 @@ sc_jsonb_setup(ScIngest *ing)
 {
 	/* the document column's jsonb is built by sc_jsonb_datum() */
 	if (ing->layout.doc_index >= 0)
+	{
+		ing->layout.format_datum = palloc0(sizeof(bool) * ing->cube->ncolumns);
 		ing->layout.format_datum[ing->layout.doc_index] = true;
+	}
 	return sc_json_setup(ing);
 }
 

@@ -62,7 +62,7 @@ sc_layout_build(ScLayout *layout, ScCube *cube)
 	layout->attnums = palloc(sizeof(AttrNumber) * layout->nattrs);
 	layout->json_column = palloc0(sizeof(bool) * n);
 	layout->meta_base = palloc0(sizeof(Oid) * n);
-	layout->format_datum = palloc0(sizeof(bool) * n);
+	layout->format_datum = NULL;	/* a format that builds datums allocates it */
 	layout->line_pos = palloc(sizeof(int) * n);
 	layout->line_col = palloc(sizeof(int) * n);
 	layout->npayload = 0;
@@ -393,6 +393,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 					continue;
 				}
 				b->fate[i] = fate;
+				b->nlate += fate == SC_FATE_LATE;
 				b->line_start[b->nlines] = mark;
 				b->line_msg[b->nlines] = i;
 				b->line_window[b->nlines] = window;
@@ -441,7 +442,7 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 			pfree(b->line_ts);
 		}
 		b->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
-		b->fate = MemoryContextAlloc(TopMemoryContext, sizeof(ScFate) * n);
+		b->fate = MemoryContextAlloc(TopMemoryContext, sizeof(uint8) * n);
 		b->line_window = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 		b->line_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 		b->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
@@ -449,8 +450,9 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 		b->maxbatch = n;
 	}
 	memset(b->bad_error, 0, sizeof(char *) * n);
-	memset(b->fate, 0, sizeof(ScFate) * n);
+	memset(b->fate, 0, sizeof(uint8) * n);
 	b->nlines = 0;
+	b->nlate = 0;
 	b->rows_direct = 0;
 	b->rows_copy = 0;
 	resetStringInfo(&b->lines);

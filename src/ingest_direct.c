@@ -228,7 +228,7 @@ sc_direct_begin(ScIngest *ing, ScDirectRun *run, int lo, int hi)
 	ScBatch    *b = &ing->batch;
 	Form_pg_attribute att;
 
-	for (int l = lo; l < hi; l++)
+	for (int l = lo; l < hi && b->nlate > 0; l++)
 		if (b->fate[b->line_msg[l]] == SC_FATE_LATE)
 			return false;
 
@@ -298,6 +298,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	ScBatch    *b = &ing->batch;
 	ScKafkaMessage *m = &b->messages[b->line_msg[l]];
 	char	  **fields = run->fields;
+	const bool *format_datum = layout->format_datum;
 	int			t_index = cube->time_index;
 	int			nf;
 
@@ -336,7 +337,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 		}
 		run->ctx.attname = cube->columns[c].name;
 		run->ctx.value = field;
-		if (layout->format_datum[c] && field != NULL &&
+		if (format_datum != NULL && format_datum[c] && field != NULL &&
 			ing->format->datum(ing, c, field, &slot->tts_values[at - 1]))
 		{
 			slot->tts_isnull[at - 1] = false;

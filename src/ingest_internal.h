@@ -53,7 +53,8 @@ typedef struct ScLayout
 	Oid		   *meta_base;		/* per metadata column: its base type */
 	bool	   *json_column;	/* per column: type json or jsonb */
 	int			doc_index;		/* the jsonb column of the whole document; -1 */
-	bool	   *format_datum;	/* per column: the format's datum() makes its value */
+	bool	   *format_datum;	/* per column: the format's datum() makes its value;
+								 * NULL when it makes none */
 } ScLayout;
 
 /* What one message of the batch became, besides a row into an active window. */
@@ -70,13 +71,14 @@ typedef struct ScBatch
 {
 	ScKafkaMessage *messages;
 	char	  **bad_error;		/* per message: why it is no row; NULL when fine */
-	ScFate	   *fate;			/* per message */
+	uint8	   *fate;			/* per message: its ScFate */
 	StringInfoData lines;		/* the lines, one after another */
 	int		   *line_start;		/* per line, + 1: where it starts in lines */
 	int		   *line_msg;		/* per line: its message */
 	int64	   *line_window;	/* per line: its window */
 	int64	   *line_ts;		/* per line: its time value */
 	int			nlines;
+	int			nlate;			/* lines into sealed windows */
 	int			maxbatch;		/* capacity of the per-message arrays */
 	int			parse_mark;		/* lines.len before the message being parsed */
 	int64		rows_direct;	/* lines the direct path wrote */
