@@ -6,7 +6,8 @@
 # broker and controller, bound to 127.0.0.1 only.  See docs/kafka-versions.md.
 #
 #   kafka.sh fetch [--version V]
-#   kafka.sh start --dir DIR --port PORT [--controller-port CPORT] [--sasl-port SPORT] [--version V]
+#   kafka.sh start --dir DIR --port PORT [--controller-port CPORT] [--sasl-port SPORT]
+#                  [--sasl-ssl-port TPORT] [--ssl-port MPORT] [--version V]
 #   kafka.sh stop --dir DIR
 #   kafka.sh status --dir DIR
 #   kafka.sh create-topic --bootstrap HOST:PORT [--version V] [--config K=V]... NAME PARTITIONS
@@ -16,10 +17,24 @@
 #              those parts of the broker's java command.
 #              KAFKA_START_TIMEOUT (default 90 s) bounds the wait in start.
 #              KAFKA_SASL_USERS (default "alice:alice-secret bob:bob-secret")
-#              are the user:password pairs the SASL/PLAIN listener accepts.
+#              are the user:password pairs the SASL listeners accept, with
+#              PLAIN and (on the SASL_SSL listener) SCRAM-SHA-256 and -512.
 #
-# Besides PLAINTEXT on PORT, the broker listens with SASL_PLAINTEXT and the
-# PLAIN mechanism on SPORT (default PORT + 2), for tests of credentials.
+# Besides PLAINTEXT on PORT, the broker listens with
+#   SASL_PLAINTEXT, mechanism PLAIN, on SPORT (default PORT + 2);
+#   SASL_SSL, mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, on TPORT
+#     (default PORT + 3): server certificate only, no client certificate;
+#   SSL with a required client certificate (mutual TLS) on MPORT (default
+#     PORT + 4);
+# for tests of credentials and TLS.  The first start in DIR makes a
+# throwaway certificate authority and the certificates in DIR/tls, kept
+# for later starts (all PEM; the keys are not encrypted):
+#   ca.pem                     the CA certificate clients trust
+#   broker.pem, broker.key     the broker's (SAN IP:127.0.0.1, DNS:localhost)
+#   client.pem, client.key     a client certificate for the SSL listener
+#                              (CN=streamcube-client)
+# The SCRAM users are stored when DIR/data is formatted (storage format
+# --add-scram), so they exist from the broker's first start on.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,7 +49,7 @@ die() { echo "kafka.sh: $*" >&2; exit 1; }
 say() { echo "kafka.sh: $*"; }
 
 usage() {
-    sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
+    sed -n '8,13p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
     exit 2
 }
 
@@ -179,15 +194,80 @@ kill_broker() {        # pid dir
 
 abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }
 
+# ---------------------------------------------------------------- TLS
+# A throwaway CA, a broker certificate and a client certificate in DIR/tls,
+# made once per DIR (P-256 keys: quick to make, and both Java and
+# librdkafka's OpenSSL take them).  Keys are PKCS#8 PEM, unencrypted, as
+# Kafka's PEM key store reads them.
+make_tls() {           # dir
+    local tls=$1/tls cnf who cn
+    [[ -n $1 ]] || die "make_tls: no directory"
+    [[ -f $tls/.complete ]] && return 0
+    command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+    rm -rf "$tls"
+    mkdir -p "$tls"
+    cnf=$tls/openssl.cnf
+    cat >"$cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[broker]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+authorityKeyIdentifier = keyid
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+authorityKeyIdentifier = keyid
+CNF
+    for who in ca broker client; do
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+            -out "$tls/$who.key" 2>"$tls/openssl.log" \
+            || { cat "$tls/openssl.log" >&2; die "openssl could not make the $who key"; }
+    done
+    openssl req -new -x509 -config "$cnf" -extensions ca -key "$tls/ca.key" \
+        -subj "/CN=streamcube test CA $(date +%s)" -days 3650 -sha256 \
+        -out "$tls/ca.pem" 2>"$tls/openssl.log" \
+        || { cat "$tls/openssl.log" >&2; die "openssl could not make the CA certificate"; }
+    for who in broker client; do
+        cn=localhost
+        [[ $who == client ]] && cn=streamcube-client
+        openssl req -new -config "$cnf" -key "$tls/$who.key" -subj "/CN=$cn" \
+            -out "$tls/$who.csr" 2>"$tls/openssl.log" \
+            && openssl x509 -req -in "$tls/$who.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+                -set_serial "0x$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+                -extfile "$cnf" -extensions "$who" -days 3650 -sha256 \
+                -out "$tls/$who.pem" 2>"$tls/openssl.log" \
+            || { cat "$tls/openssl.log" >&2; die "openssl could not make the $who certificate"; }
+        rm -f "$tls/$who.csr"
+    done
+    # the broker's key store: its key and certificate chain in one PEM file
+    cat "$tls/broker.key" "$tls/broker.pem" "$tls/ca.pem" >"$tls/broker-keystore.pem"
+    rm -f "$tls/openssl.log"
+    chmod 600 "$tls"/*.key "$tls/broker-keystore.pem"
+    touch "$tls/.complete"
+}
+
 # ---------------------------------------------------------------- start
 do_start() {
-    local dir="" port="" cport="" sport="" v=$DEFAULT_VERSION
+    local dir="" port="" cport="" sport="" tport="" mport="" v=$DEFAULT_VERSION
     while (( $# )); do
         case $1 in
             --dir) dir=${2:?}; shift 2 ;;
             --port) port=${2:?}; shift 2 ;;
             --controller-port) cport=${2:?}; shift 2 ;;
             --sasl-port) sport=${2:?}; shift 2 ;;
+            --sasl-ssl-port) tport=${2:?}; shift 2 ;;
+            --ssl-port) mport=${2:?}; shift 2 ;;
             --version) v=${2:?}; shift 2 ;;
             *) usage ;;
         esac
@@ -198,6 +278,10 @@ do_start() {
     [[ $cport =~ ^[0-9]+$ ]] || die "bad controller port '$cport'"
     [[ -z $sport ]] && sport=$(( port + 2 ))
     [[ $sport =~ ^[0-9]+$ ]] || die "bad SASL port '$sport'"
+    [[ -z $tport ]] && tport=$(( port + 3 ))
+    [[ $tport =~ ^[0-9]+$ ]] || die "bad SASL_SSL port '$tport'"
+    [[ -z $mport ]] && mport=$(( port + 4 ))
+    [[ $mport =~ ^[0-9]+$ ]] || die "bad SSL port '$mport'"
     check_version "$v"
     command -v kcat >/dev/null || die "kcat not found (apt-get install kcat)"
     dir=$(abs_dir "$dir")
@@ -210,28 +294,49 @@ do_start() {
     port_in_use "$port" && die "port $port is already in use"
     port_in_use "$cport" && die "controller port $cport is already in use"
     port_in_use "$sport" && die "SASL port $sport is already in use"
+    port_in_use "$tport" && die "SASL_SSL port $tport is already in use"
+    port_in_use "$mport" && die "SSL port $mport is already in use"
 
     do_fetch "$v"
     local jars; jars=$(jars_dir "$v")
 
-    local props=$dir/server.properties jaas_users="" pair
+    make_tls "$dir"
+    local tls=$dir/tls
+
+    local props=$dir/server.properties jaas_users="" pair scram=() mech
     for pair in ${KAFKA_SASL_USERS:-alice:alice-secret bob:bob-secret}; do
         [[ $pair =~ ^[A-Za-z0-9_-]+:[A-Za-z0-9_.-]+$ ]] || die "bad KAFKA_SASL_USERS entry '$pair' (want user:password)"
         jaas_users+=" user_${pair%%:*}=\"${pair#*:}\""
+        for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+            scram+=(--add-scram "$mech=[name=${pair%%:*},password=${pair#*:}]")
+        done
     done
     cat >"$props" <<EOF
 # written by test/kafka/kafka.sh for Kafka $v
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$tport,SSL://127.0.0.1:$mport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$tport,SSL://127.0.0.1:$mport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required $jaas_users;
+# TLS, both TLS listeners: PEM key store and trust store (no JKS)
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.pem
+# SASL_SSL: PLAIN and SCRAM, no client certificate
+listener.name.sasl_ssl.ssl.client.auth=none
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required $jaas_users;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# SSL: a client certificate signed by the CA is required (mutual TLS)
+listener.name.ssl.ssl.client.auth=required
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=1
@@ -271,7 +376,7 @@ EOF
         echo "$cid" >"$dir/cluster.id"
         if ! java "${TOOL_JVM_OPTS[@]}" "$(tools_log_opt "$v")" \
                 -cp "$jars/*" kafka.tools.StorageTool format \
-                -t "$cid" -c "$props" >"$dir/format.log" 2>&1; then
+                -t "$cid" -c "$props" "${scram[@]}" >"$dir/format.log" 2>&1; then
             cat "$dir/format.log" >&2
             die "formatting $dir/data failed"
         fi
@@ -308,7 +413,8 @@ EOF
         sleep 0.1
     done
     local t2; t2=$(now_ms)
-    say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, SASL/PLAIN 127.0.0.1:$sport, controller 127.0.0.1:$cport" \
+    say "Kafka $v running: pid $pid, bootstrap 127.0.0.1:$port, SASL/PLAIN 127.0.0.1:$sport," \
+        "SASL_SSL 127.0.0.1:$tport, SSL (client certificate) 127.0.0.1:$mport, controller 127.0.0.1:$cport" \
         "($fmt, start until metadata $(( t2 - t1 )) ms)"
 }
 
