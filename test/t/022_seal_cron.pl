@@ -1,6 +1,7 @@
 
 # Sealing by a real pg_cron job.  pg_cron is preloaded with streamcube, the
-# job is registered with streamcube_schedule_sealing('* * * * *'), and a
+# job is registered with streamcube_schedule_sealing('* * * * *') by an
+# admin role nothing else uses (so the seals it journals are the job's), and a
 # cube with 1-minute windows receives events stamped with the current
 # time.  Nothing in the test seals: the job must (pg_cron runs it at the
 # start of each minute, so within about two minutes), as the job's user,
@@ -32,9 +33,21 @@ my $node = sc_node('seal_cron',
 is($node->safe_psql('postgres', 'SHOW shared_preload_libraries'),
 	'streamcube,pg_cron', 'streamcube and pg_cron are preloaded');
 $node->safe_psql('postgres', 'CREATE EXTENSION pg_cron');
-my $job = $node->safe_psql('postgres', "SELECT streamcube_schedule_sealing('* * * * *')");
+# The job belongs to a role of its own, which nothing else in this test
+# uses: a seal journalled as done by it was done by the job, not by this
+# test's sessions (which run as the bootstrap superuser).
+$node->safe_psql('postgres', q{
+	CREATE ROLE cron_sealer LOGIN;
+	GRANT streamcube_admin TO cron_sealer;
+	GRANT USAGE ON SCHEMA cron TO cron_sealer;
+});
+my $job = $node->safe_psql('postgres',
+	"SET ROLE cron_sealer; SELECT streamcube_schedule_sealing('* * * * *')");
 like($job, qr/^\d+$/, "streamcube_schedule_sealing registered pg_cron job $job");
 my $user = $node->safe_psql('postgres', "SELECT username FROM cron.job WHERE jobid = $job");
+is($user, 'cron_sealer', 'the job runs as the role that scheduled it');
+isnt($node->safe_psql('postgres', 'SELECT current_user'), $user,
+	"the test's own sessions run as another role");
 is( $node->safe_psql('postgres',
 		"SELECT schedule, command, active FROM cron.job WHERE jobid = $job"),
 	'* * * * *|SELECT public.streamcube_seal_due()|t',
