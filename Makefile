@@ -29,6 +29,7 @@ OBJS = \
 	src/seal.o \
 	src/compact.o \
 	src/maintenance.o \
+	src/drops.o \
 	src/format.o \
 	src/format_meta.o \
 	src/format_json.o \
