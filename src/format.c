@@ -176,7 +176,7 @@ static const bool sc_split_stop[256] = {['\0'] = true, ['\t'] = true, ['\n'] = t
  * escapes) into fields, in place in buf.  Returns the number of fields.
  */
 int
-sc_line_split_text(ScIngest *ing, char *buf, char **fields, int maxfields)
+sc_line_split_text(ScIngest *ing, char *buf, int len, char **fields, int maxfields)
 {
 	int			n = 0;
 	char	   *in = buf;

@@ -59,11 +59,11 @@ typedef struct ScFormatRoutine
 						 int64 *ts, char **error);
 
 	/*
-	 * Split a line written by line() into its fields, in place, as COPY
-	 * reads it: NULL for a null field.  Returns the number of fields found
-	 * (fields beyond maxfields are counted, not stored).
+	 * Split a line written by line(), len bytes and a NUL, into its fields,
+	 * in place, as COPY reads it: NULL for a null field.  Returns the number
+	 * of fields found (fields beyond maxfields are counted, not stored).
 	 */
-	int			(*split) (ScIngest *ing, char *line, char **fields, int maxfields);
+	int			(*split) (ScIngest *ing, char *line, int len, char **fields, int maxfields);
 
 	/*
 	 * Optional: column c's datum made from its field faster than its input
@@ -85,7 +85,7 @@ extern bool sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, si
 								bool bytea, char **error);
 extern void sc_line_null(ScIngest *ing, StringInfo out);
 extern void sc_line_short(ScIngest *ing, StringInfo out, const char *value);
-extern int	sc_line_split_text(ScIngest *ing, char *line, char **fields, int maxfields);
+extern int	sc_line_split_text(ScIngest *ing, char *line, int len, char **fields, int maxfields);
 
 /*
  * Append "<sep>partition<sep>offset\n", the two columns every line ends

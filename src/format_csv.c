@@ -15,6 +15,7 @@
 typedef struct ScCsvFormat
 {
 	int			time_field;		/* the time column's field of a record; -1 */
+	int			null_len;		/* strlen of the cube's null string */
 	StringInfoData time_text;	/* its value in the current message */
 } ScCsvFormat;
 
@@ -186,14 +187,15 @@ checked:
  * sc_csv_line() checked the record already, so it is well formed.
  */
 static int
-sc_csv_split(ScIngest *ing, char *buf, char **fields, int maxfields)
+sc_csv_split(ScIngest *ing, char *buf, int len, char **fields, int maxfields)
 {
 	ScCube	   *cube = ing->cube;
+	ScCsvFormat *cf = ing->format_state;
 	char		delim = cube->csv_delimiter;
 	char		quote = cube->csv_quote;
 	const char *null_print = cube->csv_null;
-	int			null_len = strlen(null_print);
-	char	   *end = buf + strlen(buf);
+	int			null_len = cf->null_len;
+	char	   *end = buf + len;
 	char	   *in = buf;
 	char	   *out = buf;
 	int			n = 0;
@@ -289,6 +291,7 @@ sc_csv_setup(ScIngest *ing)
 
 	cf->time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
 		? ing->layout.line_pos[cube->time_index] : -1;
+	cf->null_len = strlen(cube->csv_null);
 	initStringInfo(&cf->time_text);
 	return cf;
 }

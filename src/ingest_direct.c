@@ -315,7 +315,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	appendBinaryStringInfo(&run->buf, b->lines.data + b->line_start[l],
 						   b->line_start[l + 1] - b->line_start[l]);
 	pg_verify_mbstr(GetDatabaseEncoding(), run->buf.data, run->buf.len, false);
-	nf = ing->format->split(ing, run->buf.data, fields, layout->nattrs + 1);
+	nf = ing->format->split(ing, run->buf.data, run->buf.len, fields, layout->nattrs + 1);
 	if (nf != layout->nattrs)
 		ereport(ERROR,
 				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
