@@ -20,6 +20,7 @@ OBJS = \
 	src/cluster.o \
 	src/launcher.o \
 	src/cube.o \
+	src/cube_sql.o \
 	src/cube_options.o \
 	src/cube_catalog.o \
 	src/positions.o \
@@ -31,6 +32,7 @@ OBJS = \
 	src/maintenance.o \
 	src/drops.o \
 	src/format.o \
+	src/format_line.o \
 	src/format_meta.o \
 	src/format_json.o \
 	src/format_csv.o \

@@ -128,6 +128,7 @@ typedef struct ScCube
 } ScCube;
 
 /* cube.c */
+extern void sc_cube_read_columns(ScCube *cube, const char *time_column);
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
 extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
 extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);

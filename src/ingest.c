@@ -169,39 +169,6 @@ sc_ingest_end_batch(ScIngest *ing, bool committed)
 }
 
 /* ----------------------------------------------------------------
- * Errors of the data
- * ----------------------------------------------------------------
- */
-/* Errors that a message's content can cause; anything else aborts the batch. */
-bool
-sc_is_data_error(ErrorData *edata)
-{
-	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
-
-	if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->message &&
-		strncmp(edata->message, "no partition of relation", 24) == 0)
-		return false;			/* a missing window is our problem, not the message's */
-	return class == ERRCODE_DATA_EXCEPTION ||
-		class == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
-		class == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-}
-
-/*
- * Run work(arg) in a subtransaction.  Returns NULL when it succeeded, the
- * error when it failed because of the data; any other error is rethrown
- * and aborts the whole batch, so that nothing is lost.
- */
-ErrorData *
-sc_try_subtransaction(void (*work) (void *), void *arg)
-{
-	ErrorData  *edata = sc_try(work, arg);
-
-	if (edata != NULL && !sc_is_data_error(edata))
-		ReThrowError(edata);
-	return edata;
-}
-
-/* ----------------------------------------------------------------
  * The batch
  * ----------------------------------------------------------------
  */

@@ -9,7 +9,9 @@
  *						judge it (time limits, retention, its window), write
  *						the lines, record what the rows tell the catalog,
  *						dead-letter the rest
- *	format*.c			a message to a line (format.h)
+ *	format*.c			a message to a line (format.h): format.c the registry,
+ *						format_line.c writing and splitting lines,
+ *						format_json.c, format_csv.c, format_meta.c
  *	ingest_windows.c	the window cache: which partition a window is, its
  *						lock for this batch, windows to create, first offsets
  *	ingest_write.c		lines into the table: each range tried whole in a
@@ -145,7 +147,7 @@ struct ScIngest
 	const ScFormatRoutine *format;
 	void	   *format_state;	/* the format's own, from its setup() */
 	StringInfoData meta_buf;	/* format_meta.c: a metadata value being built */
-	StringInfoData hex_buf;		/* format.c: a bytea value's hex form */
+	StringInfoData hex_buf;		/* format_line.c: a bytea value's hex form */
 
 	ScWindowCache windows;
 	ScBatch		batch;
@@ -154,9 +156,37 @@ struct ScIngest
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
 };
 
-/* ingest.c */
-extern bool sc_is_data_error(ErrorData *edata);
-extern ErrorData *sc_try_subtransaction(void (*work) (void *), void *arg);
+/*
+ * Errors that a message's content can cause; anything else aborts the
+ * batch.
+ */
+static inline bool
+sc_is_data_error(ErrorData *edata)
+{
+	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	if (edata->sqlerrcode == ERRCODE_CHECK_VIOLATION && edata->message &&
+		strncmp(edata->message, "no partition of relation", 24) == 0)
+		return false;			/* a missing window is our problem, not the message's */
+	return class == ERRCODE_DATA_EXCEPTION ||
+		class == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		class == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+}
+
+/*
+ * Run work(arg) in a subtransaction.  Returns NULL when it succeeded, the
+ * error when it failed because of the data; any other error is rethrown
+ * and aborts the whole batch, so that nothing is lost.
+ */
+static inline ErrorData *
+sc_try_subtransaction(void (*work) (void *), void *arg)
+{
+	ErrorData  *edata = sc_try(work, arg);
+
+	if (edata != NULL && !sc_is_data_error(edata))
+		ReThrowError(edata);
+	return edata;
+}
 
 /* ingest_windows.c */
 extern const char sc_window_missing[];

@@ -4,23 +4,37 @@
  *		Declarations shared by every room of streamcube.
  *
  * streamcube turns Kafka topics into time-partitioned tables.  The code is
- * split by concern:
+ * split into rooms, in layers: a room calls only rooms of its own layer or
+ * below, and nothing calls launcher.c (docs/architecture.md draws them, and
+ * writes down the one order in which locks are taken):
  *
+ * low
  *	streamcube.c	_PG_init: loading checks, hooks, the launcher registration
  *	guc.c			the streamcube.* settings
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
+ *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
  *	kafka.c			the only file that includes librdkafka
- *	catalog.c		privilege checks and small catalog helpers
+ * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
- *	cluster.c		SQL functions on Kafka clusters
- *	launcher.c		the launcher worker, reconciling receivers with the catalog
- *	cube.c			SQL functions on cubes
+ *	cluster.c		Kafka clusters: SQL functions, who may set a property
+ *	cube.c			SQL functions on cubes; loading a cube
  *	cube_options.c	parsing and checking the options of a cube
- *	positions.c		consume positions and checkpoints (the only code that writes them)
+ *	cube_catalog.c	the one writer of a cube's row in streamcube.cubes
+ *	positions.c		consume positions, checkpoints, seal marks (their one writer)
  *	segments.c		window arithmetic and active partitions
- *	ingest.c		message parsing and bulk insertion (the hot path)
- *	receiver.c		the receiver worker: consume, batch, commit
+ *	sealed.c		what a sealed partition is: twins, guard, DDL with lock retries
+ *	rewrite.c		moving rows with their tuple headers (seals, compaction)
+ * upper
+ *	format*.c		message formats (format.h): json, jsonb, csv, Kafka metadata
+ *	ingest*.c		the hot path (ingest_internal.h): batch, windows, writers
+ *	seal.c			sealing
+ *	compact.c		compaction
+ *	drops.c			dropping a large cube's table in steps
  *	reassign.c		replica sets, streamcube_reassign() and its journal
+ * top
+ *	receiver.c		the receiver worker: consume, batch, commit
+ *	launcher.c		the launcher worker, reconciling receivers with the catalog
+ *	maintenance.c	streamcube_seal_due (seal, compact, retention), the pg_cron job
  *	consumers.c		the monitoring functions behind streamcube.* views
  *
  * Every object named by a user is quoted whenever it reaches SQL text.

@@ -1,0 +1,871 @@
+/*-------------------------------------------------------------------------
+ *
+ * cube_sql.c
+ *		SQL functions on cubes: streamcube_create_cube, _drop_cube, _pause,
+ *		_resume, _wait, _alter_cube.
+ *
+ * streamcube_create_cube() does all of its work in the caller's
+ * transaction: the table, the catalog rows, the assignment of every Kafka
+ * partition to replica set "default", the first two windows.  Any error
+ * rolls all of it back, so a wrong argument creates nothing.  The launcher
+ * is woken at COMMIT and starts a receiver.
+ *
+ * DDL on the cube's table runs as the caller (so ownership and privileges
+ * are the caller's); catalog rows are written through sc_catalog_exec()
+ * and cube_catalog.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "cube.h"
+#include "cube_catalog.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "kafka.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "pgstat.h"
+#include "positions.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(sc_create_cube);
+PG_FUNCTION_INFO_V1(sc_drop_cube);
+PG_FUNCTION_INFO_V1(sc_pause_cube);
+PG_FUNCTION_INFO_V1(sc_resume_cube);
+PG_FUNCTION_INFO_V1(sc_wait_cube);
+PG_FUNCTION_INFO_V1(sc_alter_cube);
+
+/*
+ * Is this the statement we meant to build, with the caller's text only in
+ * the column list?  Its last two elements must be our columns, and nothing
+ * but our partitioning may follow the list.
+ */
+static bool
+sc_create_stmt_is_ours(CreateStmt *stmt)
+{
+	int			n = list_length(stmt->tableElts);
+	Node	   *last,
+			   *before;
+
+	if (n < 3 || stmt->partspec == NULL || list_length(stmt->partspec->partParams) != 1 ||
+		stmt->inhRelations != NIL || stmt->partbound != NULL || stmt->options != NIL ||
+		stmt->ofTypename != NULL || stmt->tablespacename != NULL || stmt->accessMethod != NULL)
+		return false;
+	before = list_nth(stmt->tableElts, n - 2);
+	last = list_nth(stmt->tableElts, n - 1);
+	return IsA(before, ColumnDef) && strcmp(((ColumnDef *) before)->colname, "_partition") == 0 &&
+		IsA(last, ColumnDef) && strcmp(((ColumnDef *) last)->colname, "_offset") == 0;
+}
+
+static int
+sc_partition_cmp(const ListCell *a, const ListCell *b)
+{
+	int32		x = ((ScKafkaPartitionInfo *) lfirst(a))->partition;
+	int32		y = ((ScKafkaPartitionInfo *) lfirst(b))->partition;
+
+	return (x > y) - (x < y);
+}
+
+/* The raw parse tree of our CREATE TABLE; NIL if it is not even SQL. */
+static List *
+sc_parse_create(const char *sql)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile raw = NIL;
+
+	PG_TRY();
+	{
+		raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		raw = NIL;
+	}
+	PG_END_TRY();
+	return raw;
+}
+
+/* ----------------------------------------------------------------
+ * streamcube_create_cube
+ * ----------------------------------------------------------------
+ */
+/* The format named at creation. */
+static ScFormat
+sc_create_format(const char *format, const char *name)
+{
+	if (strcmp(format, "json") == 0)
+		return SC_FORMAT_JSON;
+	if (strcmp(format, "csv") == 0)
+		return SC_FORMAT_CSV;
+	if (strcmp(format, "jsonb") == 0)
+		return SC_FORMAT_JSONB;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
+			 errhint("Use 'json', 'jsonb' or 'csv'.")));
+	return SC_FORMAT_JSON;		/* keep the compiler quiet */
+}
+
+/* Arguments that need no catalog access. */
+static void
+sc_create_check_arguments(ScCube *cube, const char *name, const char *topic, Interval *interval)
+{
+	cube->width = sc_interval_usecs(interval, "segment_interval");
+	if (cube->width < USECS_PER_MINUTE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("segment_interval of cube \"%s\" must be at least 1 minute", name),
+				 errhint("Use an interval such as '1 hour' or '1 day'.")));
+	if (topic[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic of cube \"%s\" must not be empty", name)));
+}
+
+/* The cube's name, as the caller means it (the caller's search path). */
+static RangeVar *
+sc_create_name(const char *name)
+{
+	RangeVar   *rv;
+	int			nestlevel;
+
+	sc_caller_path_enter(&nestlevel);
+	rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
+	if (rv->schemaname == NULL)
+		rv->schemaname = get_namespace_name(RangeVarGetCreationNamespace(rv));
+	sc_caller_path_leave(nestlevel);
+	return rv;
+}
+
+/* The owner must be able to log in: its receivers connect as it. */
+static void
+sc_create_check_owner(const char *name)
+{
+	bool		isnull;
+
+	SPI_execute_with_args("SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE oid = $1",
+						  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(GetUserId())},
+						  NULL, true, 1);
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("role \"%s\" cannot own cube \"%s\" because it cannot log in",
+						GetUserNameFromId(GetUserId(), false), name),
+				 errdetail("Receivers connect to the database as the cube's owner."),
+				 errhint("ALTER ROLE %s LOGIN, or create the cube as a role that can log in.",
+						 GetUserNameFromId(GetUserId(), false))));
+}
+
+/* The name must be free: a cube of that name, or another relation, says so. */
+static void
+sc_create_check_free(RangeVar *rv, const char *name)
+{
+	Oid			existing = RangeVarGetRelid(rv, NoLock, true);
+
+	if (!OidIsValid(existing))
+		return;
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE relid = $1",
+					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(existing)},
+					NULL, true, 1);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("cube \"%s\" already exists", name),
+				 errhint("Drop it first with streamcube_drop_cube('%s'), or choose another name.", name)));
+	ereport(ERROR,
+			(errcode(ERRCODE_DUPLICATE_TABLE),
+			 errmsg("relation \"%s\" already exists", name),
+			 errhint("A cube creates its own table; choose a name that is not taken.")));
+}
+
+/*
+ * The table: exactly one CREATE TABLE statement, checked to be ours, then
+ * run as the caller with the caller's search path (column types are the
+ * caller's).  Fills in the cube's relation and columns.
+ */
+static void
+sc_create_table(ScCube *cube, RangeVar *rv, const char *name, const char *columns,
+				const char *time_column)
+{
+	StringInfoData sql;
+	List	   *raw;
+	CreateStmt *create;
+	ListCell   *elt;
+	bool		found = false;
+	int			nestlevel;
+
+	initStringInfo(&sql);
+	/* The line break ends any "--" comment hidden in the columns. */
+	appendStringInfo(&sql, "CREATE TABLE %s (%s\n, _partition integer NOT NULL, _offset bigint NOT NULL) "
+					 "PARTITION BY RANGE (%s)",
+					 quote_qualified_identifier(rv->schemaname, rv->relname),
+					 columns, quote_identifier(time_column));
+	raw = sc_parse_create(sql.data);
+	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt) ||
+		!sc_create_stmt_is_ours((CreateStmt *) linitial_node(RawStmt, raw)->stmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("columns of cube \"%s\" must be a list of column definitions", name),
+				 errhint("For example 'ts timestamptz, country text, amount numeric'.")));
+
+	/* Check the time column before CREATE TABLE turns it into a worse error. */
+	create = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
+	foreach(elt, create->tableElts)
+		if (IsA(lfirst(elt), ColumnDef) &&
+			strcmp(((ColumnDef *) lfirst(elt))->colname, time_column) == 0)
+			found = true;
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("time column \"%s\" is not among the columns of cube \"%s\"", time_column, name),
+				 errhint("Name one of the declared columns, of type timestamptz.")));
+
+	sc_caller_path_enter(&nestlevel);
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create the table of cube \"%s\"", name);
+	sc_caller_path_leave(nestlevel);
+
+	cube->relid = RangeVarGetRelid(rv, NoLock, false);
+	cube->schema = get_namespace_name(get_rel_namespace(cube->relid));
+	cube->relname = get_rel_name(cube->relid);
+	cube->qualified = quote_qualified_identifier(cube->schema, cube->relname);
+	cube->owner = GetUserId();
+
+	sc_cube_read_columns(cube, time_column);
+	if (cube->time_index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("time column \"%s\" of cube \"%s\" is not among its columns", time_column, name)));
+	if (cube->time_type != TIMESTAMPTZOID && cube->time_type != TIMESTAMPOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("time column \"%s\" of cube \"%s\" has type %s, not a timestamp type",
+						time_column, name, format_type_be(cube->time_type)),
+				 errhint("Declare it as timestamptz (or timestamp).")));
+}
+
+/*
+ * The catalog rows: the cube's, its replica sets, its partitions'
+ * assignments (dealt round the replica sets) and first checkpoints (the
+ * start positions, from the watermarks).
+ */
+static void
+sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, Interval *interval,
+					   const char *format, Jsonb *options, List *partitions,
+					   const char *kafka_cluster_id)
+{
+	ListCell   *lc;
+
+	cube->cube_id = sc_cube_row_insert(cube->relid, cube->cluster, cube->topic, time_column,
+									   interval, format, options, kafka_cluster_id);
+	foreach(lc, cube->replica_sets)
+		sc_catalog_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+						"ON CONFLICT DO NOTHING",
+						1, (Oid[]) {TEXTOID},
+						(Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
+	if (list_length(cube->replica_sets) > list_length(partitions))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube \"%s\" names %d replica sets, but topic \"%s\" has only %d partitions",
+						name, list_length(cube->replica_sets), cube->topic, list_length(partitions)),
+				 errhint("Each replica set needs at least one partition to consume.")));
+
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		int64		start = cube->start_latest ? p->high_watermark : p->low_watermark;
+
+		if (cube->replica_sets != NIL)
+		{
+			Oid			t[3] = {INT4OID, INT4OID, TEXTOID};
+			Datum		v[3];
+
+			v[0] = Int32GetDatum(cube->cube_id);
+			v[1] = Int32GetDatum(p->partition);
+			v[2] = CStringGetTextDatum(list_nth(cube->replica_sets,
+												foreach_current_index(lc) % list_length(cube->replica_sets)));
+			sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
+							"VALUES ($1, $2, $3)", 3, t, v, NULL, false, 0);
+		}
+		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
+	}
+}
+
+/*
+ * streamcube_create_cube(name, cluster, topic, columns, time_column,
+ * segment_interval, format, options)
+ */
+Datum
+sc_create_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	char	   *cluster = sc_text_arg(fcinfo, 1, "cluster");
+	char	   *topic = sc_text_arg(fcinfo, 2, "topic");
+	char	   *columns = sc_text_arg(fcinfo, 3, "columns");
+	char	   *time_column = sc_text_arg(fcinfo, 4, "time_column");
+	Interval   *interval;
+	char	   *format;
+	Jsonb	   *options;
+	ScCube	   *cube = palloc0(sizeof(ScCube));
+	RangeVar   *rv;
+	List	   *partitions;
+	char	   *kafka_cluster_id = NULL;
+	int64		now;
+
+	cube->mcxt = CurrentMemoryContext;
+	if (PG_ARGISNULL(5))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("segment_interval must not be NULL")));
+	interval = PG_GETARG_INTERVAL_P(5);
+	format = PG_ARGISNULL(6) ? "json" : text_to_cstring(PG_GETARG_TEXT_PP(6));
+	options = PG_ARGISNULL(7) ? NULL : PG_GETARG_JSONB_P(7);
+	cube->cluster = cluster;
+	cube->topic = topic;
+
+	sc_require_admin("create cubes");
+	cube->format = sc_create_format(format, name);
+	sc_create_check_arguments(cube, name, topic, interval);
+	rv = sc_create_name(name);
+
+	SPI_connect();
+	sc_create_check_owner(name);
+	sc_create_check_free(rv, name);
+
+	/* The cluster and the topic, with watermarks for the start positions. */
+	partitions = sc_kafka_describe(sc_cluster_conninfo(cluster), topic, true, sc_kafka_timeout_ms,
+								   NULL, &kafka_cluster_id);
+	list_sort(partitions, sc_partition_cmp);
+
+	sc_create_table(cube, rv, name, columns, time_column);
+	if (options == NULL)
+		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+	sc_cube_parse_options(cube, options, true);
+	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
+	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
+						   kafka_cluster_id);
+
+	/* The current and the next window, so the first rows take no DDL lock. */
+	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
+	sc_segment_ensure(cube, now);
+	sc_segment_ensure(cube, now + cube->width);
+
+	/* Each replica set with partitions needs a receiver slot. */
+	sc_slots_warn_short(name, Min(Max(list_length(cube->replica_sets), 1), list_length(partitions)));
+
+	SPI_finish();
+	sc_launcher_wakeup_at_commit();
+	PG_RETURN_OID(cube->relid);
+}
+
+/* ----------------------------------------------------------------
+ * drop, pause, resume
+ * ----------------------------------------------------------------
+ */
+Datum
+sc_drop_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	bool		keep_data = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	Oid			relid,
+				owner,
+				view;
+	int32		cube_id;
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "drop", &relid, &owner);
+	/* Waits for a batch or a seal in flight; the view as it is then. */
+	view = sc_cube_row_delete(cube_id);
+	if (!keep_data)
+	{
+		StringInfoData sql;
+		ScAsOwner	as;
+		int64		partitions;
+		bool		isnull;
+
+		if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = $1",
+								  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
+								  NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not count the partitions of cube \"%s\"", name);
+		partitions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		initStringInfo(&sql);
+		/* The sealed view goes first: it depends on the sealed windows. */
+		if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
+			appendStringInfo(&sql, "DROP VIEW %s; ",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
+														get_rel_name(view)));
+		/* More partitions than one transaction may lock: the launcher drops them in steps. */
+		if (partitions <= SC_DROP_STEP)
+			appendStringInfo(&sql, "DROP TABLE %s",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														get_rel_name(relid)));
+
+		/* An administrator who does not own the table drops it as its owner. */
+		sc_as_owner_enter(&as, owner);
+		if (sql.len > 0)
+			SPI_execute(sql.data, false, 0);
+		sc_as_owner_leave(&as);
+
+		if (partitions > SC_DROP_STEP)
+		{
+			ScPrivilegeSave save;
+			char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+															   get_rel_name(relid));
+
+			sc_catalog_enter(&save);
+			if (SPI_execute_with_args("INSERT INTO streamcube.pending_drops (relid, name, owner, requested_by) "
+									  "VALUES ($1, $2, $3, $4)",
+									  4, (Oid[]) {OIDOID, TEXTOID, OIDOID, NAMEOID},
+									  (Datum[]) {ObjectIdGetDatum(relid), CStringGetTextDatum(qualified),
+										  ObjectIdGetDatum(owner),
+									  DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
+									  NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not record the drop of cube \"%s\"", name);
+			sc_catalog_leave(&save);
+			ereport(NOTICE,
+					(errmsg("cube \"%s\" is dropped; its table %s has " INT64_FORMAT " partitions and goes in steps",
+							name, qualified, partitions),
+					 errdetail("One transaction cannot lock that many partitions under max_locks_per_transaction; "
+							   "the launcher drops %d of them per transaction, then the table.",
+							   SC_DROP_STEP),
+					 errhint("streamcube.pending_drops lists the table until it is gone.")));
+		}
+	}
+	SPI_finish();
+	sc_launcher_wakeup_at_commit();
+	PG_RETURN_VOID();
+}
+
+static void
+sc_set_paused(FunctionCallInfo fcinfo, bool paused, bool skip_bad)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Oid			relid,
+				owner;
+	int32		cube_id;
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, paused ? "pause" : "resume", &relid, &owner);
+	sc_cube_row_set_paused(cube_id, paused, skip_bad);
+	SPI_finish();
+}
+
+Datum
+sc_pause_cube(PG_FUNCTION_ARGS)
+{
+	sc_set_paused(fcinfo, true, false);
+	PG_RETURN_VOID();
+}
+
+Datum
+sc_resume_cube(PG_FUNCTION_ARGS)
+{
+	sc_set_paused(fcinfo, false, PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1));
+	PG_RETURN_VOID();
+}
+
+/* ----------------------------------------------------------------
+ * streamcube_wait(cube, timeout): has every message in Kafka now been
+ * consumed?
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Is every partition held by a running receiver whose published position
+ * reached its target?  Receivers publish their positions to shared memory
+ * just after COMMIT, so streamcube.consumers agrees when this is true.
+ */
+static bool
+sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *targets)
+{
+	bool		done = true;
+
+	LWLockAcquire(sc_shared->lock, LW_SHARED);
+	for (int i = 0; i < n && done; i++)
+	{
+		bool		held = false;
+
+		for (int s = 0; s < sc_shared->nslots && !held; s++)
+		{
+			ScReceiverSlot *slot = &sc_shared->slots[s];
+
+			ScPartitionStat *stats = sc_slot_parts(slot);
+
+			if (!slot->in_use || slot->dboid != MyDatabaseId || slot->cube_id != cube_id ||
+				slot->state != SC_RECEIVER_RUNNING)
+				continue;
+			for (int p = 0; p < slot->npartitions; p++)
+				if (stats[p].partition == parts[i] && stats[p].position >= targets[i])
+					held = true;
+		}
+		done = held;
+	}
+	LWLockRelease(sc_shared->lock);
+	return done;
+}
+
+/*
+ * The partitions among parts[] that no replica set consumes, as text; NULL
+ * when all are assigned.
+ */
+static char *
+sc_wait_unassigned(int32 cube_id, Datum partarray)
+{
+	ScPrivilegeSave save;
+	Datum		args[2] = {Int32GetDatum(cube_id), partarray};
+	Oid			types[2] = {INT4OID, INT4ARRAYOID};
+	bool		isnull;
+	Datum		d;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT string_agg(t.part::text, ', ' ORDER BY t.part) "
+							  "FROM unnest($2) AS t(part) "
+							  "WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a "
+							  "                  WHERE a.cube_id = $1 AND a.partition = t.part)",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.assignments");
+	sc_catalog_leave(&save);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/* Why the cube is paused, or NULL when it runs. */
+static char *
+sc_wait_paused(int32 cube_id)
+{
+	ScPrivilegeSave save;
+	Datum		arg = Int32GetDatum(cube_id);
+	Oid			type = INT4OID;
+	char	   *why = NULL;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT CASE WHEN paused THEN coalesce(paused_reason, "
+							  "  'paused by a bad message at partition ' || bad_partition || ' offset ' || bad_offset, "
+							  "  'paused by streamcube_pause()') END "
+							  "FROM streamcube.cubes WHERE cube_id = $1",
+							  1, &type, &arg, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes");
+	sc_catalog_leave(&save);
+	if (SPI_processed > 0)
+		why = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	else
+		why = "the cube was dropped";
+	return why;
+}
+
+/*
+ * A replica set of the cube that no receiver serves because every slot is
+ * taken?  Then say so, in a WARNING: waiting cannot help.
+ */
+static bool
+sc_wait_unserved_warn(int32 cube_id, const char *name)
+{
+	ScPrivilegeSave save;
+	Datum		arg = Int32GetDatum(cube_id);
+	Oid			type = INT4OID;
+
+	if (sc_slots_in_use() < sc_shared->nslots)
+		return false;			/* the launcher will start it */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT DISTINCT replica_set FROM streamcube.assignments "
+							  "WHERE cube_id = $1 ORDER BY 1",
+							  1, &type, &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.assignments");
+	sc_catalog_leave(&save);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *set = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		if (sc_slot_exists(cube_id, set))
+			continue;
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("replica set \"%s\" of cube \"%s\" has no receiver: all %d receiver slots are in use",
+						set, name, sc_shared->nslots),
+				 errhint("streamcube_wait() returns false until it has one; raise streamcube.max_receivers and restart the server, or drop cubes that are no longer needed.")));
+		return true;
+	}
+	return false;
+}
+
+/* Is the cube paused?  Then say why, in a WARNING: waiting cannot help. */
+static bool
+sc_wait_paused_warn(int32 cube_id, const char *name)
+{
+	char	   *paused = sc_wait_paused(cube_id);
+
+	if (paused == NULL)
+		return false;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("cube \"%s\" is paused: %s", name, paused),
+			 errhint("streamcube_wait() returns false while a cube is paused; resume it with streamcube_resume('%s').",
+					 name)));
+	return true;
+}
+
+/*
+ * True once every message that Kafka held for the topic at the call is
+ * consumed: committed, and shown by a running receiver.  "Held" is the end
+ * a read_committed consumer reads to, the last stable offset, as the lag
+ * of streamcube.consumers.  False at the timeout, and at once (with a
+ * WARNING saying why) when the cube is paused or a partition of the topic
+ * is assigned to no replica set: waiting could not help.
+ */
+Datum
+sc_wait_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
+	TimestampTz deadline;
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	List	   *partitions;
+	ListCell   *lc;
+	int			n = 0;
+	int32	   *parts;
+	int64	   *targets;
+	Datum	   *partd;
+	Datum	   *targetd;
+	Datum		partarray,
+				targetarray;
+	char	   *unassigned;
+	bool		done = false;
+
+	SPI_connect();
+	cube_id = sc_cube_lookup(name, &relid, &owner);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
+	cube = sc_cube_load(cube_id, false);
+	if (RecoveryInProgress())
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("cube \"%s\" is not consumed on a standby", name),
+				 errdetail("Receivers run on the primary; a standby holds the cube's sealed windows only, as replication brings them."),
+				 errhint("Call streamcube_wait() on the primary; on the standby, query the view %s_sealed.",
+						 cube->relname)));
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+	if (sc_wait_paused_warn(cube_id, name) || sc_wait_unserved_warn(cube_id, name))
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+	partitions = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
+								   sc_kafka_timeout_ms, NULL, NULL);
+
+	parts = palloc(sizeof(int32) * Max(list_length(partitions), 1));
+	targets = palloc(sizeof(int64) * Max(list_length(partitions), 1));
+	partd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
+	targetd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+
+		parts[n] = p->partition;
+		targets[n] = p->high_watermark;
+		partd[n] = Int32GetDatum(p->partition);
+		targetd[n] = Int64GetDatum(p->high_watermark);
+		n++;
+	}
+	partarray = PointerGetDatum(construct_array(partd, n, INT4OID, 4, true, TYPALIGN_INT));
+	targetarray = PointerGetDatum(construct_array(targetd, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+
+	unassigned = sc_wait_unassigned(cube_id, partarray);
+	if (unassigned != NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
+						unassigned, cube->topic, name),
+				 errdetail("No replica set is assigned them (the cube's option new_partitions is \"ignore\", or a reassignment left them out); streamcube.consumers lists them as unassigned_partitions."),
+				 errhint("streamcube_wait() returns false for this cube until they are assigned; assign them with streamcube_reassign().")));
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   timeout ? sc_interval_usecs(timeout, "timeout") / 1000 : 30000);
+	for (;;)
+	{
+		if (sc_wait_paused_warn(cube_id, name))
+			break;
+		done = sc_positions_short_of(cube_id, partarray, targetarray) == 0 &&
+			sc_wait_receivers_done(cube_id, n, parts, targets);
+		if (done || GetCurrentTimestamp() >= deadline)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_finish();
+	PG_RETURN_BOOL(done);
+}
+
+/*
+ * What a cube option that cannot change in place says when asked to.  The
+ * arguments of streamcube_create_cube() are listed too: a user trying them
+ * here learns why, instead of "unknown option".
+ */
+static const struct
+{
+	const char *name;
+	const char *why;
+	const char *hint;
+}			sc_fixed_options[] = {
+	{"topic", "its positions are offsets of its topic; another topic's offsets mean other messages",
+	"Create a new cube for the other topic."},
+	{"format", "the format decides how every message of the topic becomes a row; messages consumed and messages to come would be read differently",
+	"Create a new cube over the same topic with the other format; streamcube_set_positions() can start it where this one is."},
+	{"time_column", "the table is partitioned by the time column and every window was cut by it",
+	"Create a new cube with the other time column."},
+	{"segment_interval", "every window of the table (active and sealed) was cut at this size, and sealing and retention count in windows",
+	"Create a new cube with the other window size."},
+	{"start", "it only decides where a new cube starts reading",
+	"Move the positions of a paused cube with streamcube_set_positions()."},
+	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",
+	"Move partitions between replica sets with streamcube_reassign()."},
+};
+
+/*
+ * streamcube_alter_cube(cube text, options jsonb) RETURNS jsonb
+ *
+ * Changes the options that can change while the cube runs, in the
+ * caller's transaction: each key of options sets that option, a key set
+ * to JSON null removes it (its default applies again).  The merged options
+ * are checked as at creation; the change is journalled in
+ * streamcube.config_log and the receivers take it before their next batch.
+ * Returns the cube's options after the change.
+ */
+Datum
+sc_alter_cube(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	Jsonb	   *given;
+	Oid			relid,
+				owner;
+	int32		cube_id;
+	ScCube	   *cube;
+	Oid			types[2] = {INT4OID, JSONBOID};
+	Datum		values[2];
+	Datum		old_options,
+				new_options;
+	bool		isnull;
+	bool		changed;
+	ScPrivilegeSave save;
+	MemoryContext caller = CurrentMemoryContext;
+	Jsonb	   *result;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("options of streamcube_alter_cube() must not be NULL"),
+				 errhint("Pass a JSON object of the options to change, such as '{\"grace\": \"10 minutes\"}'.")));
+	given = PG_GETARG_JSONB_P(1);
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "alter", &relid, &owner);
+	values[0] = Int32GetDatum(cube_id);
+	values[1] = JsonbPGetDatum(given);
+
+	if (SPI_execute_with_args("SELECT jsonb_typeof($2)", 2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the options");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options of streamcube_alter_cube() must be a JSON object"),
+				 errhint("Pass the options to change, such as '{\"grace\": \"10 minutes\"}'; a key set to null removes that option.")));
+
+	/* Options that cannot change in place, with the reason. */
+	if (SPI_execute_with_args("SELECT key FROM jsonb_object_keys($2) AS key ORDER BY key",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the options");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		for (int f = 0; f < lengthof(sc_fixed_options); f++)
+			if (strcmp(key, sc_fixed_options[f].name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("\"%s\" of cube \"%s\" cannot be changed: %s",
+								key, name, sc_fixed_options[f].why),
+						 errhint("%s", sc_fixed_options[f].hint)));
+	}
+
+	/*
+	 * The cube's row first, as every other writer of it (a reassignment, a
+	 * pause) takes it: the options merged under the lock.
+	 */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT options, (options || $2) - "
+							  "  ARRAY(SELECT key FROM jsonb_each($2) WHERE jsonb_typeof(value) = 'null') "
+							  "FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.cubes");
+	sc_catalog_leave(&save);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cube \"%s\" was dropped meanwhile", name)));
+	MemoryContextSwitchTo(caller);
+	old_options = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+							false, -1);
+	new_options = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
+							false, -1);
+
+	/* Checked as at creation, against the table as it is now. */
+	cube = sc_cube_load(cube_id, false);
+	sc_cube_parse_options(cube, DatumGetJsonbP(new_options), true);
+	new_options = sc_cube_pin_document(cube, new_options);
+
+	values[1] = new_options;
+	{
+		Datum		pair[2] = {old_options, new_options};
+		Oid			ptypes[2] = {JSONBOID, JSONBOID};
+
+		if (SPI_execute_with_args("SELECT $1 IS DISTINCT FROM $2", 2, ptypes, pair, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not compare the options");
+		changed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (changed)
+	{
+		Oid			jtypes[5] = {INT4OID, JSONBOID, JSONBOID, OIDOID, TEXTOID};
+		Datum		jvalues[5] = {Int32GetDatum(cube_id), old_options, new_options,
+			ObjectIdGetDatum(relid),
+		CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
+
+		sc_cube_row_set_options(cube_id, new_options);
+		sc_catalog_exec("INSERT INTO streamcube.config_log "
+						"(object_type, cube_id, cube, old_value, new_value, changed_by) "
+						"VALUES ('cube', $1, $4::oid::regclass, $2, $3, $5)",
+						5, jtypes, jvalues, NULL, false, 0);
+	}
+	SPI_finish();
+	result = DatumGetJsonbPCopy(new_options);
+	PG_RETURN_JSONB_P(result);
+}
