@@ -5,11 +5,14 @@
  *
  * streamcube turns Kafka topics into time-partitioned tables.  The code is
  * split into rooms, in layers: a room calls only rooms of its own layer or
- * below, and nothing calls launcher.c (docs/architecture.md draws them, and
- * writes down the one order in which locks are taken):
+ * below, no two rooms call each other, round about or directly, and only
+ * _PG_init calls launcher.c.  test/tools/layers checks it on the object
+ * files against this list, in every test run; docs/architecture.md draws
+ * the layers and writes down the one order in which locks are taken.
  *
- * low
+ * entry
  *	streamcube.c	_PG_init: loading checks, hooks, the launcher registration
+ * low
  *	guc.c			the streamcube.* settings
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
@@ -17,7 +20,7 @@
  * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
  *	cluster.c		Kafka clusters: SQL functions, who may set a property
- *	cube.c			SQL functions on cubes; loading a cube
+ *	cube.c			what a cube is: lookup by name, loading, the check of its table
  *	cube_options.c	parsing and checking the options of a cube
  *	cube_catalog.c	the one writer of a cube's row in streamcube.cubes
  *	positions.c		consume positions, checkpoints, seal marks (their one writer)
@@ -36,6 +39,7 @@
  *	launcher.c		the launcher worker, reconciling receivers with the catalog
  *	maintenance.c	streamcube_seal_due (seal, compact, retention), the pg_cron job
  *	consumers.c		the monitoring functions behind streamcube.* views
+ *	cube_sql.c		SQL functions on cubes: create, drop, pause, resume, wait, alter
  *
  * Every object named by a user is quoted whenever it reaches SQL text.
  *
