@@ -156,7 +156,7 @@ sc_window_attached(ScIngest *ing, Oid relid)
  * whose window cannot be created makes its message bad, not the batch.
  *
  * A window's partition is locked ROW EXCLUSIVE once per batch, without
- * waiting: a seal holds a SHARE lock on an active window while it copies,
+ * waiting (lock 5 of "Lock order", docs/architecture.md): a seal holds a SHARE lock on an active window while it copies,
  * and messages for it wait until the seal is done (then they are late); a
  * compaction holds one on sealed windows while it merges them, and their
  * late rows wait until the new partition is in place.

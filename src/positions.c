@@ -278,7 +278,7 @@ sc_positions_try_lock_fn(void *arg)
  * then none is.  The receiver tells Kafka's progress meanwhile and tries
  * again, instead of waiting blind: its lag keeps counting.  Taking all or
  * none keeps a reassignment that waits for one of them from waiting for
- * the receiver in turn.
+ * the receiver in turn (lock 4 of "Lock order", docs/architecture.md).
  */
 bool
 sc_positions_try_lock(int32 cube_id, int n, const int32 *partitions)

@@ -617,7 +617,7 @@ sc_receiver_reload(uint32 config_version)
  * streamcube_drop_cube() waits for the batch in flight, and the cube's
  * table, so that DDL on it waits too; returns false when the cube is gone.
  * A change of the table since the last batch is taken in here, before the
- * batch is built.
+ * batch is built.  Locks 2 and 3 of "Lock order", docs/architecture.md.
  */
 static bool
 sc_receiver_lock_cube(void)

@@ -412,8 +412,9 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
  * seal lock (one seal or compaction of a cube at a time: a second waits,
  * then finds less to do), then the cube's row, as receivers hold it, so
  * that streamcube_drop_cube waits for us instead of deadlocking with us on
- * the window rows.  False when the cube was dropped meanwhile.  The caller
- * is connected to SPI.
+ * the window rows (locks 1 and 2 of "Lock order", docs/architecture.md).
+ * False when the cube was dropped meanwhile.  The caller is connected to
+ * SPI.
  */
 bool
 sc_seal_lock_cube(const ScCube *cube)

@@ -307,7 +307,8 @@ sc_segment_known(const ScCube *cube, int64 start)
 /*
  * The cube's window-creation lock, to the end of the transaction: taken
  * before creating a window, and by a compaction before it points a
- * bucket's windows at its new partition.  The caller is connected to SPI.
+ * bucket's windows at its new partition (lock 6 of "Lock order",
+ * docs/architecture.md).  The caller is connected to SPI.
  */
 void
 sc_segment_lock_windows(const ScCube *cube)
