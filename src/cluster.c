@@ -128,6 +128,8 @@ sc_check_property_class(Oid role, const char *cluster, const char *key,
 						   cls == SC_PROP_LOADS_CODE ? "" : needs),
 				 errhint("%s", cls == SC_PROP_READS_FILE
 						 ? "Give certificates and keys inline with ssl.ca.pem, ssl.certificate.pem and ssl.key.pem, or ask a superuser."
+						 : key == NULL
+						 ? "For SASL without Kerberos set \"sasl.mechanisms\" to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; GSSAPI, the default when none is set, needs a superuser."
 						 : "Ask a superuser to add the cluster.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -609,6 +611,89 @@ sc_kafka_properties(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Lock the cluster's cubes' rows, then the cluster's row: concurrent
+ * changes queue up.  Cube rows first and in cube order, as everything else
+ * that locks cubes (pause, alter, reassign, a receiver's batch) takes them;
+ * the cluster's row is locked without its key, so a cube created meanwhile
+ * (its foreign key shares the key) does not wait.  Returns the row: the
+ * bootstrap list, the properties merged with the given ones ($3, less the
+ * ones set to null, less the secrets named in $6), all stored properties,
+ * who stored them, and the secrets the caller does not give again.
+ */
+static void
+sc_alter_cluster_lock(const char *name, Oid *argtypes, Datum *args)
+{
+	if (sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cluster_name = $1 "
+						"ORDER BY cube_id FOR NO KEY UPDATE",
+						1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the cubes of Kafka cluster \"%s\"", name);
+	if (sc_catalog_exec("SELECT bootstrap_servers, "
+						"       (((properties || secrets) - $6) || $3) - "
+						"         ARRAY(SELECT key FROM jsonb_each($3) WHERE jsonb_typeof(value) = 'null'), "
+						"       (properties || secrets), created_by, "
+						"       (SELECT string_agg(key, ', ' ORDER BY key) FROM jsonb_object_keys(secrets) AS key "
+						"        WHERE NOT $3 ? key AND key <> ALL ($6)) "
+						"FROM streamcube.clusters WHERE name = $1 FOR NO KEY UPDATE",
+						6, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.clusters");
+	if (SPI_processed == 0)
+		sc_cluster_missing(name);
+}
+
+/*
+ * Secrets stored by another role stay only if the caller gives them again:
+ * otherwise an admin could send them to a broker of its own (a new
+ * bootstrap list, security.protocol without TLS).
+ */
+static void
+sc_alter_cluster_check_secrets(const char *name, const char *stored_by, const char *kept)
+{
+	Oid			owner = get_role_oid(stored_by, true);
+
+	if (kept != NULL && !superuser() &&
+		!(OidIsValid(owner) && has_privs_of_role(GetUserId(), owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to alter Kafka cluster \"%s\" without giving its secret properties again", name),
+				 errdetail("Role \"%s\" stored secret properties (%s); a change could send them elsewhere.",
+						   stored_by, kept),
+				 errhint("Give %s in the same call, or ask a superuser or role \"%s\".", kept, stored_by)));
+}
+
+/*
+ * Store the new configuration ($2 bootstrap, $3 properties, $4 the secret
+ * ones among them, $5 who), journal it with secrets masked, and tell every
+ * cube of the cluster to reconnect.
+ */
+static void
+sc_alter_cluster_store(const char *name, Oid *argtypes, Datum *args)
+{
+	if (sc_catalog_exec("WITH old AS ("
+						"  SELECT jsonb_build_object('bootstrap_servers', bootstrap_servers, 'properties', "
+						"         properties || coalesce((SELECT jsonb_object_agg(key, '********') "
+						"                                 FROM jsonb_object_keys(secrets) AS key), '{}')) AS v "
+						"  FROM streamcube.clusters WHERE name = $1), "
+						"upd AS ("
+						"  UPDATE streamcube.clusters SET bootstrap_servers = $2, properties = $3 - $4, "
+						"         secrets = coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
+						"                             WHERE key = ANY ($4)), '{}'), "
+						"         created_by = $5 "
+						"  WHERE name = $1 RETURNING 1), "
+						"cubes AS ("
+						"  UPDATE streamcube.cubes SET config_version = config_version + 1 "
+						"  WHERE cluster_name = $1 RETURNING 1) "
+						"INSERT INTO streamcube.config_log (object_type, cluster, old_value, new_value, changed_by) "
+						"SELECT 'cluster', $1, old.v, "
+						"       jsonb_build_object('bootstrap_servers', $2, 'properties', "
+						"         ($3 - $4) || coalesce((SELECT jsonb_object_agg(key, '********') "
+						"                                FROM unnest($4) AS key), '{}')), $5 "
+						"FROM old, (SELECT count(*) FROM upd) u, (SELECT count(*) FROM cubes) c",
+						5, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not alter Kafka cluster \"%s\"", name);
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
  * streamcube_alter_cluster(name text, bootstrap_servers text DEFAULT NULL,
  *							properties jsonb DEFAULT NULL)
  *
@@ -629,9 +714,7 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	Datum		given = (Datum) 0;
 	Oid			argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTARRAYOID, NAMEOID, TEXTARRAYOID};
 	Datum		args[6];
-	bool		nulls_unused;
-	ScPrivilegeSave save;
-	int			ret;
+	bool		isnull;
 	Datum		merged;
 	char	   *old_bootstrap;
 	bool		changed;
@@ -663,68 +746,20 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	args[2] = sc_canonical_properties(name,
 									  given != (Datum) 0 ? given : DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")),
 									  &args[5]);
-
-	/*
-	 * The rows of the cluster's cubes, then the cluster's row, locked:
-	 * concurrent changes queue up.  Cube rows first and in cube order, as
-	 * everything else that locks cubes (pause, alter, reassign, a receiver's
-	 * batch) takes them; the cluster's row is locked without its key, so a
-	 * cube created meanwhile (its foreign key shares the key) does not wait.
-	 */
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT 1 FROM streamcube.cubes WHERE cluster_name = $1 "
-								"ORDER BY cube_id FOR NO KEY UPDATE",
-								1, argtypes, args, NULL, false, 0);
-	sc_catalog_leave(&save);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not lock the cubes of Kafka cluster \"%s\": %s", name, SPI_result_code_string(ret));
-
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT bootstrap_servers, "
-								"       (((properties || secrets) - $6) || $3) - "
-								"         ARRAY(SELECT key FROM jsonb_each($3) WHERE jsonb_typeof(value) = 'null'), "
-								"       (properties || secrets), created_by, "
-								"       (SELECT string_agg(key, ', ' ORDER BY key) FROM jsonb_object_keys(secrets) AS key "
-								"        WHERE NOT $3 ? key AND key <> ALL ($6)) "
-								"FROM streamcube.clusters WHERE name = $1 FOR NO KEY UPDATE",
-								6, argtypes, args, NULL, false, 1);
-	sc_catalog_leave(&save);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamcube.clusters: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0)
-		sc_cluster_missing(name);
+	sc_alter_cluster_lock(name, argtypes, args);
 	MemoryContextSwitchTo(caller);
-
-	/*
-	 * Secrets stored by another role stay only if the caller gives them
-	 * again: otherwise an admin could send them to a broker of its own
-	 * (a new bootstrap list, security.protocol without TLS).
-	 */
-	{
-		char	   *stored_by = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
-		char	   *kept = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5);
-		Oid			owner = get_role_oid(stored_by, true);
-
-		if (kept != NULL && !superuser() &&
-			!(OidIsValid(owner) && has_privs_of_role(GetUserId(), owner)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied to alter Kafka cluster \"%s\" without giving its secret properties again", name),
-					 errdetail("Role \"%s\" stored secret properties (%s); a change could send them elsewhere.",
-							   stored_by, kept),
-					 errhint("Give %s in the same call, or ask a superuser or role \"%s\".", kept, stored_by)));
-	}
+	sc_alter_cluster_check_secrets(name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4),
+								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5));
 	old_bootstrap = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	merged = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls_unused),
+	merged = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
 					   false, -1);
 	{
-		Datum		old_all = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &nulls_unused);
-		Datum		pair[2] = {old_all, merged};
+		Datum		pair[2] = {SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull), merged};
 		Oid			ptypes[2] = {JSONBOID, JSONBOID};
 
 		if (SPI_execute_with_args("SELECT $1 IS DISTINCT FROM $2", 2, ptypes, pair, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not compare properties");
-		changed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls_unused));
+		changed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	if (bootstrap == NULL)
 		bootstrap = old_bootstrap;
@@ -735,36 +770,8 @@ sc_alter_cluster(PG_FUNCTION_ARGS)
 	args[2] = merged;
 	args[3] = sc_check_properties(name, merged);
 	args[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
-
 	if (changed)
-	{
-		sc_catalog_enter(&save);
-		ret = SPI_execute_with_args("WITH old AS ("
-									"  SELECT jsonb_build_object('bootstrap_servers', bootstrap_servers, 'properties', "
-									"         properties || coalesce((SELECT jsonb_object_agg(key, '********') "
-									"                                 FROM jsonb_object_keys(secrets) AS key), '{}')) AS v "
-									"  FROM streamcube.clusters WHERE name = $1), "
-									"upd AS ("
-									"  UPDATE streamcube.clusters SET bootstrap_servers = $2, properties = $3 - $4, "
-									"         secrets = coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
-									"                             WHERE key = ANY ($4)), '{}'), "
-									"         created_by = $5 "
-									"  WHERE name = $1 RETURNING 1), "
-									"cubes AS ("
-									"  UPDATE streamcube.cubes SET config_version = config_version + 1 "
-									"  WHERE cluster_name = $1 RETURNING 1) "
-									"INSERT INTO streamcube.config_log (object_type, cluster, old_value, new_value, changed_by) "
-									"SELECT 'cluster', $1, old.v, "
-									"       jsonb_build_object('bootstrap_servers', $2, 'properties', "
-									"         ($3 - $4) || coalesce((SELECT jsonb_object_agg(key, '********') "
-									"                                FROM unnest($4) AS key), '{}')), $5 "
-									"FROM old, (SELECT count(*) FROM upd) u, (SELECT count(*) FROM cubes) c",
-									5, argtypes, args, NULL, false, 0);
-		sc_catalog_leave(&save);
-		if (ret != SPI_OK_INSERT)
-			elog(ERROR, "could not alter Kafka cluster \"%s\": %s", name, SPI_result_code_string(ret));
-		sc_launcher_wakeup_at_commit();
-	}
+		sc_alter_cluster_store(name, argtypes, args);
 	SPI_finish();
 	sc_hide_statement = false;
 	PG_RETURN_VOID();

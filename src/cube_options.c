@@ -692,15 +692,10 @@ sc_parse_compact(ScCube *cube, Datum value, const char *type)
 	}
 }
 
-void
-sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
+/* The options' defaults, before the given ones are read. */
+static void
+sc_options_defaults(ScCube *cube)
 {
-	Oid			argtype = JSONBOID;
-	Datum		arg = JsonbPGetDatum(options);
-	uint64		n;
-	Datum		fields = (Datum) 0;
-	SPITupleTable *tab;
-
 	cube->bad_policy = SC_BAD_DEAD_LETTER;
 	cube->skip_tombstones = false;
 	cube->start_latest = false;
@@ -714,6 +709,7 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 	cube->csv_null = "";
 	cube->replica_sets = list_make1("default");
 	cube->assign_new_partitions = true;
+
 	/*
 	 * Windows of an hour or less merge into days, unless "compact" says
 	 * otherwise; windows of less than 15 minutes into hours first, so that
@@ -727,6 +723,99 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 		if (cube->ncompact > 0 || USECS_PER_DAY / cube->width <= SC_COMPACT_MAX_SOURCES)
 			cube->compact[cube->ncompact++] = (ScCompactLevel) {.usecs = USECS_PER_DAY};
 	}
+}
+
+/* One option whose value is a string; an unknown key is an error. */
+static void
+sc_option_string(ScCube *cube, const char *key, const char *value, const char *type, bool validate)
+{
+	if (strcmp(key, "start") != 0 && strcmp(key, "grace") != 0 &&
+		strcmp(key, "late") != 0 && strcmp(key, "retention") != 0 &&
+		strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
+		strcmp(key, "early_rejection_period") != 0 &&
+		strcmp(key, "late_rejection_period") != 0 &&
+		strcmp(key, "new_partitions") != 0 &&
+		strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
+		strcmp(key, "null") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown cube option \"%s\"", key),
+				 errhint("Valid options: %s.", valid_options)));
+	if (strcmp(type, "string") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"%s\" must be a string", key)));
+
+	if (strcmp(key, "start") == 0)
+		cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
+	else if (strcmp(key, "grace") == 0)
+		cube->grace = sc_option_interval(key, value, false);
+	else if (strcmp(key, "late") == 0)
+		cube->late_dead_letter = sc_option_choice(key, value, "append", "dead_letter");
+	else if (strcmp(key, "retention") == 0)
+		cube->retention = sc_option_interval(key, value, true);
+	else if (strcmp(key, "early_rejection_period") == 0)
+		cube->reject_early = sc_option_interval(key, value, true);
+	else if (strcmp(key, "late_rejection_period") == 0)
+		cube->reject_late = sc_option_interval(key, value, true);
+	else if (strcmp(key, "bad_message") == 0)
+		cube->bad_policy = sc_option_choice(key, value, "dead_letter", "pause")
+			? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
+	else if (strcmp(key, "tombstones") == 0)
+		cube->skip_tombstones = sc_option_choice(key, value, "dead_letter", "skip");
+	else if (strcmp(key, "new_partitions") == 0)
+		cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
+	else
+	{
+		if (validate && cube->format != SC_FORMAT_CSV)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"%s\" applies to format csv only", key)));
+		if (strcmp(key, "delimiter") == 0)
+			cube->csv_delimiter = sc_single_char(key, value);
+		else if (strcmp(key, "quote") == 0)
+			cube->csv_quote = sc_single_char(key, value);
+		else
+			cube->csv_null = pstrdup(value);
+	}
+}
+
+/* Every column reads the top-level key of its name until "fields" says otherwise. */
+static void
+sc_columns_reset(ScCube *cube)
+{
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ScColumn   *col = &cube->columns[c];
+
+		col->meta = SC_META_NONE;
+		col->header = NULL;
+		col->mapped = false;
+		if (col->pathlen == 0)
+		{
+			col->path = palloc(sizeof(char *));
+			col->path[0] = col->name;
+			col->pathlen = 1;
+		}
+	}
+	cube->implicit_document = NULL;
+}
+
+/*
+ * Read a cube's options into cube, with their defaults first: strictly
+ * (validate) when the cube is created or altered, leniently when a
+ * receiver loads a cube whose table changed since (see the file's header).
+ */
+void
+sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
+{
+	Oid			argtype = JSONBOID;
+	Datum		arg = JsonbPGetDatum(options);
+	uint64		n;
+	Datum		fields = (Datum) 0;
+	SPITupleTable *tab;
+
+	sc_options_defaults(cube);
 
 	if (SPI_execute_with_args("SELECT jsonb_typeof($1)", 1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read cube options");
@@ -748,22 +837,17 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 		HeapTuple	tup = tab->vals[i];
 		TupleDesc	desc = tab->tupdesc;
 		char	   *key = SPI_getvalue(tup, desc, 1);
-		char	   *value = SPI_getvalue(tup, desc, 2);
 		char	   *type = SPI_getvalue(tup, desc, 3);
 		bool		isnull;
 
 		if (strcmp(key, "replica_sets") == 0)
-		{
 			sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
-			continue;
-		}
-		if (strcmp(key, "compact") == 0)
+		else if (strcmp(key, "compact") == 0)
 		{
 			sc_parse_compact(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
 			MemoryContextSwitchTo(cube->mcxt);
-			continue;
 		}
-		if (strcmp(key, "fields") == 0)
+		else if (strcmp(key, "fields") == 0)
 		{
 			if (strcmp(type, "object") != 0)
 				ereport(ERROR,
@@ -771,76 +855,14 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 						 errmsg("cube option \"fields\" must be a JSON object mapping columns to key paths or Kafka metadata"),
 						 errhint("For example {\"fields\": {\"user_id\": \"user.id\", \"k\": {\"kafka\": \"key\"}}}.")));
 			fields = SPI_getbinval(tup, desc, 4, &isnull);
-			continue;
 		}
-		if (strcmp(key, "start") != 0 && strcmp(key, "grace") != 0 &&
-			strcmp(key, "late") != 0 && strcmp(key, "retention") != 0 &&
-			strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
-			strcmp(key, "early_rejection_period") != 0 &&
-			strcmp(key, "late_rejection_period") != 0 &&
-			strcmp(key, "new_partitions") != 0 &&
-			strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
-			strcmp(key, "null") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown cube option \"%s\"", key),
-					 errhint("Valid options: %s.", valid_options)));
-		if (strcmp(type, "string") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cube option \"%s\" must be a string", key)));
-
-		if (strcmp(key, "start") == 0)
-			cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
-		else if (strcmp(key, "grace") == 0)
-			cube->grace = sc_option_interval(key, value, false);
-		else if (strcmp(key, "late") == 0)
-			cube->late_dead_letter = sc_option_choice(key, value, "append", "dead_letter");
-		else if (strcmp(key, "retention") == 0)
-			cube->retention = sc_option_interval(key, value, true);
-		else if (strcmp(key, "early_rejection_period") == 0)
-			cube->reject_early = sc_option_interval(key, value, true);
-		else if (strcmp(key, "late_rejection_period") == 0)
-			cube->reject_late = sc_option_interval(key, value, true);
-		else if (strcmp(key, "bad_message") == 0)
-			cube->bad_policy = sc_option_choice(key, value, "dead_letter", "pause")
-				? SC_BAD_PAUSE : SC_BAD_DEAD_LETTER;
-		else if (strcmp(key, "tombstones") == 0)
-			cube->skip_tombstones = sc_option_choice(key, value, "dead_letter", "skip");
-		else if (strcmp(key, "new_partitions") == 0)
-			cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
 		else
-		{
-			if (validate && cube->format != SC_FORMAT_CSV)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("cube option \"%s\" applies to format csv only", key)));
-			if (strcmp(key, "delimiter") == 0)
-				cube->csv_delimiter = sc_single_char(key, value);
-			else if (strcmp(key, "quote") == 0)
-				cube->csv_quote = sc_single_char(key, value);
-			else
-				cube->csv_null = pstrdup(value);
-		}
+			sc_option_string(cube, key, SPI_getvalue(tup, desc, 2), type, validate);
 	}
 
 	if (validate && cube->format == SC_FORMAT_CSV)
 		sc_check_csv_dialect(cube);
-	for (int c = 0; c < cube->ncolumns; c++)
-	{
-		ScColumn   *col = &cube->columns[c];
-
-		col->meta = SC_META_NONE;
-		col->header = NULL;
-		col->mapped = false;
-		if (col->pathlen == 0)
-		{
-			col->path = palloc(sizeof(char *));
-			col->path[0] = col->name;
-			col->pathlen = 1;
-		}
-	}
-	cube->implicit_document = NULL;
+	sc_columns_reset(cube);
 	if (fields != (Datum) 0)
 		sc_parse_fields(cube, fields, validate);
 	sc_finish_columns(cube, validate);

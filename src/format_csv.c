@@ -37,74 +37,46 @@ sc_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first, 
 }
 
 /*
- * Check that a message is exactly one CSV record of the declared width,
- * and pull out its time field.  COPY then parses the record for real; the
- * check guarantees that it sees one line per message.
+ * A record without quotes: fields end at delimiters, which memchr() finds
+ * many bytes at a time.  The time field's text goes to cf->time_text;
+ * returns the number of fields, or -1 for a line break inside the record.
  */
-static bool
-sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+static inline int
+sc_csv_scan_plain(ScCsvFormat *cf, const char *p, size_t len, char delim)
 {
-	ScCube	   *cube = ing->cube;
-	ScCsvFormat *cf = ing->format_state;
-	const char *p = m->payload;
-	size_t		len = m->len;
-	char		delim = cube->csv_delimiter;
-	char		quote = cube->csv_quote;
+	const char *f = p;
+	const char *end = p + len;
+	int			field = 0;
+
+	if (memchr(p, '\n', len) != NULL || memchr(p, '\r', len) != NULL)
+		return -1;
+	for (;;)
+	{
+		const char *d = memchr(f, delim, end - f);
+		const char *fend = d ? d : end;
+
+		if (field == cf->time_field)
+			appendBinaryStringInfo(&cf->time_text, f, fend - f);
+		if (d == NULL)
+			return field + 1;
+		field++;
+		f = d + 1;
+	}
+}
+
+/*
+ * A record with quotes, byte by byte: quoted parts may hold delimiters,
+ * line breaks and doubled quotes.  As sc_csv_scan_plain, and *quoted says
+ * whether the time field was quoted (then it is never the null string);
+ * -2 for a quote left open.
+ */
+static int
+sc_csv_scan_quoted(ScCsvFormat *cf, const char *p, size_t len, char delim, char quote,
+				   bool *quoted)
+{
+	StringInfo	time_value = &cf->time_text;
 	int			field = 0;
 	bool		in_quote = false;
-	bool		quoted = false;
-	StringInfo	time_value = &cf->time_text;
-
-	if (ing->layout.npayload == 0 && p != NULL)
-	{
-		/* Every column takes metadata: the record is not read at all. */
-		if (!sc_meta_time(ing, m, ts, error) ||
-			!sc_csv_meta(ing, out, m, true, error))
-			return false;
-		sc_line_position(out, delim, m);
-		return true;
-	}
-	if (p == NULL || len == 0)
-	{
-		*error = "message is empty";
-		return false;
-	}
-	/* One trailing line end is part of a record, not of its last field. */
-	if (len > 0 && p[len - 1] == '\n')
-		len--;
-	if (len > 0 && p[len - 1] == '\r')
-		len--;
-
-	resetStringInfo(time_value);
-
-	/*
-	 * Most records quote nothing: then fields end at delimiters, which
-	 * memchr() finds many bytes at a time.
-	 */
-	if (memchr(p, quote, len) == NULL)
-	{
-		const char *f = p;
-		const char *end = p + len;
-
-		if (memchr(p, '\n', len) != NULL || memchr(p, '\r', len) != NULL)
-		{
-			*error = "message holds more than one CSV record (line break outside quotes)";
-			return false;
-		}
-		for (;;)
-		{
-			const char *d = memchr(f, delim, end - f);
-			const char *fend = d ? d : end;
-
-			if (field == cf->time_field)
-				appendBinaryStringInfo(time_value, f, fend - f);
-			if (d == NULL)
-				break;
-			field++;
-			f = d + 1;
-		}
-		goto checked;
-	}
 
 	for (size_t i = 0; i < len; i++)
 	{
@@ -133,43 +105,96 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 		{
 			in_quote = true;
 			if (field == cf->time_field)
-				quoted = true;
+				*quoted = true;
 		}
 		else if (ch == '\n' || ch == '\r')
-		{
-			*error = "message holds more than one CSV record (line break outside quotes)";
-			return false;
-		}
+			return -1;
 		else if (field == cf->time_field)
 			appendStringInfoChar(time_value, ch);
 	}
-	if (in_quote)
-	{
-		*error = "unterminated quoted field in CSV message";
-		return false;
-	}
-checked:
-	if (field + 1 != ing->layout.npayload)
-	{
-		*error = psprintf("CSV message has %d fields, cube %s expects %d",
-						  field + 1, cube->qualified, ing->layout.npayload);
-		return false;
-	}
+	return in_quote ? -2 : field + 1;
+}
+
+/* The record's time value (or the Kafka timestamp's), into *ts. */
+static bool
+sc_csv_time(ScIngest *ing, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted,
+			int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+
 	if (cf->time_field < 0)
-	{
-		if (!sc_meta_time(ing, m, ts, error))
-			return false;
-	}
-	else if (!quoted && strcmp(time_value->data, cube->csv_null) == 0)
+		return sc_meta_time(ing, m, ts, error);
+	if (!quoted && strcmp(cf->time_text.data, cube->csv_null) == 0)
 	{
 		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
 		return false;
 	}
-	else if (!sc_parse_time(cube, time_value->data, ts, error))
+	if (!sc_parse_time(cube, cf->time_text.data, ts, error))
 	{
 		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 		return false;
 	}
+	return true;
+}
+
+/*
+ * Check that a message is exactly one CSV record of the declared width,
+ * and pull out its time field.  COPY then parses the record for real; the
+ * check guarantees that it sees one line per message.
+ */
+static bool
+sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScCsvFormat *cf = ing->format_state;
+	const char *p = m->payload;
+	size_t		len = m->len;
+	char		delim = cube->csv_delimiter;
+	int			nfields;
+	bool		quoted = false;
+
+	if (ing->layout.npayload == 0 && p != NULL)
+	{
+		/* Every column takes metadata: the record is not read at all. */
+		if (!sc_meta_time(ing, m, ts, error) ||
+			!sc_csv_meta(ing, out, m, true, error))
+			return false;
+		sc_line_position(out, delim, m);
+		return true;
+	}
+	if (p == NULL || len == 0)
+	{
+		*error = "message is empty";
+		return false;
+	}
+	/* One trailing line end is part of a record, not of its last field. */
+	if (len > 0 && p[len - 1] == '\n')
+		len--;
+	if (len > 0 && p[len - 1] == '\r')
+		len--;
+
+	resetStringInfo(&cf->time_text);
+	nfields = memchr(p, cube->csv_quote, len) == NULL
+		? sc_csv_scan_plain(cf, p, len, delim)
+		: sc_csv_scan_quoted(cf, p, len, delim, cube->csv_quote, &quoted);
+	if (nfields == -1)
+	{
+		*error = "message holds more than one CSV record (line break outside quotes)";
+		return false;
+	}
+	if (nfields == -2)
+	{
+		*error = "unterminated quoted field in CSV message";
+		return false;
+	}
+	if (nfields != ing->layout.npayload)
+	{
+		*error = psprintf("CSV message has %d fields, cube %s expects %d",
+						  nfields, cube->qualified, ing->layout.npayload);
+		return false;
+	}
+	if (!sc_csv_time(ing, cf, m, quoted, ts, error))
+		return false;
 
 	appendBinaryStringInfo(out, p, len);
 	if (!sc_csv_meta(ing, out, m, false, error))

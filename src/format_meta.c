@@ -72,6 +72,67 @@ sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
 	return true;
 }
 
+/* The last value of one header name, as Kafka's lastHeader(); NULL if none. */
+static bool
+sc_meta_header(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, const char *header,
+			   bool bytea, char **error)
+{
+	const char *name;
+	const char *value;
+	const char *found = NULL;
+	size_t		size;
+	size_t		found_size = 0;
+	int			got;
+
+	for (int i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
+		if (strcmp(name, header) == 0)
+			found = value, found_size = size;
+	if (got < 0)
+	{
+		*error = "the message's headers cannot be read (librdkafka could not parse them)";
+		return false;
+	}
+	if (found == NULL)
+	{
+		sc_line_null(ing, out);
+		return true;
+	}
+	return sc_line_value_bytes(ing, out, found, found_size, bytea, error);
+}
+
+/* Every header, as a JSON object of strings (a header without value: null). */
+static bool
+sc_meta_headers(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, char **error)
+{
+	StringInfo	buf = &ing->meta_buf;
+	const char *name;
+	const char *value;
+	size_t		size;
+	int			i;
+	int			got;
+
+	resetStringInfo(buf);
+	appendStringInfoChar(buf, '{');
+	for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(buf, ", ");
+		sc_meta_json_string(buf, name, strlen(name));
+		appendStringInfoString(buf, ": ");
+		if (value == NULL)
+			appendStringInfoString(buf, "null");
+		else
+			sc_meta_json_string(buf, value, size);
+	}
+	if (got < 0)
+	{
+		*error = "the message's headers cannot be read (librdkafka could not parse them)";
+		return false;
+	}
+	appendStringInfoChar(buf, '}');
+	return sc_line_value_bytes(ing, out, buf->data, buf->len, false, error);
+}
+
 /*
  * Append the value column c takes from the message's metadata: what the
  * column's input function (COPY's, or the direct path's) then reads.
@@ -82,7 +143,6 @@ bool
 sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, char **error)
 {
 	ScColumn   *col = &ing->cube->columns[c];
-	StringInfo	buf = &ing->meta_buf;
 	bool		bytea = ing->layout.meta_base[c] == BYTEAOID;
 
 	switch (col->meta)
@@ -135,59 +195,9 @@ sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, ch
 				sc_line_null(ing, out);
 			break;
 		case SC_META_HEADER:
-			{
-				const char *name;
-				const char *value;
-				const char *found = NULL;
-				size_t		size;
-				size_t		found_size = 0;
-				int			i;
-				int			got;
-
-				/* The last value of the name, as Kafka's lastHeader() */
-				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
-					if (strcmp(name, col->header) == 0)
-						found = value, found_size = size;
-				if (got < 0)
-				{
-					*error = "the message's headers cannot be read (librdkafka could not parse them)";
-					return false;
-				}
-				if (found == NULL)
-					sc_line_null(ing, out);
-				else
-					return sc_line_value_bytes(ing, out, found, found_size, bytea, error);
-			}
-			break;
+			return sc_meta_header(ing, out, m, col->header, bytea, error);
 		case SC_META_HEADERS:
-			{
-				const char *name;
-				const char *value;
-				size_t		size;
-				int			i;
-				int			got;
-
-				resetStringInfo(buf);
-				appendStringInfoChar(buf, '{');
-				for (i = 0; (got = sc_kafka_message_header(m, i, &name, &value, &size)) > 0; i++)
-				{
-					if (i > 0)
-						appendStringInfoString(buf, ", ");
-					sc_meta_json_string(buf, name, strlen(name));
-					appendStringInfoString(buf, ": ");
-					if (value == NULL)
-						appendStringInfoString(buf, "null");
-					else
-						sc_meta_json_string(buf, value, size);
-				}
-				if (got < 0)
-				{
-					*error = "the message's headers cannot be read (librdkafka could not parse them)";
-					return false;
-				}
-				appendStringInfoChar(buf, '}');
-				return sc_line_value_bytes(ing, out, buf->data, buf->len, false, error);
-			}
+			return sc_meta_headers(ing, out, m, error);
 	}
 	return true;
 }

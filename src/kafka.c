@@ -636,6 +636,24 @@ sc_kafka_watermarks(rd_kafka_t *rk, List *infos, instr_time deadline,
 }
 
 /*
+ * Did the brokers refuse the connection's authentication or TLS, going by
+ * librdkafka's text?  Then the hint speaks of credentials, not of reaching
+ * the brokers.
+ */
+static bool
+sc_kafka_security_failure(const char *error)
+{
+	static const char *const words[] = {
+		"Authentication", "authentication", "SASL", "SSL", "certificate", "handshake",
+	};
+
+	for (int i = 0; i < lengthof(words); i++)
+		if (strstr(error, words[i]) != NULL)
+			return true;
+	return false;
+}
+
+/*
  * Describe every partition visible on the cluster (topic NULL) or of one
  * topic, optionally with low and high watermarks, through the client rk
  * (whose events collect the last client error).  Raises an ERROR when the
@@ -724,8 +742,10 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 				 errmsg("could not get metadata from Kafka cluster \"%s\": %s",
 						conn->cluster_name, failure),
 				 events->last_error[0] ? errdetail("Last client error: %s", events->last_error) : 0,
-				 errhint("Check that bootstrap servers \"%s\" are reachable, or raise streamcube.kafka_timeout (now %d ms).",
-						 conn->bootstrap_servers, timeout_ms)));
+				 sc_kafka_security_failure(events->last_error)
+				 ? errhint("The brokers refused the connection's security: check the cluster's SASL credentials (sasl.*) and certificates (ssl.*) against the detail, with streamcube_alter_cluster().")
+				 : errhint("Check that bootstrap servers \"%s\" are reachable, or raise streamcube.kafka_timeout (now %d ms).",
+						   conn->bootstrap_servers, timeout_ms)));
 	if (failure_code == 2 && topic_missing != NULL)
 	{
 		*topic_missing = true;
@@ -798,6 +818,73 @@ sc_kafka_has_property(const ScKafkaConnInfo *conn, const char *name)
 }
 
 /*
+ * The prefetch is bounded in bytes by streamcube.fetch_queue_size (B).
+ * queued.max.messages.kbytes = B bounds the payloads waiting in the
+ * queue, but librdkafka keeps a few hundred bytes of its own for every
+ * queued message, and a fetch response (up to fetch.max.bytes,
+ * compressed) lands whole even above the bound.  So, unless the
+ * cluster's properties set them:
+ *	- queued.min.messages = B / 320: for small messages the count bounds
+ *	  the bookkeeping (16 MB -> 52,428 messages);
+ *	- fetch.max.bytes = B / 16 (at least message.max.bytes, which
+ *	  librdkafka requires) and fetch.message.max.bytes = B / 64: what
+ *	  one fetch adds above the bound (1 MB and 256 kB at 16 MB).
+ * A small queue runs at full speed only with sc_kafka_consumer_nudge().
+ * Kafka returns a batch larger than these limits whole, so they never
+ * stop a partition with large messages.
+ */
+static void
+sc_kafka_conf_prefetch(rd_kafka_conf_t *conf, const ScKafkaConnInfo *conn, int queue_kbytes)
+{
+	char		errbuf[512];
+
+	static const struct
+	{
+		const char *name;
+		const char *alias;
+		int64		divisor;
+	}			derived[] = {
+		{"queued.min.messages", NULL, 320},
+		{"fetch.max.bytes", NULL, 16},
+		{"fetch.message.max.bytes", "max.partition.fetch.bytes", 64},
+	};
+
+	for (int i = 0; i < lengthof(derived); i++)
+	{
+		char		value[32];
+		int64		v;
+
+		if (sc_kafka_has_property(conn, derived[i].name) ||
+			(derived[i].alias && sc_kafka_has_property(conn, derived[i].alias)))
+			continue;
+		v = Max((int64) queue_kbytes * 1024 / derived[i].divisor, 1024);
+
+		/*
+		 * librdkafka refuses a fetch.max.bytes below message.max.bytes,
+		 * and one a user-set receive.message.max.bytes cannot hold.
+		 */
+		if (strcmp(derived[i].name, "fetch.max.bytes") == 0)
+		{
+			char		mmb[32];
+			size_t		size = sizeof(mmb);
+
+			if (sc_kafka_has_property(conn, "receive.message.max.bytes"))
+				continue;
+			if (rd_kafka_conf_get(conf, "message.max.bytes", mmb, &size) == RD_KAFKA_CONF_OK)
+				v = Max(v, strtoll(mmb, NULL, 10));
+		}
+		snprintf(value, sizeof(value), INT64_FORMAT, v);
+		if (rd_kafka_conf_set(conf, derived[i].name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+		{
+			rd_kafka_conf_destroy(conf);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not configure the Kafka consumer: %s", errbuf)));
+		}
+	}
+}
+
+/*
  * Create a consumer with manual assignment.  No consumer group protocol is
  * used: librdkafka only needs a group.id for its consumer API, offsets are
  * never committed to Kafka (positions live in PostgreSQL).
@@ -820,68 +907,7 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 
 	snprintf(kbytes, sizeof(kbytes), "%d", queue_kbytes);
 
-	/*
-	 * The prefetch is bounded in bytes by streamcube.fetch_queue_size (B).
-	 * queued.max.messages.kbytes = B bounds the payloads waiting in the
-	 * queue, but librdkafka keeps a few hundred bytes of its own for every
-	 * queued message, and a fetch response (up to fetch.max.bytes,
-	 * compressed) lands whole even above the bound.  So, unless the
-	 * cluster's properties set them:
-	 *	- queued.min.messages = B / 320: for small messages the count bounds
-	 *	  the bookkeeping (16 MB -> 52,428 messages);
-	 *	- fetch.max.bytes = B / 16 (at least message.max.bytes, which
-	 *	  librdkafka requires) and fetch.message.max.bytes = B / 64: what
-	 *	  one fetch adds above the bound (1 MB and 256 kB at 16 MB).
-	 * A small queue runs at full speed only with sc_kafka_consumer_nudge().
-	 * Kafka returns a batch larger than these limits whole, so they never
-	 * stop a partition with large messages.
-	 */
-	{
-		static const struct
-		{
-			const char *name;
-			const char *alias;
-			int64		divisor;
-		}			derived[] = {
-			{"queued.min.messages", NULL, 320},
-			{"fetch.max.bytes", NULL, 16},
-			{"fetch.message.max.bytes", "max.partition.fetch.bytes", 64},
-		};
-
-		for (int i = 0; i < lengthof(derived); i++)
-		{
-			char		value[32];
-			int64		v;
-
-			if (sc_kafka_has_property(conn, derived[i].name) ||
-				(derived[i].alias && sc_kafka_has_property(conn, derived[i].alias)))
-				continue;
-			v = Max((int64) queue_kbytes * 1024 / derived[i].divisor, 1024);
-
-			/*
-			 * librdkafka refuses a fetch.max.bytes below message.max.bytes,
-			 * and one a user-set receive.message.max.bytes cannot hold.
-			 */
-			if (strcmp(derived[i].name, "fetch.max.bytes") == 0)
-			{
-				char		mmb[32];
-				size_t		size = sizeof(mmb);
-
-				if (sc_kafka_has_property(conn, "receive.message.max.bytes"))
-					continue;
-				if (rd_kafka_conf_get(conf, "message.max.bytes", mmb, &size) == RD_KAFKA_CONF_OK)
-					v = Max(v, strtoll(mmb, NULL, 10));
-			}
-			snprintf(value, sizeof(value), INT64_FORMAT, v);
-			if (rd_kafka_conf_set(conf, derived[i].name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
-			{
-				rd_kafka_conf_destroy(conf);
-				ereport(ERROR,
-						(errcode(ERRCODE_INTERNAL_ERROR),
-						 errmsg("could not configure the Kafka consumer: %s", errbuf)));
-			}
-		}
-	}
+	sc_kafka_conf_prefetch(conf, conn, queue_kbytes);
 	if (rd_kafka_conf_set(conf, "group.id", group_id, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.commit", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
 		rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK ||
@@ -1072,6 +1098,109 @@ sc_kafka_consumer_nudge(ScKafkaConsumer *c)
 	rd_kafka_topic_partition_list_destroy(probe);
 }
 
+/* A message as the receiver sees it; its handle keeps librdkafka's alive. */
+static inline void
+sc_kafka_message_take(ScKafkaMessage *out, rd_kafka_message_t *m)
+{
+	rd_kafka_timestamp_type_t tstype;
+
+	out->partition = m->partition;
+	out->offset = m->offset;
+	out->payload = m->payload;
+	out->len = m->payload ? m->len : 0;
+	out->key = m->key;
+	out->key_len = m->key ? m->key_len : 0;
+	out->timestamp = rd_kafka_message_timestamp(m, &tstype);
+	out->timestamp_type =
+		tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME ? 'C' :
+		tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 'L' : 0;
+	if (out->timestamp_type == 0)
+		out->timestamp = -1;
+	out->eof = false;
+	out->handle = m;
+}
+
+/*
+ * The end of a partition, at the offset the next message will have.
+ * Offsets below it that never came are control records of transactions
+ * (or aborted messages): the position may move there.
+ */
+static inline void
+sc_kafka_message_eof(ScKafkaMessage *out, const rd_kafka_message_t *m)
+{
+	out->partition = m->partition;
+	out->offset = m->offset;
+	out->payload = NULL;
+	out->len = 0;
+	out->key = NULL;
+	out->key_len = 0;
+	out->timestamp = -1;
+	out->timestamp_type = 0;
+	out->eof = true;
+	out->handle = NULL;
+}
+
+/* An error the queue delivered in place of a message, into result. */
+static void
+sc_kafka_poll_error(ScKafkaPollResult *result, rd_kafka_message_t *m)
+{
+	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+		m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
+	{
+		result->status = SC_KAFKA_OUT_OF_RANGE;
+		result->partition = m->partition;
+		snprintf(result->message, sizeof(result->message), "%s",
+				 rd_kafka_message_errstr(m));
+	}
+	else if ((m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+			  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+			  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) &&
+			 result->status == SC_KAFKA_OK)
+	{
+		/* Often transient (a leader moving); the receiver looks. */
+		result->status = SC_KAFKA_TOPIC_UNKNOWN;
+		result->partition = m->partition;
+		snprintf(result->message, sizeof(result->message), "%s",
+				 rd_kafka_message_errstr(m));
+	}
+	else if (m->err == RD_KAFKA_RESP_ERR__FATAL)
+	{
+		result->status = SC_KAFKA_FATAL;
+		snprintf(result->message, sizeof(result->message), "%s",
+				 rd_kafka_message_errstr(m));
+	}
+	else if (result->status == SC_KAFKA_OK)
+		snprintf(result->message, sizeof(result->message), "%s",
+				 rd_kafka_message_errstr(m));
+}
+
+/* Serve logs and client errors queued on the main queue, into result. */
+static void
+sc_kafka_poll_events(ScKafkaConsumer *c, ScKafkaPollResult *result)
+{
+	rd_kafka_poll(c->rk, 0);
+	if (c->events.fatal && result->status == SC_KAFKA_OK)
+	{
+		result->status = SC_KAFKA_FATAL;
+		strlcpy(result->message, c->events.last_error, sizeof(result->message));
+	}
+	else if (c->events.topic_unknown && result->status == SC_KAFKA_OK)
+	{
+		result->status = SC_KAFKA_TOPIC_UNKNOWN;
+		strlcpy(result->message, c->events.last_error, sizeof(result->message));
+	}
+	else if (result->message[0] == '\0' && c->events.nevents > 0)
+	{
+		for (int i = c->events.nevents - 1; i >= 0; i--)
+			if (c->events.levels[i] <= SC_SYSLOG_WARNING)
+			{
+				strlcpy(result->message, c->events.text[i], sizeof(result->message));
+				break;
+			}
+	}
+	c->events.topic_unknown = false;
+}
+
 /*
  * Take up to max_messages messages without blocking.  Error events are
  * folded into *result: a lost offset range or a fatal client error stops
@@ -1110,80 +1239,15 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 
 		if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
-			messages[got].partition = m->partition;
-			messages[got].offset = m->offset;
-			messages[got].payload = m->payload;
-			messages[got].len = m->payload ? m->len : 0;
-			messages[got].key = m->key;
-			messages[got].key_len = m->key ? m->key_len : 0;
-			{
-				rd_kafka_timestamp_type_t tstype;
-
-				messages[got].timestamp = rd_kafka_message_timestamp(m, &tstype);
-				messages[got].timestamp_type =
-					tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME ? 'C' :
-					tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? 'L' : 0;
-				if (messages[got].timestamp_type == 0)
-					messages[got].timestamp = -1;
-			}
-			messages[got].eof = false;
-			messages[got].handle = m;
-			got++;
+			sc_kafka_message_take(&messages[got++], m);
 			c->drained_messages++;
 			c->drained_bytes += m->len;
 			continue;
 		}
-
-		/*
-		 * The end of a partition, at the offset the next message will have.
-		 * Offsets below it that never came are control records of
-		 * transactions (or aborted messages): the position may move there.
-		 */
 		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-		{
-			messages[got].partition = m->partition;
-			messages[got].offset = m->offset;
-			messages[got].payload = NULL;
-			messages[got].len = 0;
-			messages[got].key = NULL;
-			messages[got].key_len = 0;
-			messages[got].timestamp = -1;
-			messages[got].timestamp_type = 0;
-			messages[got].eof = true;
-			messages[got].handle = NULL;
-			got++;
-			rd_kafka_message_destroy(m);
-			continue;
-		}
-
-		if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
-			m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
-		{
-			result->status = SC_KAFKA_OUT_OF_RANGE;
-			result->partition = m->partition;
-			snprintf(result->message, sizeof(result->message), "%s",
-					 rd_kafka_message_errstr(m));
-		}
-		else if ((m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-				  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-				  m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) &&
-				 result->status == SC_KAFKA_OK)
-		{
-			/* Often transient (a leader moving); the receiver looks. */
-			result->status = SC_KAFKA_TOPIC_UNKNOWN;
-			result->partition = m->partition;
-			snprintf(result->message, sizeof(result->message), "%s",
-					 rd_kafka_message_errstr(m));
-		}
-		else if (m->err == RD_KAFKA_RESP_ERR__FATAL)
-		{
-			result->status = SC_KAFKA_FATAL;
-			snprintf(result->message, sizeof(result->message), "%s",
-					 rd_kafka_message_errstr(m));
-		}
-		else if (result->status == SC_KAFKA_OK)
-			snprintf(result->message, sizeof(result->message), "%s",
-					 rd_kafka_message_errstr(m));
+			sc_kafka_message_eof(&messages[got++], m);
+		else
+			sc_kafka_poll_error(result, m);
 		rd_kafka_message_destroy(m);
 	}
 
@@ -1193,29 +1257,7 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 			sc_kafka_consumer_nudge(c);
 		c->drained_messages = c->drained_bytes = 0;
 	}
-
-	/* Serve logs and client errors queued on the main queue. */
-	rd_kafka_poll(c->rk, 0);
-	if (c->events.fatal && result->status == SC_KAFKA_OK)
-	{
-		result->status = SC_KAFKA_FATAL;
-		strlcpy(result->message, c->events.last_error, sizeof(result->message));
-	}
-	else if (c->events.topic_unknown && result->status == SC_KAFKA_OK)
-	{
-		result->status = SC_KAFKA_TOPIC_UNKNOWN;
-		strlcpy(result->message, c->events.last_error, sizeof(result->message));
-	}
-	else if (result->message[0] == '\0' && c->events.nevents > 0)
-	{
-		for (int i = c->events.nevents - 1; i >= 0; i--)
-			if (c->events.levels[i] <= SC_SYSLOG_WARNING)
-			{
-				strlcpy(result->message, c->events.text[i], sizeof(result->message));
-				break;
-			}
-	}
-	c->events.topic_unknown = false;
+	sc_kafka_poll_events(c, result);
 	return got;
 }
 

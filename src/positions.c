@@ -562,6 +562,138 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 }
 
 /*
+ * Lock the paused cube's row against batches and other changes until
+ * COMMIT (lock 2 of "Lock order", docs/architecture.md), and read why it
+ * was paused and which partitions it has.
+ */
+static List *
+sc_set_positions_lock(int32 cube_id, const char *name, char **reason)
+{
+	Oid			t = INT4OID;
+	Datum		v = Int32GetDatum(cube_id);
+	List	   *assigned = NIL;
+	bool		isnull;
+
+	sc_catalog_exec("SELECT paused, paused_reason FROM streamcube.cubes "
+					"WHERE cube_id = $1 FOR UPDATE", 1, &t, &v, NULL, false, 0);
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cube \"%s\" must be paused to set its positions", name),
+				 errhint("Call streamcube_pause('%s') first, then streamcube_resume('%s') after.", name, name)));
+	*reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1 "
+					"ORDER BY partition", 1, &t, &v, NULL, true, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		assigned = lappend_int(assigned,
+							   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
+	return assigned;
+}
+
+/*
+ * Positions read from another Kafka cluster become this one's only when
+ * every partition gets one here: the others would go on at offsets that
+ * mean something else in this cluster.
+ */
+static void
+sc_set_positions_check_cluster(ScCube *cube, List *changes, List *assigned,
+							   const char *kafka_cluster_id)
+{
+	ListCell   *ac;
+	ListCell   *lc;
+
+	if (kafka_cluster_id == NULL || cube->kafka_cluster_id == NULL ||
+		strcmp(kafka_cluster_id, cube->kafka_cluster_id) == 0)
+		return;
+	foreach(ac, assigned)
+	{
+		bool		given = false;
+
+		foreach(lc, changes)
+			given |= ((ScPositionChange *) lfirst(lc))->partition == lfirst_int(ac);
+		if (!given)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cube %s has positions of another Kafka cluster (id %s); cluster \"%s\" now reaches id %s",
+							cube->qualified, cube->kafka_cluster_id, cube->cluster, kafka_cluster_id),
+					 errdetail("Partition %d would keep a position of the other cluster.", lfirst_int(ac)),
+					 errhint("Set the position of every partition in the same call, for example '\"earliest\"' or '{\"0\": 1234, \"1\": 567, ...}'.")));
+	}
+}
+
+/* The offset a change means in what Kafka holds now; errors when outside it. */
+static void
+sc_set_positions_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
+{
+	ScKafkaPartitionInfo *k = NULL;
+	ListCell   *kc;
+
+	foreach(kc, kafka)
+		if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == c->partition)
+			k = lfirst(kc);
+	if (k == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("topic \"%s\" has no partition %d", cube->topic, c->partition),
+				 errhint("Check the topic with streamcube_check_cluster('%s').", cube->cluster)));
+	if (strcmp(c->requested, "earliest") == 0)
+		c->offset = k->low_watermark;
+	else if (strcmp(c->requested, "latest") == 0)
+		c->offset = k->high_watermark;
+	else if (c->offset < k->low_watermark || c->offset > k->high_watermark)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is outside partition %d of topic \"%s\", which holds offsets " INT64_FORMAT " to " INT64_FORMAT,
+						c->offset, c->partition, cube->topic, k->low_watermark, k->high_watermark - 1),
+				 errhint("Give an offset from " INT64_FORMAT " (\"earliest\") to " INT64_FORMAT " (\"latest\").",
+						 k->low_watermark, k->high_watermark)));
+}
+
+/*
+ * Journal, checkpoint and position of one partition, in one statement; the
+ * old position (isnull when there was none) is left in SPI_tuptable.
+ */
+static void
+sc_set_position(ScCube *cube, const ScPositionChange *c, const char *who, const char *reason)
+{
+	Oid			t[7] = {INT4OID, INT4OID, INT8OID, TEXTOID, NAMEOID, TEXTOID, OIDOID};
+	Datum		v[7];
+	char		n[8] = "       ";	/* ' ' not null, 'n' null */
+
+	v[0] = Int32GetDatum(cube->cube_id);
+	v[1] = Int32GetDatum(c->partition);
+	v[2] = Int64GetDatum(Max(c->offset, 0));
+	v[3] = CStringGetTextDatum(c->requested);
+	v[4] = DirectFunctionCall1(namein, CStringGetDatum(who));
+	v[5] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
+	n[5] = reason ? ' ' : 'n';
+	v[6] = ObjectIdGetDatum(cube->relid);
+
+	if (sc_catalog_exec("WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
+						"             FROM streamcube.checkpoints k "
+						"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+						"             WHERE k.cube_id = $1 AND k.partition = $2), "
+						"j AS (INSERT INTO streamcube.position_changes "
+						"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
+						"       new_position, changed_by, reason) "
+						"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
+						"      RETURNING old_position), "
+						"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
+						"      WHERE cube_id = $1 AND partition = $2), "
+						"p AS (INSERT INTO streamcube.consume_positions "
+						"      (cube_id, partition, position, replica_set, epoch) "
+						"      SELECT $1, $2, $3, a.replica_set, coalesce(a.epoch, 0) "
+						"      FROM (SELECT) x LEFT JOIN streamcube.assignments a "
+						"        ON a.cube_id = $1 AND a.partition = $2 "
+						"      ON CONFLICT (cube_id, partition) "
+						"      DO UPDATE SET position = $3, updated_at = now()) "
+						"SELECT old_position FROM j",
+						7, t, v, n, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not set the position of partition %d of cube %s",
+			 c->partition, cube->qualified);
+}
+
+/*
  * streamcube_set_positions(cube text, positions jsonb)
  *	RETURNS TABLE (partition, old_position, new_position)
  *
@@ -584,14 +716,12 @@ sc_set_positions(PG_FUNCTION_ARGS)
 				owner;
 	int32		cube_id;
 	ScCube	   *cube;
-	List	   *assigned = NIL;
+	List	   *assigned;
 	List	   *changes;
 	List	   *kafka;
 	char	   *kafka_cluster_id = NULL;
 	ListCell   *lc;
 	char	   *reason;
-	bool		paused;
-	bool		isnull;
 	char	   *who = GetUserNameFromId(GetUserId(), false);
 
 	if (PG_ARGISNULL(1))
@@ -603,130 +733,21 @@ sc_set_positions(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	cube_id = sc_cube_for_action(name, "set positions of", &relid, &owner);
-
-	/* Wait for a batch in flight, and keep others out until COMMIT. */
-	{
-		Oid			t = INT4OID;
-		Datum		v = Int32GetDatum(cube_id);
-
-		sc_catalog_exec("SELECT paused, paused_reason FROM streamcube.cubes "
-						"WHERE cube_id = $1 FOR UPDATE", 1, &t, &v, NULL, false, 0);
-		paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		if (!paused)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cube \"%s\" must be paused to set its positions", name),
-					 errhint("Call streamcube_pause('%s') first, then streamcube_resume('%s') after.", name, name)));
-		sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1 "
-						"ORDER BY partition", 1, &t, &v, NULL, true, 0);
-		for (uint64 i = 0; i < SPI_processed; i++)
-			assigned = lappend_int(assigned,
-								   DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)));
-	}
-
+	assigned = sc_set_positions_lock(cube_id, name, &reason);
 	cube = sc_cube_load(cube_id, false);
 	changes = sc_parse_position_request(request, cube->qualified, assigned);
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
-
-	/*
-	 * Positions read from another Kafka cluster become this one's only
-	 * when every partition gets one here: the others would go on at
-	 * offsets that mean something else in this cluster.
-	 */
-	if (kafka_cluster_id != NULL && cube->kafka_cluster_id != NULL &&
-		strcmp(kafka_cluster_id, cube->kafka_cluster_id) != 0)
-	{
-		ListCell   *ac;
-
-		foreach(ac, assigned)
-		{
-			bool		given = false;
-
-			foreach(lc, changes)
-				given |= ((ScPositionChange *) lfirst(lc))->partition == lfirst_int(ac);
-			if (!given)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("cube %s has positions of another Kafka cluster (id %s); cluster \"%s\" now reaches id %s",
-								cube->qualified, cube->kafka_cluster_id, cube->cluster, kafka_cluster_id),
-						 errdetail("Partition %d would keep a position of the other cluster.", lfirst_int(ac)),
-						 errhint("Set the position of every partition in the same call, for example '\"earliest\"' or '{\"0\": 1234, \"1\": 567, ...}'.")));
-		}
-	}
+	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
 
 	foreach(lc, changes)
 	{
 		ScPositionChange *c = lfirst(lc);
-		ScKafkaPartitionInfo *k = NULL;
-		ListCell   *kc;
-		Oid			t[7] = {INT4OID, INT4OID, INT8OID, TEXTOID, NAMEOID, TEXTOID, OIDOID};
-		Datum		v[7];
-		char		n[8] = "       ";	/* ' ' not null, 'n' null */
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		foreach(kc, kafka)
-			if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == c->partition)
-				k = lfirst(kc);
-		if (k == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("topic \"%s\" has no partition %d", cube->topic, c->partition),
-					 errhint("Check the topic with streamcube_check_cluster('%s').", cube->cluster)));
-		if (strcmp(c->requested, "earliest") == 0)
-			c->offset = k->low_watermark;
-		else if (strcmp(c->requested, "latest") == 0)
-			c->offset = k->high_watermark;
-		else if (c->offset < k->low_watermark || c->offset > k->high_watermark)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("offset " INT64_FORMAT " is outside partition %d of topic \"%s\", which holds offsets " INT64_FORMAT " to " INT64_FORMAT,
-							c->offset, c->partition, cube->topic, k->low_watermark, k->high_watermark - 1),
-					 errhint("Give an offset from " INT64_FORMAT " (\"earliest\") to " INT64_FORMAT " (\"latest\").",
-							 k->low_watermark, k->high_watermark)));
-
-		v[0] = Int32GetDatum(cube_id);
-		v[1] = Int32GetDatum(c->partition);
-		v[2] = Int64GetDatum(Max(c->offset, 0));
-		v[3] = CStringGetTextDatum(c->requested);
-		v[4] = DirectFunctionCall1(namein, CStringGetDatum(who));
-		v[5] = reason ? CStringGetTextDatum(reason) : (Datum) 0;
-		n[5] = reason ? ' ' : 'n';
-		v[6] = ObjectIdGetDatum(relid);
-
-		/* Journal, checkpoint and position in one statement. */
-		{
-			ScPrivilegeSave save;
-			int			ret;
-
-			sc_catalog_enter(&save);
-			ret = SPI_execute_with_args("WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
-										"             FROM streamcube.checkpoints k "
-										"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
-										"             WHERE k.cube_id = $1 AND k.partition = $2), "
-										"j AS (INSERT INTO streamcube.position_changes "
-										"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
-										"       new_position, changed_by, reason) "
-										"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
-										"      RETURNING old_position), "
-										"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
-										"      WHERE cube_id = $1 AND partition = $2), "
-										"p AS (INSERT INTO streamcube.consume_positions "
-										"      (cube_id, partition, position, replica_set, epoch) "
-										"      SELECT $1, $2, $3, a.replica_set, coalesce(a.epoch, 0) "
-										"      FROM (SELECT) x LEFT JOIN streamcube.assignments a "
-										"        ON a.cube_id = $1 AND a.partition = $2 "
-										"      ON CONFLICT (cube_id, partition) "
-										"      DO UPDATE SET position = $3, updated_at = now()) "
-										"SELECT old_position FROM j",
-										7, t, v, n, false, 0);
-			sc_catalog_leave(&save);
-			if (ret != SPI_OK_SELECT || SPI_processed != 1)
-				elog(ERROR, "could not set the position of partition %d of cube %s",
-					 c->partition, cube->qualified);
-		}
+		sc_set_positions_resolve(cube, c, kafka);
+		sc_set_position(cube, c, who, reason);
 		values[0] = Int32GetDatum(c->partition);
 		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
 		values[2] = Int64GetDatum(c->offset);

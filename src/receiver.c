@@ -358,6 +358,141 @@ sc_receiver_take_positions(ScPositions *pos)
 	pfree(pos);
 }
 
+/* What an assignment changes for this receiver. */
+typedef struct ScAssignmentDiff
+{
+	int32	   *gained;			/* partitions to add to the consumer */
+	int64	   *gained_offsets;
+	int			ngained;
+	int32	   *lost;			/* partitions to remove from it */
+	int64	   *lost_offsets;
+	int			nlost;
+	bool		rekeyed;		/* a partition kept, at another epoch */
+	int64		gained_epoch;	/* the newest epoch of a gained partition */
+	TimestampTz handed;			/* when that epoch's partitions were handed over */
+} ScAssignmentDiff;
+
+/* Compare the assignment in the catalog with what the receiver consumes. */
+static void
+sc_assignment_diff(const ScPositions *pos, ScAssignmentDiff *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->gained = palloc(sizeof(int32) * Max(pos->n, 1));
+	d->gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
+	d->lost = palloc(sizeof(int32) * Max(receiver.nparts, 1));
+	d->lost_offsets = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	for (int i = 0; i < pos->n; i++)
+	{
+		int			p = sc_receiver_part_index(pos->partitions[i]);
+
+		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
+			continue;
+		d->rekeyed |= p >= 0;
+		d->gained_offsets[d->ngained] = pos->positions[i];
+		d->gained[d->ngained++] = pos->partitions[i];
+		if (pos->epochs[i] > d->gained_epoch)
+		{
+			d->gained_epoch = pos->epochs[i];
+			d->handed = pos->handed_at[i];
+		}
+	}
+	for (int p = 0; p < receiver.nparts; p++)
+	{
+		bool		kept = false;
+
+		for (int i = 0; i < pos->n && !kept; i++)
+			kept = pos->partitions[i] == receiver.parts[p] && pos->epochs[i] == receiver.epochs[p];
+		if (kept)
+			continue;
+		d->lost_offsets[d->nlost] = receiver.positions[p];
+		d->lost[d->nlost++] = receiver.parts[p];
+	}
+}
+
+/*
+ * Journal the change in streamcube.reassign_log: "start" with what the
+ * receiver starts from, "retire" when the replica set is left without
+ * partitions.
+ */
+static void
+sc_assignment_journal(const ScPositions *pos, const ScAssignmentDiff *d, bool final,
+					  TimestampTz now)
+{
+	List	   *gl = NIL;
+	List	   *ll = NIL;
+
+	for (int i = 0; i < d->ngained; i++)
+		gl = lappend_int(gl, d->gained[i]);
+	for (int i = 0; i < d->nlost; i++)
+		ll = lappend_int(ll, d->lost[i]);
+	if (gl != NIL && d->gained_epoch > 0 && !final)
+		sc_reassign_journal_receiver(receiver.cube_id, d->gained_epoch, "start", receiver.replica_set,
+									 gl, d->gained_offsets, d->handed != 0 ? d->handed : now,
+									 d->handed != 0 && d->handed <= now ? (double) (now - d->handed) / 1000.0 : -1);
+	if (ll != NIL && pos->n == 0)
+		sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
+									 receiver.replica_set, ll, d->lost_offsets, now, -1);
+}
+
+/* Messages kept for the next batch: only of partitions still ours. */
+static void
+sc_receiver_drop_carried(const ScAssignmentDiff *d)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < receiver.carried; i++)
+	{
+		ScKafkaMessage *m = &receiver.messages[i];
+		bool		drop = sc_receiver_part_index(m->partition) < 0;
+
+		for (int j = 0; j < d->nlost && !drop; j++)
+			drop = d->lost[j] == m->partition;
+		if (drop)
+			sc_kafka_messages_release(m, 1);
+		else
+			receiver.messages[kept++] = *m;
+	}
+	receiver.carried = kept;
+}
+
+/*
+ * librdkafka: lost partitions are removed and gained ones added, at exactly
+ * their positions; the others fetch on undisturbed.  A partition given
+ * back at another epoch, two changes in quick succession (the stop of a
+ * removed partition may still be under way in librdkafka), or a change
+ * librdkafka refuses: a new consumer instead, opened by the main loop at
+ * the committed positions.
+ */
+static void
+sc_receiver_change_consumer(const ScAssignmentDiff *d, TimestampTz now)
+{
+	char		errbuf[256] = "";
+	bool		ok = !d->rekeyed &&
+		TimestampDifferenceExceeds(receiver.assignment_changed_at, now, SC_ASSIGNMENT_SETTLE_MS);
+
+	if (ok)
+		ok = sc_kafka_consumer_change(receiver.consumer, false, d->nlost, d->lost, NULL,
+									  errbuf, sizeof(errbuf)) &&
+			sc_kafka_consumer_change(receiver.consumer, true, d->ngained, d->gained, d->gained_offsets,
+									 errbuf, sizeof(errbuf));
+	if (ok)
+	{
+		for (int p = 0; p < receiver.nparts; p++)
+			for (int i = 0; i < d->ngained; i++)
+				if (receiver.parts[p] == d->gained[i])
+					receiver.eof[p] = -1;
+	}
+	else
+	{
+		if (errbuf[0] != '\0')
+			ereport(LOG,
+					(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: %s",
+							receiver.cube->qualified, receiver.replica_set, errbuf)));
+		sc_receiver_close_consumer();
+	}
+	receiver.assignment_changed_at = now;
+}
+
 /*
  * Read the replica set's partitions, positions and epochs again, in a
  * transaction of its own, and follow them: at start, whenever a consumer
@@ -377,134 +512,28 @@ sc_receiver_apply_assignment(bool final)
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext old;
 	ScPositions *pos;
-	int32	   *gained;			/* partitions to add to the consumer */
-	int64	   *gained_offsets;
-	int32	   *lost;			/* partitions to remove from it */
-	int64	   *lost_offsets;
-	int			ngained = 0,
-				nlost = 0;
-	bool		rekeyed = false;	/* a partition kept, at another epoch */
-	int64		gained_epoch = 0;
-	TimestampTz handed = 0;
+	ScAssignmentDiff d;
 	TimestampTz now;
 
 	sc_receiver_begin("reading assignment");
 	pos = sc_positions_load(receiver.cube_id, receiver.replica_set, TopMemoryContext);
 	now = GetCurrentTimestamp();
 	old = MemoryContextSwitchTo(cxt);
-	gained = palloc(sizeof(int32) * Max(pos->n, 1));
-	gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
-	lost = palloc(sizeof(int32) * Max(receiver.nparts, 1));
-	lost_offsets = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	sc_assignment_diff(pos, &d);
 	MemoryContextSwitchTo(old);
-	for (int i = 0; i < pos->n; i++)
-	{
-		int			p = sc_receiver_part_index(pos->partitions[i]);
-
-		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
-			continue;
-		rekeyed |= p >= 0;
-		gained_offsets[ngained] = pos->positions[i];
-		gained[ngained++] = pos->partitions[i];
-		if (pos->epochs[i] > gained_epoch)
-		{
-			gained_epoch = pos->epochs[i];
-			handed = pos->handed_at[i];
-		}
-	}
-	for (int p = 0; p < receiver.nparts; p++)
-	{
-		bool		kept = false;
-
-		for (int i = 0; i < pos->n && !kept; i++)
-			kept = pos->partitions[i] == receiver.parts[p] && pos->epochs[i] == receiver.epochs[p];
-		if (kept)
-			continue;
-		lost_offsets[nlost] = receiver.positions[p];
-		lost[nlost++] = receiver.parts[p];
-	}
-
-	if (ngained > 0 || nlost > 0)
-	{
-		List	   *gl = NIL;
-		List	   *ll = NIL;
-
-		for (int i = 0; i < ngained; i++)
-			gl = lappend_int(gl, gained[i]);
-		for (int i = 0; i < nlost; i++)
-			ll = lappend_int(ll, lost[i]);
-		if (gl != NIL && gained_epoch > 0 && !final)
-			sc_reassign_journal_receiver(receiver.cube_id, gained_epoch, "start", receiver.replica_set,
-										 gl, gained_offsets, handed != 0 ? handed : now,
-										 handed != 0 && handed <= now ? (double) (now - handed) / 1000.0 : -1);
-		if (ll != NIL && pos->n == 0)
-			sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
-										 receiver.replica_set, ll, lost_offsets, now, -1);
-	}
+	if (d.ngained > 0 || d.nlost > 0)
+		sc_assignment_journal(pos, &d, final, now);
 	sc_receiver_commit();
 
-	if (nlost > 0 || (ngained > 0 && receiver.parts != NULL))
+	if (d.nlost > 0 || (d.ngained > 0 && receiver.parts != NULL))
 		ereport(LOG,
 				(errmsg("streamcube receiver of cube %s (%s) now consumes %d partitions: %d added, %d released (assignment epoch " INT64_FORMAT ")",
 						receiver.cube->qualified, receiver.replica_set, pos->n,
-						ngained, nlost, pos->assignment_epoch)));
+						d.ngained, d.nlost, pos->assignment_epoch)));
 	sc_receiver_take_positions(pos);
-
-	/* Messages kept for the next batch: only of partitions still ours. */
-	{
-		int			kept = 0;
-
-		for (int i = 0; i < receiver.carried; i++)
-		{
-			ScKafkaMessage *m = &receiver.messages[i];
-			bool		drop = sc_receiver_part_index(m->partition) < 0;
-
-			for (int j = 0; j < nlost && !drop; j++)
-				drop = lost[j] == m->partition;
-			if (drop)
-				sc_kafka_messages_release(m, 1);
-			else
-				receiver.messages[kept++] = *m;
-		}
-		receiver.carried = kept;
-	}
-
-	/*
-	 * librdkafka: lost partitions are removed and gained ones added, at
-	 * exactly their positions; the others fetch on undisturbed.  A partition
-	 * given back at another epoch, two changes in quick succession (the
-	 * stop of a removed partition may still be under way in librdkafka), or
-	 * a change librdkafka refuses: a new consumer instead, opened by the
-	 * main loop at the committed positions.
-	 */
-	if (receiver.consumer != NULL && !final && (nlost > 0 || ngained > 0))
-	{
-		char		errbuf[256] = "";
-		bool		ok = !rekeyed &&
-			TimestampDifferenceExceeds(receiver.assignment_changed_at, now, SC_ASSIGNMENT_SETTLE_MS);
-
-		if (ok)
-			ok = sc_kafka_consumer_change(receiver.consumer, false, nlost, lost, NULL,
-										  errbuf, sizeof(errbuf)) &&
-				sc_kafka_consumer_change(receiver.consumer, true, ngained, gained, gained_offsets,
-										 errbuf, sizeof(errbuf));
-		if (ok)
-		{
-			for (int p = 0; p < receiver.nparts; p++)
-				for (int i = 0; i < ngained; i++)
-					if (receiver.parts[p] == gained[i])
-						receiver.eof[p] = -1;
-		}
-		else
-		{
-			if (errbuf[0] != '\0')
-				ereport(LOG,
-						(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: %s",
-								receiver.cube->qualified, receiver.replica_set, errbuf)));
-			sc_receiver_close_consumer();
-		}
-		receiver.assignment_changed_at = now;
-	}
+	sc_receiver_drop_carried(&d);
+	if (receiver.consumer != NULL && !final && (d.nlost > 0 || d.ngained > 0))
+		sc_receiver_change_consumer(&d, now);
 	MemoryContextDelete(cxt);
 	sc_receiver_publish();
 }
@@ -1367,39 +1396,117 @@ sc_receiver_lost_partition(int32 partition, int n)
 }
 
 /*
+ * A message fetched twice (a partition removed from the consumer and added
+ * again while its old fetch was still queued) counts once; the messages
+ * are sorted.  Returns how many are left.
+ */
+static int
+sc_receiver_drop_duplicates(int n)
+{
+	int			kept = n > 0 ? 1 : 0;
+
+	for (int i = 1; i < n; i++)
+	{
+		ScKafkaMessage *prev = &receiver.messages[kept - 1];
+		ScKafkaMessage *m = &receiver.messages[i];
+
+		if (m->partition == prev->partition && m->offset == prev->offset)
+			sc_kafka_messages_release(m, 1);
+		else
+			receiver.messages[kept++] = *m;
+	}
+	return kept;
+}
+
+/* The positions after the batch: past every message before its cut. */
+static void
+sc_receiver_new_positions(int64 *newpos, int n, const ScBatchOutcome *outcome)
+{
+	memcpy(newpos, receiver.positions, sizeof(int64) * receiver.nparts);
+	for (int i = 0; i < outcome->cut; i++)
+	{
+		int			p = sc_receiver_part_index(receiver.messages[i].partition);
+
+		newpos[p] = Max(newpos[p], receiver.messages[i].offset + 1);
+	}
+	/* Every message before a partition's end was in this batch or earlier. */
+	if (outcome->cut == n)
+		for (int p = 0; p < receiver.nparts; p++)
+			newpos[p] = Max(newpos[p], receiver.eof[p]);
+}
+
+/*
+ * After COMMIT: release what the batch took, carry what it left for the
+ * next batch, report a pause, count.
+ */
+static void
+sc_receiver_after_batch(int n, ScBatchOutcome *outcome)
+{
+	TimestampTz now;
+
+	sc_kafka_messages_release(receiver.messages, outcome->cut);
+	if (outcome->paused)
+		sc_kafka_messages_release(receiver.messages + outcome->cut, n - outcome->cut);
+	else if (outcome->cut < n)
+	{
+		memmove(receiver.messages, receiver.messages + outcome->cut,
+				sizeof(ScKafkaMessage) * (n - outcome->cut));
+		receiver.carried = n - outcome->cut;
+		/* A window being sealed holds the rest back: do not spin. */
+		if (outcome->cut == 0 && sc_ingest_missing_windows(receiver.ing) == 0)
+			sc_receiver_wait(100);
+	}
+
+	if (outcome->skip_used)
+		receiver.cube->skip_partition = -1;
+	if (outcome->paused)
+	{
+		receiver.cube->paused = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("cube %s paused by a bad message at partition %d offset " INT64_FORMAT ": %s",
+						receiver.cube->qualified, outcome->bad_partition, outcome->bad_offset,
+						outcome->bad_error),
+				 errhint("Fix the cause and call streamcube_resume('%s'), or skip the message with streamcube_resume('%s', skip_bad_message => true).",
+						 receiver.cube->qualified, receiver.cube->qualified)));
+		pfree(outcome->bad_error);
+	}
+
+	/* Throughput over windows of at least a second. */
+	now = GetCurrentTimestamp();
+	receiver.rows_total += outcome->rows;
+	receiver.rate_rows += outcome->rows;
+	receiver.tombstones_skipped += outcome->tombstones_skipped;
+	receiver.rows_direct += outcome->rows_direct;
+	receiver.rows_copy += outcome->rows_copy;
+	receiver.last_batch_at = now;
+	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
+	{
+		receiver.rows_per_sec = receiver.rate_rows * 1000000.0 / (double) (now - receiver.rate_since);
+		receiver.rate_rows = 0;
+		receiver.rate_since = now;
+	}
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	receiver.slot->failures = 0;
+	LWLockRelease(sc_shared->lock);
+	sc_receiver_publish();
+}
+
+/*
  * Commit one batch: rows, dead letters and positions in one transaction.
  * Messages past the batch's cut (a bad message under policy "pause", or the
  * windows one batch may create used up) are not committed; unless the cube
- * paused they are kept, in order, for the next batch.
+ * paused they are kept, in order, for the next batch.  Then the windows the
+ * batch met that do not exist yet, in a transaction of their own.
  */
 static void
 sc_receiver_process(int n)
 {
 	ScBatchOutcome outcome;
 	int64	   *newpos = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-	TimestampTz now;
 
 	sc_receiver_sort(receiver.messages, n);
-
-	/*
-	 * A message fetched twice (a partition removed from the consumer and
-	 * added again while its old fetch was still queued) counts once.
-	 */
-	{
-		int			kept = n > 0 ? 1 : 0;
-
-		for (int i = 1; i < n; i++)
-		{
-			ScKafkaMessage *prev = &receiver.messages[kept - 1];
-			ScKafkaMessage *m = &receiver.messages[i];
-
-			if (m->partition == prev->partition && m->offset == prev->offset)
-				sc_kafka_messages_release(m, 1);
-			else
-				receiver.messages[kept++] = *m;
-		}
-		n = kept;
-	}
+	n = sc_receiver_drop_duplicates(n);
 
 	if (!sc_receiver_begin_work("ingesting a batch"))
 	{
@@ -1410,18 +1517,7 @@ sc_receiver_process(int n)
 		return;
 	}
 	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
-
-	memcpy(newpos, receiver.positions, sizeof(int64) * receiver.nparts);
-	for (int i = 0; i < outcome.cut; i++)
-	{
-		int			p = sc_receiver_part_index(receiver.messages[i].partition);
-
-		newpos[p] = Max(newpos[p], receiver.messages[i].offset + 1);
-	}
-	/* Every message before a partition's end was in this batch or earlier. */
-	if (outcome.cut == n)
-		for (int p = 0; p < receiver.nparts; p++)
-			newpos[p] = Max(newpos[p], receiver.eof[p]);
+	sc_receiver_new_positions(newpos, n, &outcome);
 
 	/*
 	 * What the batch did to the cube's row first, then the positions: a
@@ -1449,55 +1545,9 @@ sc_receiver_process(int n)
 		}
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
-
 	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
 	pfree(newpos);
-	sc_kafka_messages_release(receiver.messages, outcome.cut);
-	if (outcome.paused)
-		sc_kafka_messages_release(receiver.messages + outcome.cut, n - outcome.cut);
-	else if (outcome.cut < n)
-	{
-		memmove(receiver.messages, receiver.messages + outcome.cut,
-				sizeof(ScKafkaMessage) * (n - outcome.cut));
-		receiver.carried = n - outcome.cut;
-		/* A window being sealed holds the rest back: do not spin. */
-		if (outcome.cut == 0 && sc_ingest_missing_windows(receiver.ing) == 0)
-			sc_receiver_wait(100);
-	}
-
-	if (outcome.skip_used)
-		receiver.cube->skip_partition = -1;
-	if (outcome.paused)
-	{
-		receiver.cube->paused = true;
-		ereport(WARNING,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("cube %s paused by a bad message at partition %d offset " INT64_FORMAT ": %s",
-						receiver.cube->qualified, outcome.bad_partition, outcome.bad_offset,
-						outcome.bad_error),
-				 errhint("Fix the cause and call streamcube_resume('%s'), or skip the message with streamcube_resume('%s', skip_bad_message => true).",
-						 receiver.cube->qualified, receiver.cube->qualified)));
-		pfree(outcome.bad_error);
-	}
-
-	/* Throughput over windows of at least a second. */
-	now = GetCurrentTimestamp();
-	receiver.rows_total += outcome.rows;
-	receiver.rate_rows += outcome.rows;
-	receiver.tombstones_skipped += outcome.tombstones_skipped;
-	receiver.rows_direct += outcome.rows_direct;
-	receiver.rows_copy += outcome.rows_copy;
-	receiver.last_batch_at = now;
-	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
-	{
-		receiver.rows_per_sec = receiver.rate_rows * 1000000.0 / (double) (now - receiver.rate_since);
-		receiver.rate_rows = 0;
-		receiver.rate_since = now;
-	}
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	receiver.slot->failures = 0;
-	LWLockRelease(sc_shared->lock);
-	sc_receiver_publish();
+	sc_receiver_after_batch(n, &outcome);
 
 	/* Windows the batch met that do not exist yet: their own transaction. */
 	if (sc_ingest_missing_windows(receiver.ing) > 0)

@@ -198,6 +198,8 @@ my ($rc, $out, $err) = $node->psql('postgres',
 like($err,
 	qr/ERROR:  could not get metadata from Kafka cluster "badpw": Local: Broker transport failure\n.*DETAIL:  Last client error: sasl_ssl:\/\/\Q$ENV{SC_KAFKA_SASL_SSL}\E\/bootstrap: $scram_refused/s,
 	'a wrong password: streamcube_check_cluster says the broker refused it');
+like($err, qr/HINT:  The brokers refused the connection's security: check the cluster's SASL credentials/,
+	'and the hint speaks of credentials, not of reaching the brokers');
 ($rc, $out, $err) = $node->psql('postgres',
 	"SELECT streamcube_create_cube('ev_badpw', 'badpw', '$topic', 'ts timestamptz', 'ts', '1 hour', 'json')");
 like($err, $scram_refused, 'and streamcube_create_cube says the same');
@@ -319,6 +321,8 @@ for my $c (
 	like($err,
 		qr/ERROR:  could not get metadata from Kafka cluster "$c->[0]": Local: Broker transport failure\n.*DETAIL:  Last client error: ssl:\/\/\Q$ENV{SC_KAFKA_SSL}\E\/bootstrap: .*SSL routines::.*alert bad certificate/s,
 		"$c->[1]: the broker refuses the handshake (bad certificate)");
+	like($err, qr/HINT:  The brokers refused the connection's security/,
+		"$c->[1]: the hint speaks of certificates");
 }
 ($rc, $out, $err) = $node->psql('postgres',
 	"SET streamcube.kafka_timeout = '3s'; SELECT * FROM streamcube_check_cluster('wrongca')");
