@@ -447,7 +447,6 @@ sc_compact_swap_fn(void *arg)
 	ScCube	   *cube = job->cube;
 	ScPrivilegeSave save;
 	StringInfoData sql;
-	Interval	width = {.time = cube->width};
 	char	   *qualified;
 	char	   *final_name;
 	bool		same;
@@ -507,25 +506,7 @@ sc_compact_swap_fn(void *arg)
 	 * needed yet too: the sql_drop trigger must not forget them, and a late
 	 * row must find its window sealed, not create one inside the bucket.
 	 */
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("UPDATE streamcube.segment_catalog SET relid = $4 "
-							  "WHERE cube_id = $1 AND window_start >= $2 AND window_start < $3",
-							  4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID},
-							  (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(job->start),
-								  TimestampTzGetDatum(job->end), ObjectIdGetDatum(job->new_relid)},
-							  NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_execute_with_args("INSERT INTO streamcube.segment_catalog "
-							  "(cube_id, window_start, window_end, state, relid, sealed_at) "
-							  "SELECT $1, w, w + $5, 'sealed', $4, now() "
-							  "FROM pg_catalog.generate_series($2, $3 - $5, $5) AS w "
-							  "ON CONFLICT (cube_id, window_start) DO NOTHING",
-							  5, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, INTERVALOID},
-							  (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(job->start),
-								  TimestampTzGetDatum(job->end), ObjectIdGetDatum(job->new_relid),
-							  IntervalPGetDatum(&width)},
-							  NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not point the windows of cube %s at their compacted partition", cube->qualified);
-	sc_catalog_leave(&save);
+	sc_segment_set_compacted(cube, job->start, job->end, job->new_relid);
 
 	/* The sealed view no longer reads them (sc_compact_finish). */
 	for (int i = 0; i < job->nsources; i++)

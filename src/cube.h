@@ -157,6 +157,9 @@ extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
 extern bool sc_segment_ensure(const ScCube *cube, int64 window_start);
 extern void sc_segment_lock_windows(const ScCube *cube);
+extern void sc_segment_set_partition(const ScCube *cube, int64 start, Oid relid);
+extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);
+extern void sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);
 
 /* What a receiver needs to know of one window. */

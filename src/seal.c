@@ -147,21 +147,7 @@ sc_seal_swap_statements(ScSealJob *job)
 	sc_seal_exec(sql.data);
 
 	/* The window is the twin now: the sql_drop trigger must not forget it. */
-	{
-		ScPrivilegeSave save;
-		Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
-		Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(job->start),
-		ObjectIdGetDatum(job->twin)};
-
-		sc_catalog_enter(&save);
-		if (SPI_execute_with_args("UPDATE streamcube.segment_catalog SET relid = $3 "
-								  "WHERE cube_id = $1 AND window_start = $2",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-			SPI_processed != 1)
-			elog(ERROR, "could not point window %s of cube %s at its sealed partition",
-				 sc_bound_literal(cube, job->start), cube->qualified);
-		sc_catalog_leave(&save);
-	}
+	sc_segment_set_partition(cube, job->start, job->twin);
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "DROP TABLE %s", active);
@@ -217,14 +203,7 @@ sc_seal_record(ScSealJob *job)
 	values[3] = Int64GetDatum(job->rows);
 	values[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("UPDATE streamcube.segment_catalog "
-							  "SET state = 'sealed', sealed_at = now() "
-							  "WHERE cube_id = $1 AND window_start = $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_processed != 1)
-		elog(ERROR, "could not mark window sealed");
-	sc_catalog_leave(&save);
+	sc_segment_mark_sealed(cube, job->start);
 
 	sc_positions_seal(cube->cube_id, job->start);
 

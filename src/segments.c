@@ -439,3 +439,71 @@ sc_segment_state(const ScCube *cube, int64 start, ScWindowState *state, MemoryCo
 	}
 	return true;
 }
+
+/*
+ * The windows' rows of streamcube.segment_catalog are written here only:
+ * created and forgotten above, and the three moves of sealing and
+ * compaction below.  The caller is connected to SPI.
+ */
+
+/* A seal's swap: the window is its logged twin now. */
+void
+sc_segment_set_partition(const ScCube *cube, int64 start, Oid relid)
+{
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+	ObjectIdGetDatum(relid)};
+
+	if (sc_catalog_exec("UPDATE streamcube.segment_catalog SET relid = $3 "
+						"WHERE cube_id = $1 AND window_start = $2",
+						3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "could not point window %s of cube %s at its sealed partition",
+			 sc_bound_literal(cube, start), cube->qualified);
+}
+
+/* A seal's record: the window is sealed. */
+void
+sc_segment_mark_sealed(const ScCube *cube, int64 start)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+
+	if (sc_catalog_exec("UPDATE streamcube.segment_catalog "
+						"SET state = 'sealed', sealed_at = now() "
+						"WHERE cube_id = $1 AND window_start = $2",
+						2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "could not mark window %s of cube %s sealed",
+			 sc_bound_literal(cube, start), cube->qualified);
+}
+
+/*
+ * A compaction's swap: every window of [start, end) is the compacted
+ * partition now, those no row needed yet too (sealed, so that a late row
+ * finds its window instead of creating one inside the bucket).
+ */
+void
+sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid)
+{
+	Interval	width = {.time = cube->width};
+
+	if (sc_catalog_exec("UPDATE streamcube.segment_catalog SET relid = $4 "
+						"WHERE cube_id = $1 AND window_start >= $2 AND window_start < $3",
+						4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							TimestampTzGetDatum(end), ObjectIdGetDatum(relid)},
+						NULL, false, 0) != SPI_OK_UPDATE ||
+		sc_catalog_exec("INSERT INTO streamcube.segment_catalog "
+						"(cube_id, window_start, window_end, state, relid, sealed_at) "
+						"SELECT $1, w, w + $5, 'sealed', $4, now() "
+						"FROM pg_catalog.generate_series($2, $3 - $5, $5) AS w "
+						"ON CONFLICT (cube_id, window_start) DO NOTHING",
+						5, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, INTERVALOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							TimestampTzGetDatum(end), ObjectIdGetDatum(relid),
+						IntervalPGetDatum(&width)},
+						NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not point the windows of cube %s at their compacted partition",
+			 cube->qualified);
+}
