@@ -9,6 +9,8 @@
 --   with a receiver or not (state waiting or standby, and why), and reads
 --   no UNLOGGED catalog, so that it works on a standby; rows_direct and
 --   rows_copy say which writer took the rows.
+-- - Positions by time: streamcube_set_positions takes {"timestamp": T}
+--   (the function is the same; its comment says so).
 --
 -- sql/streamcube--0.3.0.sql is sql/streamcube--0.2.0.sql followed by the
 -- body of this file: a fresh 0.3.0 and an updated one are the same.
@@ -176,3 +178,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: positions by time (streamcube_set_positions and option start)
+-- ---------------------------------------------------------------------
+COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
+    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes';

@@ -834,3 +834,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: positions by time (streamcube_set_positions and option start)
+-- ---------------------------------------------------------------------
+COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
+    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes';

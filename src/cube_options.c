@@ -67,6 +67,42 @@ sc_interval_usecs(const Interval *iv, const char *what)
 	return usecs;
 }
 
+/*
+ * A timestamp a user wrote, as Kafka counts time: milliseconds since 1970
+ * (a time before 1970 is 0, the first moment Kafka can name).  Errors name
+ * what it was for, with the hint given.
+ */
+int64
+sc_kafka_ms_of_text(const char *text, const char *what, const char *hint)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile TimestampTz ts = 0;
+
+	PG_TRY();
+	{
+		ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(text),
+													 ObjectIdGetDatum(InvalidOid),
+													 Int32GetDatum(-1)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_DATETIME_FORMAT),
+				 errmsg("invalid timestamp \"%s\" for %s", text, what),
+				 errhint("%s", hint)));
+	}
+	PG_END_TRY();
+	if (TIMESTAMP_NOT_FINITE(ts))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_DATETIME_FORMAT),
+				 errmsg("invalid timestamp \"%s\" for %s: it must be finite", text, what),
+				 errhint("%s", hint)));
+	ts = ts / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	return Max(ts, 0);
+}
+
 /* An option with two allowed values: false for the first, true for the second. */
 static bool
 sc_option_choice(const char *key, const char *value, const char *first, const char *second)
@@ -699,6 +735,7 @@ sc_options_defaults(ScCube *cube)
 	cube->bad_policy = SC_BAD_DEAD_LETTER;
 	cube->skip_tombstones = false;
 	cube->start_latest = false;
+	cube->start_at_ms = -1;
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
 	cube->reject_late = -1;
@@ -747,7 +784,13 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 				 errmsg("cube option \"%s\" must be a string", key)));
 
 	if (strcmp(key, "start") == 0)
-		cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
+	{
+		if (strcmp(value, "earliest") == 0 || strcmp(value, "latest") == 0)
+			cube->start_latest = sc_option_choice(key, value, "earliest", "latest");
+		else
+			cube->start_at_ms = sc_kafka_ms_of_text(value, "cube option \"start\"",
+													"Use \"earliest\", \"latest\" or a timestamp such as \"2026-11-01 10:00+00\": each partition starts at its first message stamped at or after it.");
+	}
 	else if (strcmp(key, "grace") == 0)
 		cube->grace = sc_option_interval(key, value, false);
 	else if (strcmp(key, "late") == 0)

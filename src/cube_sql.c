@@ -271,7 +271,7 @@ sc_create_table(ScCube *cube, RangeVar *rv, const char *name, const char *column
 static void
 sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, Interval *interval,
 					   const char *format, Jsonb *options, List *partitions,
-					   const char *kafka_cluster_id)
+					   const int64 *starts, const char *kafka_cluster_id)
 {
 	ListCell   *lc;
 
@@ -292,7 +292,7 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
-		int64		start = cube->start_latest ? p->high_watermark : p->low_watermark;
+		int64		start = starts[foreach_current_index(lc)];
 
 		if (cube->replica_sets != NIL)
 		{
@@ -308,6 +308,43 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 		}
 		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
 	}
+}
+
+/*
+ * Where each partition starts, by option start: its low or high watermark,
+ * or its first message stamped at or after the start time (its end when
+ * none is that late).
+ */
+static int64 *
+sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions)
+{
+	int			n = list_length(partitions);
+	int64	   *starts = palloc(sizeof(int64) * Max(n, 1));
+	int32	   *parts = palloc(sizeof(int32) * Max(n, 1));
+	int64	   *ms = palloc(sizeof(int64) * Max(n, 1));
+	ListCell   *lc;
+
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		int			i = foreach_current_index(lc);
+
+		starts[i] = cube->start_latest ? p->high_watermark : p->low_watermark;
+		parts[i] = p->partition;
+		ms[i] = cube->start_at_ms;
+	}
+	if (cube->start_at_ms >= 0)
+	{
+		sc_kafka_offsets_at(conn, cube->topic, n, parts, ms, starts, sc_kafka_timeout_ms);
+		foreach(lc, partitions)
+		{
+			ScKafkaPartitionInfo *p = lfirst(lc);
+			int			i = foreach_current_index(lc);
+
+			starts[i] = starts[i] < 0 ? p->high_watermark : Max(starts[i], p->low_watermark);
+		}
+	}
+	return starts;
 }
 
 /*
@@ -329,6 +366,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	RangeVar   *rv;
 	List	   *partitions;
 	char	   *kafka_cluster_id = NULL;
+	ScKafkaConnInfo *conn;
 	int64		now;
 
 	cube->mcxt = CurrentMemoryContext;
@@ -351,8 +389,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	sc_create_check_free(rv, name);
 
 	/* The cluster and the topic, with watermarks for the start positions. */
-	partitions = sc_kafka_describe(sc_cluster_conninfo(cluster), topic, true, sc_kafka_timeout_ms,
-								   NULL, &kafka_cluster_id);
+	conn = sc_cluster_conninfo(cluster);
+	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	list_sort(partitions, sc_partition_cmp);
 
 	sc_create_table(cube, rv, name, columns, time_column);
@@ -361,7 +399,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	sc_cube_parse_options(cube, options, true);
 	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
 	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
-						   kafka_cluster_id);
+						   sc_create_starts(cube, conn, partitions), kafka_cluster_id);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));

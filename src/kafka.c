@@ -1414,3 +1414,89 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 		pfree(c->topic);
 	pfree(c);
 }
+
+/*
+ * The first offset of each partition whose Kafka timestamp is at or after
+ * ms[i] (milliseconds since 1970), into offsets[i]; -1 where no message is
+ * that late (the caller takes the partition's end).  Kafka answers by the
+ * timestamps it stores: the producer's (CreateTime) or its own
+ * (LogAppendTime).  Raises an ERROR when the cluster does not answer within
+ * timeout_ms.
+ */
+void
+sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
+					const int32 *partitions, const int64 *ms, int64 *offsets, int timeout_ms)
+{
+	ScKafkaEvents events = {0};
+	char		errbuf[512];
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	rd_kafka_topic_partition_list_t *volatile list = NULL;
+	volatile rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	instr_time	deadline;
+
+	if (n == 0)
+		return;
+	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
+	if (conf == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+	INSTR_TIME_SET_CURRENT(deadline);
+	INSTR_TIME_ADD(deadline, ((instr_time) {.tv_sec = timeout_ms / 1000,
+		.tv_nsec = (timeout_ms % 1000) * 1000000L}));
+
+	PG_TRY();
+	{
+		list = rd_kafka_topic_partition_list_new(n);
+		for (int i = 0; i < n; i++)
+			rd_kafka_topic_partition_list_add(list, topic, partitions[i]);
+		for (;;)
+		{
+			CHECK_FOR_INTERRUPTS();
+			for (int i = 0; i < list->cnt; i++)
+			{
+				list->elems[i].offset = ms[i];
+				list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+			}
+			err = rd_kafka_offsets_for_times(rk, list, sc_remaining_ms(deadline));
+			for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+				if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+					err = list->elems[i].err;
+			if (err == RD_KAFKA_RESP_ERR_NO_ERROR || !sc_kafka_retriable(err) ||
+				sc_remaining_ms(deadline) < 100)
+				break;
+			pg_usleep(50 * 1000L);
+		}
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			for (int i = 0; i < n; i++)
+			{
+				rd_kafka_topic_partition_t *tp =
+					rd_kafka_topic_partition_list_find(list, topic, partitions[i]);
+
+				offsets[i] = tp != NULL && tp->offset >= 0 ? tp->offset : -1;
+			}
+	}
+	PG_FINALLY();
+	{
+		if (list != NULL)
+			rd_kafka_topic_partition_list_destroy(list);
+		rd_kafka_destroy(rk);
+	}
+	PG_END_TRY();
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not find offsets by time in topic \"%s\" of Kafka cluster \"%s\": %s",
+						topic, conn->cluster_name, rd_kafka_err2str(err)),
+				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
+				 errhint("Check that the brokers are reachable, or raise streamcube.kafka_timeout (now %d ms).",
+						 timeout_ms)));
+}

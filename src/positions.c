@@ -470,13 +470,34 @@ sc_positions_seal(int32 cube_id, int64 window_start)
 typedef struct ScPositionChange
 {
 	int32		partition;
-	char	   *requested;		/* "earliest", "latest" or the offset */
+	char	   *requested;		/* "earliest", "latest", the offset or "timestamp T" */
+	int64		at_ms;			/* by time: Kafka milliseconds; -1 otherwise */
 	int64		offset;			/* resolved */
 } ScPositionChange;
 
+#define SC_POSITIONS_HINT "Use '\"earliest\"', '\"latest\"', '{\"timestamp\": \"2026-11-01 10:00+00\"}' or an object by partition such as '{\"0\": 1234, \"1\": \"latest\", \"2\": {\"timestamp\": \"2026-11-01 10:00+00\"}}'."
+
+static ScPositionChange *
+sc_position_change(int32 partition, char *requested, const char *time_text)
+{
+	ScPositionChange *c = palloc0(sizeof(ScPositionChange));
+
+	c->partition = partition;
+	c->requested = requested;
+	c->at_ms = -1;
+	if (time_text != NULL)
+	{
+		c->at_ms = sc_kafka_ms_of_text(time_text, "a position by time", SC_POSITIONS_HINT);
+		c->requested = psprintf("timestamp %s", time_text);
+	}
+	return c;
+}
+
 /*
  * Parse the positions argument: "earliest" / "latest" for every partition
- * of the cube, or {"<partition>": <offset> | "earliest" | "latest"}.
+ * of the cube, {"timestamp": T} for every partition, or an object by
+ * partition {"<partition>": <offset> | "earliest" | "latest" |
+ * {"timestamp": T}}.
  */
 static List *
 sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
@@ -485,39 +506,53 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 	Datum		arg = JsonbPGetDatum(request);
 	List	   *changes = NIL;
 	char	   *type;
+	char	   *all = NULL;
+	char	   *all_time = NULL;
 	ListCell   *lc;
 
-	if (SPI_execute_with_args("SELECT jsonb_typeof($1), $1 #>> '{}'", 1, &argtype, &arg,
-							  NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT jsonb_typeof($1), $1 #>> '{}', "
+							  "       CASE WHEN jsonb_typeof($1) = 'object' AND $1 ? 'timestamp' "
+							  "            THEN $1 ->> 'timestamp' END, "
+							  "       CASE WHEN jsonb_typeof($1) = 'object' "
+							  "            THEN (SELECT count(*) FROM jsonb_object_keys($1)) END",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the positions argument");
 	type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (strcmp(type, "string") == 0)
 	{
-		char	   *all = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-
+		all = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		if (strcmp(all, "earliest") != 0 && strcmp(all, "latest") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid positions \"%s\" for cube %s", all, cube_name),
-					 errhint("Use '\"earliest\"', '\"latest\"' or an object such as '{\"0\": 1234, \"1\": \"latest\"}'.")));
-		foreach(lc, assigned)
-		{
-			ScPositionChange *c = palloc0(sizeof(ScPositionChange));
-
-			c->partition = lfirst_int(lc);
-			c->requested = all;
-			changes = lappend(changes, c);
-		}
-		return changes;
+					 errhint(SC_POSITIONS_HINT)));
 	}
-	if (strcmp(type, "object") != 0)
+	else if (strcmp(type, "object") == 0 &&
+			 (all_time = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3)) != NULL)
+	{
+		if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4), "1") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("positions for cube %s by time must have \"timestamp\" as their only key", cube_name),
+					 errhint(SC_POSITIONS_HINT)));
+	}
+	else if (strcmp(type, "object") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("positions for cube %s must be \"earliest\", \"latest\" or a JSON object", cube_name),
-				 errhint("For example '{\"0\": 1234, \"1\": \"latest\"}'.")));
+				 errhint(SC_POSITIONS_HINT)));
+	if (all != NULL || all_time != NULL)
+	{
+		foreach(lc, assigned)
+			changes = lappend(changes, sc_position_change(lfirst_int(lc), all, all_time));
+		return changes;
+	}
 
 	if (SPI_execute_with_args("SELECT key, jsonb_typeof(value), value #>> '{}', "
-							  "       key ~ '^[0-9]{1,9}$' "
+							  "       key ~ '^[0-9]{1,9}$', "
+							  "       CASE WHEN jsonb_typeof(value) = 'object' AND value ? 'timestamp' "
+							  "             AND (SELECT count(*) FROM jsonb_object_keys(value)) = 1 "
+							  "            THEN value ->> 'timestamp' END "
 							  "FROM jsonb_each($1) ORDER BY key",
 							  1, &argtype, &arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the positions argument");
@@ -528,34 +563,38 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 		char	   *key = SPI_getvalue(tup, desc, 1);
 		char	   *vtype = SPI_getvalue(tup, desc, 2);
 		char	   *value = SPI_getvalue(tup, desc, 3);
+		char	   *time_text = SPI_getvalue(tup, desc, 5);
 		bool		isnull;
-		ScPositionChange *c = palloc0(sizeof(ScPositionChange));
+		int32		partition;
+		ScPositionChange *c;
 
 		if (!DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("\"%s\" is not a partition number", key),
-					 errhint("Keys of the positions object are Kafka partition numbers, such as \"0\".")));
-		c->partition = pg_strtoint32(key);
-		if (!list_member_int(assigned, c->partition))
+					 errhint("Keys of the positions object are Kafka partition numbers, such as \"0\"; \"timestamp\" alone moves every partition by time.")));
+		partition = pg_strtoint32(key);
+		if (!list_member_int(assigned, partition))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cube %s does not consume partition %d", cube_name, c->partition),
+					 errmsg("cube %s does not consume partition %d", cube_name, partition),
 					 errhint("streamcube.consumers lists the partitions of each receiver.")));
-		if (strcmp(vtype, "string") == 0 &&
-			(strcmp(value, "earliest") == 0 || strcmp(value, "latest") == 0))
-			c->requested = value;
+		if (time_text != NULL)
+			c = sc_position_change(partition, NULL, time_text);
+		else if (strcmp(vtype, "string") == 0 &&
+				 (strcmp(value, "earliest") == 0 || strcmp(value, "latest") == 0))
+			c = sc_position_change(partition, value, NULL);
 		else if (strcmp(vtype, "number") == 0 && strspn(value, "0123456789") == strlen(value) &&
 				 strlen(value) <= 18)
 		{
-			c->requested = value;
+			c = sc_position_change(partition, value, NULL);
 			c->offset = pg_strtoint64(value);
 		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid position %s for partition %d of cube %s", value, c->partition, cube_name),
-					 errhint("Give an offset (a non-negative integer), \"earliest\" or \"latest\".")));
+					 errmsg("invalid position %s for partition %d of cube %s", value, partition, cube_name),
+					 errhint("Give an offset (a non-negative integer), \"earliest\", \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}.")));
 		changes = lappend(changes, c);
 	}
 	return changes;
@@ -621,6 +660,41 @@ sc_set_positions_check_cluster(ScCube *cube, List *changes, List *assigned,
 	}
 }
 
+/*
+ * The offsets of the changes by time: each partition's first message
+ * stamped at or after the time (-1, the partition's end, when none is
+ * that late), in one request to Kafka.
+ */
+static void
+sc_set_positions_by_time(ScCube *cube, List *changes)
+{
+	int			n = 0;
+	int32	   *parts = palloc(sizeof(int32) * Max(list_length(changes), 1));
+	int64	   *ms = palloc(sizeof(int64) * Max(list_length(changes), 1));
+	int64	   *offsets = palloc(sizeof(int64) * Max(list_length(changes), 1));
+	ListCell   *lc;
+
+	foreach(lc, changes)
+	{
+		ScPositionChange *c = lfirst(lc);
+
+		if (c->at_ms < 0)
+			continue;
+		parts[n] = c->partition;
+		ms[n++] = c->at_ms;
+	}
+	sc_kafka_offsets_at(sc_cluster_conninfo(cube->cluster), cube->topic, n, parts, ms, offsets,
+						sc_kafka_timeout_ms);
+	n = 0;
+	foreach(lc, changes)
+	{
+		ScPositionChange *c = lfirst(lc);
+
+		if (c->at_ms >= 0)
+			c->offset = offsets[n++];
+	}
+}
+
 /* The offset a change means in what Kafka holds now; errors when outside it. */
 static void
 sc_set_positions_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
@@ -636,7 +710,9 @@ sc_set_positions_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("topic \"%s\" has no partition %d", cube->topic, c->partition),
 				 errhint("Check the topic with streamcube_check_cluster('%s').", cube->cluster)));
-	if (strcmp(c->requested, "earliest") == 0)
+	if (c->at_ms >= 0)
+		c->offset = c->offset < 0 ? k->high_watermark : Max(c->offset, k->low_watermark);
+	else if (strcmp(c->requested, "earliest") == 0)
 		c->offset = k->low_watermark;
 	else if (strcmp(c->requested, "latest") == 0)
 		c->offset = k->high_watermark;
@@ -739,6 +815,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
+	sc_set_positions_by_time(cube, changes);
 
 	foreach(lc, changes)
 	{
