@@ -550,6 +550,64 @@ sc_kafka_retriable(rd_kafka_resp_err_t err)
  */
 
 /*
+ * Kafka's ListOffsets for every partition of list, asking for times[i] (a
+ * Kafka timestamp, or RD_KAFKA_OFFSET_BEGINNING / _END) for element i, or
+ * for times[0] for all with one_time.  Retriable errors (a leader moving)
+ * are tried again until the deadline; returns the first error left, the
+ * answers are in list.
+ */
+static rd_kafka_resp_err_t
+sc_kafka_list_offsets_n(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list,
+						const int64 *times, bool one_time, instr_time deadline)
+{
+	rd_kafka_resp_err_t err;
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		for (int i = 0; i < list->cnt; i++)
+		{
+			list->elems[i].offset = one_time ? times[0] : times[i];
+			list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+		}
+		err = rd_kafka_offsets_for_times(rk, list, sc_remaining_ms(deadline));
+		for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+			if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+				err = list->elems[i].err;
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR || !sc_kafka_retriable(err) ||
+			sc_remaining_ms(deadline) < 100)
+			return err;
+		pg_usleep(50 * 1000L);
+	}
+}
+
+/*
+ * A client for one request (metadata, offsets), on the cluster's
+ * configuration; its events collect the last client error.
+ */
+static rd_kafka_t *
+sc_kafka_client(const ScKafkaConnInfo *conn, ScKafkaEvents *events)
+{
+	char		errbuf[512];
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+
+	conf = sc_kafka_conf_build(conn, events, errbuf, sizeof(errbuf));
+	if (conf == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (rk == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
+						conn->cluster_name, errbuf)));
+	return rk;
+}
+
+/*
  * Fill in the low and high watermarks of every partition in infos (a List
  * of ScKafkaPartitionInfo), by two ListOffsets requests per leader: every
  * partition at "beginning", then every partition at "end".  These are the
@@ -582,23 +640,7 @@ sc_kafka_watermarks(rd_kafka_t *rk, List *infos, instr_time deadline,
 	{
 		int64_t		wanted = pass == 0 ? RD_KAFKA_OFFSET_BEGINNING : RD_KAFKA_OFFSET_END;
 
-		for (;;)
-		{
-			CHECK_FOR_INTERRUPTS();
-			for (int i = 0; i < list->cnt; i++)
-			{
-				list->elems[i].offset = wanted;
-				list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
-			}
-			err = rd_kafka_offsets_for_times(rk, list, sc_remaining_ms(deadline));
-			for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
-				if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-					err = list->elems[i].err;
-			if (err == RD_KAFKA_RESP_ERR_NO_ERROR || !sc_kafka_retriable(err) ||
-				sc_remaining_ms(deadline) < 100)
-				break;
-			pg_usleep(50 * 1000L);
-		}
+		err = sc_kafka_list_offsets_n(rk, list, &wanted, true, deadline);
 		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
 			which = pass == 0 ? "low" : "high";
@@ -769,24 +811,8 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 				  char **cluster_id)
 {
 	ScKafkaEvents events = {0};
-	char		errbuf[512];
-	rd_kafka_conf_t *conf;
-	rd_kafka_t *rk;
+	rd_kafka_t *rk = sc_kafka_client(conn, &events);
 	List	   *volatile result = NIL;
-
-	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
-	if (conf == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
-
-	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
-	if (rk == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
 
 	PG_TRY();
 	{
@@ -1428,8 +1454,6 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 					const int32 *partitions, const int64 *ms, int64 *offsets, int timeout_ms)
 {
 	ScKafkaEvents events = {0};
-	char		errbuf[512];
-	rd_kafka_conf_t *conf;
 	rd_kafka_t *rk;
 	rd_kafka_topic_partition_list_t *volatile list = NULL;
 	volatile rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -1437,18 +1461,7 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 
 	if (n == 0)
 		return;
-	conf = sc_kafka_conf_build(conn, &events, errbuf, sizeof(errbuf));
-	if (conf == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
-	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
-	if (rk == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not create a Kafka client for cluster \"%s\": %s",
-						conn->cluster_name, errbuf)));
+	rk = sc_kafka_client(conn, &events);
 	INSTR_TIME_SET_CURRENT(deadline);
 	INSTR_TIME_ADD(deadline, ((instr_time) {.tv_sec = timeout_ms / 1000,
 		.tv_nsec = (timeout_ms % 1000) * 1000000L}));
@@ -1458,23 +1471,7 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 		list = rd_kafka_topic_partition_list_new(n);
 		for (int i = 0; i < n; i++)
 			rd_kafka_topic_partition_list_add(list, topic, partitions[i]);
-		for (;;)
-		{
-			CHECK_FOR_INTERRUPTS();
-			for (int i = 0; i < list->cnt; i++)
-			{
-				list->elems[i].offset = ms[i];
-				list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
-			}
-			err = rd_kafka_offsets_for_times(rk, list, sc_remaining_ms(deadline));
-			for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
-				if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-					err = list->elems[i].err;
-			if (err == RD_KAFKA_RESP_ERR_NO_ERROR || !sc_kafka_retriable(err) ||
-				sc_remaining_ms(deadline) < 100)
-				break;
-			pg_usleep(50 * 1000L);
-		}
+		err = sc_kafka_list_offsets_n(rk, list, ms, false, deadline);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 			for (int i = 0; i < n; i++)
 			{
