@@ -106,6 +106,7 @@ typedef struct ScCube
 	bool		skip_tombstones;	/* option tombstones: skip (count) them */
 	bool		start_latest;
 	int64		start_at_ms;	/* option start as a time (Kafka milliseconds); -1 none */
+	char	   *progress_group; /* option progress_group: Kafka group to commit to; NULL */
 	int64		grace;			/* microseconds */
 	int64		reject_early;	/* dead-letter times this far after now; -1 off */
 	int64		reject_late;	/* dead-letter times this far before now; -1 off */
@@ -131,6 +132,7 @@ typedef struct ScCube
 /* cube.c */
 extern void sc_cube_read_columns(ScCube *cube, const char *time_column);
 extern int64 sc_kafka_ms_of_text(const char *text, const char *what, const char *hint);
+extern void sc_cube_check_progress_group(const char *old, const char *new);
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);
 extern int32 sc_cube_lookup(const char *name, Oid *relid_out, Oid *owner_out);
 extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid, Oid *owner);

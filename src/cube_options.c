@@ -22,6 +22,7 @@
 #include "commands/copy.h"
 #include "cube.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
 #include "utils/array.h"
@@ -41,7 +42,8 @@
 
 static const char *const valid_options =
 "start, grace, late, retention, bad_message, tombstones, early_rejection_period, "
-"late_rejection_period, compact, fields, replica_sets, new_partitions, delimiter, quote, null";
+"late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, "
+"delimiter, quote, null";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -736,6 +738,7 @@ sc_options_defaults(ScCube *cube)
 	cube->skip_tombstones = false;
 	cube->start_latest = false;
 	cube->start_at_ms = -1;
+	cube->progress_group = NULL;
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
 	cube->reject_late = -1;
@@ -762,6 +765,30 @@ sc_options_defaults(ScCube *cube)
 	}
 }
 
+/*
+ * Option progress_group: the Kafka consumer group receivers commit their
+ * positions to, for Kafka's own tools to see.  Who may set it is checked
+ * where it is set (sc_cube_check_progress_group).
+ */
+static char *
+sc_option_progress_group(const char *value, bool validate)
+{
+	if (!validate)
+		return pstrdup(value);
+	if (value[0] == '\0' || strlen(value) > 255)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"progress_group\" must be a Kafka group id of 1 to 255 characters"),
+				 errhint("Name a group used by nothing else, such as \"streamcube-events\".")));
+	for (const char *p = value; *p; p++)
+		if ((unsigned char) *p < 0x20)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"progress_group\" must not contain control characters"),
+					 errhint("Name a group used by nothing else, such as \"streamcube-events\".")));
+	return pstrdup(value);
+}
+
 /* One option whose value is a string; an unknown key is an error. */
 static void
 sc_option_string(ScCube *cube, const char *key, const char *value, const char *type, bool validate)
@@ -771,7 +798,7 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		strcmp(key, "bad_message") != 0 && strcmp(key, "tombstones") != 0 &&
 		strcmp(key, "early_rejection_period") != 0 &&
 		strcmp(key, "late_rejection_period") != 0 &&
-		strcmp(key, "new_partitions") != 0 &&
+		strcmp(key, "new_partitions") != 0 && strcmp(key, "progress_group") != 0 &&
 		strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
 		strcmp(key, "null") != 0)
 		ereport(ERROR,
@@ -808,6 +835,8 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		cube->skip_tombstones = sc_option_choice(key, value, "dead_letter", "skip");
 	else if (strcmp(key, "new_partitions") == 0)
 		cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
+	else if (strcmp(key, "progress_group") == 0)
+		cube->progress_group = sc_option_progress_group(value, validate);
 	else
 	{
 		if (validate && cube->format != SC_FORMAT_CSV)
@@ -933,4 +962,23 @@ sc_cube_pin_document(const ScCube *cube, Datum options)
 							  2, types, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not write the document column into the options");
 	return datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull), false, -1);
+}
+
+/*
+ * A cube's progress_group writes into the Kafka cluster with the cluster's
+ * credentials, where it could move the offsets of another application's
+ * group: only admins set or change it (removing it is anyone's who may
+ * alter the cube).  old is the value before, NULL at creation.
+ */
+void
+sc_cube_check_progress_group(const char *old, const char *new)
+{
+	if (new == NULL || (old != NULL && strcmp(old, new) == 0))
+		return;
+	if (!sc_is_admin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set cube option \"progress_group\""),
+				 errdetail("Receivers commit to that Kafka consumer group with the cluster's credentials, and would move the offsets of any application using it."),
+				 errhint("Ask a superuser or a member of streamcube_admin to set it.")));
 }

@@ -397,6 +397,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	if (options == NULL)
 		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
 	sc_cube_parse_options(cube, options, true);
+	sc_cube_check_progress_group(NULL, cube->progress_group);
 	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
 	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
 						   sc_create_starts(cube, conn, partitions), kafka_cluster_id);
@@ -878,7 +879,12 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 
 	/* Checked as at creation, against the table as it is now. */
 	cube = sc_cube_load(cube_id, false);
-	sc_cube_parse_options(cube, DatumGetJsonbP(new_options), true);
+	{
+		char	   *old_group = cube->progress_group;
+
+		sc_cube_parse_options(cube, DatumGetJsonbP(new_options), true);
+		sc_cube_check_progress_group(old_group, cube->progress_group);
+	}
 	new_options = sc_cube_pin_document(cube, new_options);
 
 	values[1] = new_options;

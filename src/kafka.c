@@ -1497,3 +1497,27 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 				 errhint("Check that the brokers are reachable, or raise streamcube.kafka_timeout (now %d ms).",
 						 timeout_ms)));
 }
+
+/*
+ * Commit positions (the next offset to read, as Kafka counts) to the
+ * consumer's group, asynchronously: for Kafka's tools only.  Never waits
+ * and never fails: the request waits in librdkafka for the group's
+ * coordinator, and its answer is dropped (streamcube's positions are in
+ * PostgreSQL and are never read back from Kafka).
+ */
+void
+sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
+							   const int32 *partitions, const int64 *positions)
+{
+	rd_kafka_topic_partition_list_t *list;
+
+	if (n == 0)
+		return;
+	list = rd_kafka_topic_partition_list_new(n);
+	for (int i = 0; i < n; i++)
+		if (positions[i] >= 0)
+			rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = positions[i];
+	if (list->cnt > 0)
+		(void) rd_kafka_commit(c->rk, list, 1);
+	rd_kafka_topic_partition_list_destroy(list);
+}

@@ -104,6 +104,8 @@ extern bool sc_kafka_check_property(const char *name, const char *value,
 									char *errbuf, size_t errlen);
 extern bool sc_kafka_check_config(List *properties, char *errbuf, size_t errlen);
 
+extern void sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
+										   const int32 *partitions, const int64 *positions);
 extern void sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 								const int32 *partitions, const int64 *ms, int64 *offsets,
 								int timeout_ms);

@@ -96,6 +96,7 @@ typedef struct ScReceiver
 	ScKafkaMessage *messages;
 	int			maxmessages;
 	int			carried;		/* messages kept from the last batch, at the front */
+	char		group[320];		/* the consumer's group.id */
 	int64		current_window;
 	bool		table_changed;	/* relcache invalidation of the cube's table */
 	MemoryContext cube_cxt;		/* holds cube; replaced when the table changes */
@@ -957,20 +958,33 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 }
 
 /*
+ * The consumer's group.id: the cube's option progress_group, to which the
+ * receiver commits its positions for Kafka's tools, or a name of its own
+ * that nothing commits to (librdkafka's consumer needs one).
+ */
+static void
+sc_receiver_group(char *buf, size_t size)
+{
+	if (receiver.cube->progress_group != NULL)
+		strlcpy(buf, receiver.cube->progress_group, size);
+	else
+		snprintf(buf, size, "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
+				 receiver.replica_set);
+}
+
+/*
  * Open a Kafka consumer at the committed positions, read again from the
  * catalog; false (and the cube paused) when Kafka no longer holds them.
  */
 static bool
 sc_receiver_open_consumer(void)
 {
-	char		group[NAMEDATALEN * 2 + 64];
 	ScKafkaConsumer *consumer;
 
 	sc_receiver_apply_assignment(false);
-	snprintf(group, sizeof(group), "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
-			 receiver.replica_set);
+	sc_receiver_group(receiver.group, sizeof(receiver.group));
 	/* The check goes through the consumer: its connections are then up. */
-	consumer = sc_kafka_consumer_create(receiver.conn, group, sc_fetch_queue_kbytes);
+	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes);
 	if (!sc_receiver_check_kafka(consumer))
 	{
 		sc_kafka_consumer_destroy(consumer);	/* never assigned */
@@ -1547,6 +1561,10 @@ sc_receiver_process(int n)
 	sc_ingest_end_batch(receiver.ing, true);
 	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
 	pfree(newpos);
+	/* Durable now: Kafka's tools may see them (option progress_group). */
+	if (receiver.cube->progress_group != NULL && receiver.consumer != NULL)
+		sc_kafka_consumer_commit_async(receiver.consumer, receiver.cube->topic, receiver.nparts,
+									   receiver.parts, receiver.positions);
 	sc_receiver_after_batch(n, &outcome);
 
 	/* Windows the batch met that do not exist yet: their own transaction. */
@@ -1761,6 +1779,15 @@ sc_receiver_run(void)
 			sc_receiver_set_state(SC_RECEIVER_PAUSED);
 			sc_receiver_wait(1000);
 			continue;
+		}
+		if (receiver.consumer != NULL)
+		{
+			char		group[sizeof(receiver.group)];
+
+			/* Option progress_group changed: a consumer of the new group. */
+			sc_receiver_group(group, sizeof(group));
+			if (strcmp(group, receiver.group) != 0)
+				sc_receiver_close_consumer();
 		}
 		if (receiver.consumer == NULL)
 		{

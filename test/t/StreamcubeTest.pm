@@ -398,11 +398,22 @@ sub sc_delete_records
 sub _delete_records_json
 {
 	my ($json_text) = @_;
+	my $json = PostgreSQL::Test::Utils::tempdir() . "/delete-records.json";
+	PostgreSQL::Test::Utils::append_to_file($json, $json_text);
+	my $out = sc_kafka_tool('org.apache.kafka.tools.DeleteRecordsCommand',
+		'--bootstrap-server', $ENV{SC_KAFKA}, '--offset-json-file', $json);
+	note "delete-records: $out";
+	return;
+}
+
+# Run a tool of the Kafka distribution (a main class of its jars) against
+# the test broker's version; returns its stdout, dies when it fails.
+sub sc_kafka_tool
+{
+	my ($class, @args) = @_;
 	my $p = _broker_props();
 	my $version = $p->{version} // '3.9.1';
 	my $jars = dirname($ENV{SC_KAFKA_SH}) . "/.jars/$version";
-	my $json = PostgreSQL::Test::Utils::tempdir() . "/delete-records.json";
-	PostgreSQL::Test::Utils::append_to_file($json, $json_text);
 	# warnings only, to stderr (log4j 1 for Kafka 3, log4j 2 for Kafka 4)
 	my $log = PostgreSQL::Test::Utils::tempdir() . "/tools-log.properties";
 	my $log_opt;
@@ -428,15 +439,13 @@ sub _delete_records_json
 			  . "log4j.appender.err.layout.ConversionPattern=[%d] %p %m (%c)%n\n");
 		$log_opt = "-Dlog4j.configuration=file:$log";
 	}
-	my ($out) = _run('DeleteRecordsCommand', 'java',
+	my ($out) = _run($class, 'java',
 		'-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-Xmx256m', $log_opt,
-		'-cp', "$jars/*", 'org.apache.kafka.tools.DeleteRecordsCommand',
-		'--bootstrap-server', $ENV{SC_KAFKA},
-		'--offset-json-file', $json);
+		'-cp', "$jars/*", $class, @args);
 	$out =~ s/\s+$//;
-	note "delete-records: $out";
-	return;
+	return $out;
 }
+push @EXPORT, 'sc_kafka_tool';
 
 # ---------------------------------------------------------------- added for
 # 016_topic_recreated, 017_owner_and_extension and 018_fuzz
