@@ -973,6 +973,22 @@ sc_receiver_group(char *buf, size_t size)
 }
 
 /*
+ * Option progress_group changed: close the consumer, so that the main loop
+ * opens one of the new group at the committed positions.
+ */
+static void
+sc_receiver_follow_group(void)
+{
+	char		group[sizeof(receiver.group)];
+
+	if (receiver.consumer == NULL)
+		return;
+	sc_receiver_group(group, sizeof(group));
+	if (strcmp(group, receiver.group) != 0)
+		sc_receiver_close_consumer();
+}
+
+/*
  * Open a Kafka consumer at the committed positions, read again from the
  * catalog; false (and the cube paused) when Kafka no longer holds them.
  */
@@ -1780,15 +1796,7 @@ sc_receiver_run(void)
 			sc_receiver_wait(1000);
 			continue;
 		}
-		if (receiver.consumer != NULL)
-		{
-			char		group[sizeof(receiver.group)];
-
-			/* Option progress_group changed: a consumer of the new group. */
-			sc_receiver_group(group, sizeof(group));
-			if (strcmp(group, receiver.group) != 0)
-				sc_receiver_close_consumer();
-		}
+		sc_receiver_follow_group();
 		if (receiver.consumer == NULL)
 		{
 			if (!sc_receiver_open_consumer())
