@@ -21,6 +21,10 @@ private_build() {
     make -s -C "$src" with_llvm=no >"$dir/build.log" 2>&1 || { cat "$dir/build.log" >&2; return 1; }
     libdir=$(pg_config --pkglibdir) sharedir=$(pg_config --sharedir) bindir=$(pg_config --bindir)
     mkdir -p "$inst$bindir" "$inst$libdir" "$inst$sharedir"
+    # The server programs find lib and share from their own path: copies.
+    # The clients (psql, pg_dump, ...) may stay links to the system's.
+    cp -as "$bindir/." "$inst$bindir/"
+    rm -f "$inst$bindir"/{postgres,pg_ctl,initdb}
     cp "$bindir"/{postgres,pg_ctl,initdb} "$inst$bindir/"
     cp -as "$libdir/." "$inst$libdir/"
     cp -as "$sharedir/." "$inst$sharedir/"
