@@ -24,6 +24,7 @@ OBJS = \
 	src/cube_options.o \
 	src/cube_catalog.o \
 	src/positions.o \
+	src/stops.o \
 	src/segments.o \
 	src/rewrite.o \
 	src/sealed.o \

@@ -11,6 +11,10 @@
 --   rows_copy say which writer took the rows.
 -- - Positions by time: streamcube_set_positions takes {"timestamp": T}
 --   (the function is the same; its comment says so).
+-- - Stop points: streamcube_resume(cube, until => ...) reads up to a stop
+--   offset per partition ("latest", offsets, a time) and then pauses the
+--   cube by itself; streamcube.stop_offsets keeps them, and the view
+--   streamcube.stops shows how far each partition is from its stop.
 --
 -- sql/streamcube--0.3.0.sql is sql/streamcube--0.2.0.sql followed by the
 -- body of this file: a fresh 0.3.0 and an updated one are the same.
@@ -184,3 +188,51 @@ $$;
 -- ---------------------------------------------------------------------
 COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
     'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: stop points (streamcube_resume(until => ...), option end)
+-- ---------------------------------------------------------------------
+ALTER TABLE streamcube.cubes
+    ADD COLUMN stop_requested  text,          -- what the stop point was asked as (NULL: none)
+    ADD COLUMN stop_reached_at timestamptz;   -- when the cube paused at it (NULL: not yet)
+
+-- The first offset a cube with a stop point does not read, per Kafka
+-- partition.  A partition of such a cube without a row (added to the
+-- topic later) stops at 0: it held nothing when the stop was set.
+CREATE TABLE streamcube.stop_offsets (
+    cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    partition   integer NOT NULL CHECK (partition >= 0),
+    stop_offset bigint NOT NULL CHECK (stop_offset >= 0),
+    requested   text NOT NULL,                -- 'latest', 'timestamp T' or the offset given
+    PRIMARY KEY (cube_id, partition)
+);
+REVOKE ALL ON streamcube.stop_offsets FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.stop_offsets', '');
+
+DROP FUNCTION streamcube_resume(text, boolean);
+CREATE FUNCTION streamcube_resume(cube text, skip_bad_message boolean DEFAULT false,
+                                  until jsonb DEFAULT NULL)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_resume_cube';
+COMMENT ON FUNCTION streamcube_resume(text, boolean, jsonb) IS
+    'Resume a cube; with skip_bad_message the message that paused it goes to streamcube.dead_letters; with until (''"latest"'', {"timestamp": T} or {"partition": offset | "latest" | {"timestamp": T}}) it reads up to that stop point and pauses by itself; without until, any stop point is forgotten';
+
+-- How far each partition of a cube with a stop point is from it.  Readers
+-- of the cube only, as streamcube.consumers; no UNLOGGED catalog is read
+-- (the position is the logged checkpoint on a standby).
+CREATE VIEW streamcube.stops AS
+SELECT c.relid AS cube,
+       s.partition,
+       s.requested,
+       s.stop_offset,
+       c.stop_reached_at,
+       c.stop_requested
+FROM streamcube.cubes c
+JOIN streamcube.stop_offsets s USING (cube_id)
+WHERE c.stop_requested IS NOT NULL
+  AND pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.stops TO PUBLIC;
+COMMENT ON VIEW streamcube.stops IS
+    'Stop points of cubes resumed with until (or created with option end): per partition, the first offset the cube does not read, and when the cube paused there';
+COMMENT ON FUNCTION streamcube_wait(text, interval) IS
+    'Wait until the cube has consumed every message that was in Kafka when called, or for a cube with a stop point until every partition reached it; false on timeout, or at once when the cube is paused (not at its stop point) or partitions are unassigned';

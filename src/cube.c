@@ -274,7 +274,8 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	SPI_execute_with_args("SELECT c.relid, r.relowner, n.nspname, r.relname, c.cluster_name, c.topic, "
 						  "       c.time_column, c.segment_interval, c.format, c.options, c.paused, "
 						  "       c.skip_partition, c.skip_offset, c.config_version, c.skip_error, "
-						  "       c.paused_reason, c.kafka_cluster_id "
+						  "       c.paused_reason, c.kafka_cluster_id, "
+						  "       c.stop_reached_at IS NOT NULL "
 						  "FROM streamcube.cubes c "
 						  "JOIN pg_class r ON r.oid = c.relid "
 						  "JOIN pg_namespace n ON n.oid = r.relnamespace "
@@ -323,6 +324,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->skip_error = SPI_getvalue(tup, desc, 15);
 	cube->paused_reason = SPI_getvalue(tup, desc, 16);
 	cube->kafka_cluster_id = SPI_getvalue(tup, desc, 17);
+	cube->stop_reached = DatumGetBool(SPI_getbinval(tup, desc, 18, &isnull));
 
 	sc_cube_read_columns(cube, time_column);
 	if (cube->time_index < 0)

@@ -106,6 +106,8 @@ typedef struct ScCube
 	bool		skip_tombstones;	/* option tombstones: skip (count) them */
 	bool		start_latest;
 	int64		start_at_ms;	/* option start as a time (Kafka milliseconds); -1 none */
+	char	   *start_cube;		/* option start {"cube": name}: start where it stopped */
+	Jsonb	   *end;			/* option end: the stop point a new cube gets */
 	char	   *progress_group; /* option progress_group: Kafka group to commit to; NULL */
 	int64		grace;			/* microseconds */
 	int64		reject_early;	/* dead-letter times this far after now; -1 off */
@@ -123,6 +125,7 @@ typedef struct ScCube
 	/* state that changes while the cube runs */
 	bool		paused;
 	char	   *paused_reason;	/* set when streamcube paused it */
+	bool		stop_reached;	/* paused at its stop point */
 	int32		skip_partition; /* -1 if none */
 	int64		skip_offset;
 	char	   *skip_error;		/* why that message was bad */

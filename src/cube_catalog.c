@@ -95,6 +95,7 @@ sc_cube_row_set_paused(int32 cube_id, bool paused, bool skip_bad)
 					"bad_offset = CASE WHEN $2 THEN bad_offset END, "
 					"bad_error = CASE WHEN $2 THEN bad_error END, "
 					"paused_reason = CASE WHEN $2 THEN paused_reason END, "
+					"stop_reached_at = NULL, "
 					"config_version = config_version + 1 WHERE cube_id = $1",
 					3, t, v, NULL, false, 0);
 	sc_launcher_wakeup_at_commit();
@@ -161,11 +162,64 @@ sc_cube_row_positions_set(int32 cube_id, const char *kafka_cluster_id)
 	Datum		v[2] = {Int32GetDatum(cube_id),
 	CStringGetTextDatum(kafka_cluster_id ? kafka_cluster_id : "")};
 
-	sc_catalog_exec("UPDATE streamcube.cubes SET paused_reason = NULL, "
+	sc_catalog_exec("UPDATE streamcube.cubes SET paused_reason = NULL, stop_reached_at = NULL, "
 					"config_version = config_version + 1, "
 					"kafka_cluster_id = coalesce(nullif($2, ''), kafka_cluster_id) WHERE cube_id = $1",
 					2, t, v, NULL, false, 0);
 	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * The cube's stop point: requested as what the user asked ("latest", ...),
+ * NULL for none.  Its offsets are in streamcube.stop_offsets (stops.c).
+ * Not reached yet, whatever it was before.
+ */
+void
+sc_cube_row_set_stop(int32 cube_id, const char *requested)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube_id), requested ? CStringGetTextDatum(requested) : (Datum) 0};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET stop_requested = $2, stop_reached_at = NULL, "
+					"config_version = config_version + 1 WHERE cube_id = $1",
+					2, t, v, requested ? NULL : " n", false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
+/*
+ * Every partition the cube consumes reached its stop point: pause the
+ * cube, saying so.  Receivers call it when their own partitions are
+ * there; the row's lock (FOR UPDATE: it waits for the batches of the
+ * other receivers in flight, which hold it FOR KEY SHARE) makes those
+ * calls one after the other, and the check runs after taking it, so the
+ * last receiver to get there sees every other one's committed positions.
+ * A partition without a consume position (a crash emptied them) counts
+ * from its checkpoint.  Returns whether this call paused the cube.
+ */
+bool
+sc_cube_row_stop_reached(int32 cube_id)
+{
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(cube_id)};
+
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR UPDATE",
+					1, t, v, NULL, false, 0);
+	sc_catalog_exec("UPDATE streamcube.cubes c SET paused = true, stop_reached_at = now(), "
+					"paused_reason = 'reached its stop point (' || c.stop_requested || ')', "
+					"config_version = config_version + 1 "
+					"WHERE c.cube_id = $1 AND c.stop_requested IS NOT NULL "
+					"  AND c.stop_reached_at IS NULL AND NOT c.paused "
+					"  AND NOT EXISTS (SELECT 1 FROM streamcube.assignments a "
+					"                  LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					"                  LEFT JOIN streamcube.checkpoints k USING (cube_id, partition) "
+					"                  LEFT JOIN streamcube.stop_offsets s USING (cube_id, partition) "
+					"                  WHERE a.cube_id = $1 "
+					"                    AND greatest(p.position, k.\"offset\", 0) < coalesce(s.stop_offset, 0))",
+					1, t, v, NULL, false, 0);
+	if (SPI_processed == 0)
+		return false;
+	sc_launcher_wakeup_at_commit();
+	return true;
 }
 
 /* New options (streamcube_alter_cube). */

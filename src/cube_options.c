@@ -41,7 +41,7 @@
 #define SC_DEFAULT_EARLY_REJECTION USECS_PER_DAY
 
 static const char *const valid_options =
-"start, grace, late, retention, bad_message, tombstones, early_rejection_period, "
+"start, end, grace, late, retention, bad_message, tombstones, early_rejection_period, "
 "late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, "
 "delimiter, quote, null";
 
@@ -738,6 +738,8 @@ sc_options_defaults(ScCube *cube)
 	cube->skip_tombstones = false;
 	cube->start_latest = false;
 	cube->start_at_ms = -1;
+	cube->start_cube = NULL;
+	cube->end = NULL;
 	cube->progress_group = NULL;
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
@@ -787,6 +789,30 @@ sc_option_progress_group(const char *value, bool validate)
 					 errmsg("cube option \"progress_group\" must not contain control characters"),
 					 errhint("Name a group used by nothing else, such as \"streamcube-events\".")));
 	return pstrdup(value);
+}
+
+/*
+ * Option start as {"cube": "name"}: the cube starts where that one's
+ * positions are (a cut-over); the name is looked up at creation.
+ */
+static char *
+sc_option_start_cube(Datum value)
+{
+	Oid			argtype = JSONBOID;
+	char	   *name;
+
+	if (SPI_execute_with_args("SELECT CASE WHEN jsonb_typeof($1 -> 'cube') = 'string' "
+							  "             AND (SELECT count(*) FROM jsonb_object_keys($1)) = 1 "
+							  "            THEN $1 ->> 'cube' END",
+							  1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read cube option \"start\"");
+	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"start\" as an object must be {\"cube\": \"<name of a cube>\"}"),
+				 errhint("Use \"earliest\", \"latest\", a timestamp, or {\"cube\": \"old_cube\"} to start where another cube of the same topic stopped.")));
+	return name;
 }
 
 /* One option whose value is a string; an unknown key is an error. */
@@ -914,6 +940,10 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 
 		if (strcmp(key, "replica_sets") == 0)
 			sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
+		else if (strcmp(key, "end") == 0)
+			cube->end = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		else if (strcmp(key, "start") == 0 && strcmp(type, "object") == 0)
+			cube->start_cube = sc_option_start_cube(SPI_getbinval(tup, desc, 4, &isnull));
 		else if (strcmp(key, "compact") == 0)
 		{
 			sc_parse_compact(cube, SPI_getbinval(tup, desc, 4, &isnull), type);

@@ -33,6 +33,7 @@
 #include "parser/parser.h"
 #include "pgstat.h"
 #include "positions.h"
+#include "stops.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -311,12 +312,81 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 }
 
 /*
+ * Option start {"cube": name}: where each partition starts is where that
+ * cube stops (a cut-over): its stop offset when it has a stop point, else
+ * its position, which must then stand still (the cube paused).  A
+ * partition it does not know starts at its low watermark.  Its row is
+ * held FOR SHARE until COMMIT, so that its stop point cannot change
+ * meanwhile (streamcube_resume takes it FOR UPDATE).
+ */
+static void
+sc_create_starts_of_cube(ScCube *cube, List *partitions, int64 *starts,
+						 const char *kafka_cluster_id)
+{
+	Oid			relid,
+				owner;
+	int32		other_id = sc_cube_lookup(cube->start_cube, &relid, &owner);
+	ScCube	   *other;
+	Oid			t[2] = {INT4OID, INT4OID};
+	Datum		v[2];
+	bool		isnull;
+	bool		has_stop;
+	ListCell   *lc;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, cube->start_cube);
+	v[0] = Int32GetDatum(other_id);
+	sc_catalog_exec("SELECT stop_requested IS NOT NULL, paused FROM streamcube.cubes "
+					"WHERE cube_id = $1 FOR SHARE", 1, t, v, NULL, false, 0);
+	has_stop = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (!has_stop && !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cube %s runs without a stop point: a cube cannot start where it stops", cube->start_cube),
+				 errhint("Give it a stop point first, for example streamcube_resume('%s', until => '\"latest\"'), then create this cube.",
+						 cube->start_cube)));
+	other = sc_cube_load(other_id, false);
+	if (strcmp(other->topic, cube->topic) != 0 ||
+		(kafka_cluster_id != NULL && other->kafka_cluster_id != NULL
+		 ? strcmp(kafka_cluster_id, other->kafka_cluster_id) != 0
+		 : strcmp(other->cluster, cube->cluster) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube %s reads topic \"%s\" of cluster \"%s\", not topic \"%s\" of cluster \"%s\"",
+						cube->start_cube, other->topic, other->cluster, cube->topic, cube->cluster),
+				 errhint("Option start {\"cube\": ...} names a cube of the same topic, whose offsets mean the same messages.")));
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		int			i = foreach_current_index(lc);
+
+		v[1] = Int32GetDatum(p->partition);
+		if (has_stop)
+			sc_catalog_exec("SELECT s.stop_offset FROM streamcube.stop_offsets s "
+							"WHERE s.cube_id = $1 AND s.partition = $2", 2, t, v, NULL, true, 0);
+		else
+			sc_catalog_exec("SELECT greatest(p.position, k.\"offset\") FROM streamcube.checkpoints k "
+							"LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
+							"WHERE k.cube_id = $1 AND k.partition = $2", 2, t, v, NULL, true, 0);
+		starts[i] = p->low_watermark;
+		if (SPI_processed > 0)
+		{
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+				starts[i] = Max(DatumGetInt64(d), 0);
+		}
+	}
+}
+
+/*
  * Where each partition starts, by option start: its low or high watermark,
  * or its first message stamped at or after the start time (its end when
  * none is that late).
  */
 static int64 *
-sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions)
+sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions,
+				 const char *kafka_cluster_id)
 {
 	int			n = list_length(partitions);
 	int64	   *starts = palloc(sizeof(int64) * Max(n, 1));
@@ -333,7 +403,9 @@ sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions)
 		parts[i] = p->partition;
 		ms[i] = cube->start_at_ms;
 	}
-	if (cube->start_at_ms >= 0)
+	if (cube->start_cube != NULL)
+		sc_create_starts_of_cube(cube, partitions, starts, kafka_cluster_id);
+	else if (cube->start_at_ms >= 0)
 	{
 		sc_kafka_offsets_at(conn, cube->topic, n, parts, ms, starts, sc_kafka_timeout_ms);
 		foreach(lc, partitions)
@@ -400,7 +472,10 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	sc_cube_check_progress_group(NULL, cube->progress_group);
 	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
 	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
-						   sc_create_starts(cube, conn, partitions), kafka_cluster_id);
+						   sc_create_starts(cube, conn, partitions, kafka_cluster_id),
+						   kafka_cluster_id);
+	if (cube->end != NULL)
+		sc_stops_set(cube, cube->end);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
@@ -515,10 +590,37 @@ sc_pause_cube(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * streamcube_resume(cube, skip_bad_message, until): resume the cube, with
+ * until up to that stop point (stops.c), which a running cube takes too;
+ * without, any stop point is forgotten.  The cube's row is locked FOR
+ * UPDATE first: a batch in flight commits before the stop offsets are
+ * resolved against the positions, and the next batch reads them.
+ */
 Datum
 sc_resume_cube(PG_FUNCTION_ARGS)
 {
-	sc_set_paused(fcinfo, false, PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1));
+	char	   *name = sc_text_arg(fcinfo, 0, "cube name");
+	bool		skip_bad = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	Oid			relid,
+				owner;
+	int32		cube_id;
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(name, "resume", &relid, &owner);
+	if (PG_ARGISNULL(2))
+		sc_stops_clear(cube_id);
+	else
+	{
+		Oid			t = INT4OID;
+		Datum		v = Int32GetDatum(cube_id);
+
+		sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR UPDATE",
+						1, &t, &v, NULL, false, 0);
+		sc_stops_set(sc_cube_load(cube_id, false), PG_GETARG_JSONB_P(2));
+	}
+	sc_cube_row_set_paused(cube_id, false, skip_bad);
+	SPI_finish();
 	PG_RETURN_VOID();
 }
 
@@ -587,7 +689,7 @@ sc_wait_unassigned(int32 cube_id, Datum partarray)
 	return isnull ? NULL : TextDatumGetCString(d);
 }
 
-/* Why the cube is paused, or NULL when it runs. */
+/* Why the cube is paused, or NULL when it runs (or paused at its stop point). */
 static char *
 sc_wait_paused(int32 cube_id)
 {
@@ -597,7 +699,7 @@ sc_wait_paused(int32 cube_id)
 	char	   *why = NULL;
 
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT CASE WHEN paused THEN coalesce(paused_reason, "
+	if (SPI_execute_with_args("SELECT CASE WHEN paused AND stop_reached_at IS NULL THEN coalesce(paused_reason, "
 							  "  'paused by a bad message at partition ' || bad_partition || ' offset ' || bad_offset, "
 							  "  'paused by streamcube_pause()') END "
 							  "FROM streamcube.cubes WHERE cube_id = $1",
@@ -664,7 +766,8 @@ sc_wait_paused_warn(int32 cube_id, const char *name)
 
 /*
  * True once every message that Kafka held for the topic at the call is
- * consumed: committed, and shown by a running receiver.  "Held" is the end
+ * consumed: committed, and shown by a running receiver; for a cube with a
+ * stop point, once every partition reached it.  "Held" is the end
  * a read_committed consumer reads to, the last stable offset, as the lag
  * of streamcube.consumers.  False at the timeout, and at once (with a
  * WARNING saying why) when the cube is paused or a partition of the topic
@@ -688,7 +791,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	Datum	   *partd;
 	Datum	   *targetd;
 	Datum		partarray,
-				targetarray;
+				targetarray,
+				stops;
 	char	   *unassigned;
 	bool		done = false;
 
@@ -746,14 +850,23 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 
+	/*
+	 * A cube with a stop point is done when every partition is at its
+	 * stop offset: its receivers then idle, and it pauses by itself.
+	 */
+	stops = sc_stops_targets(cube_id, partarray);
+
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   timeout ? sc_interval_usecs(timeout, "timeout") / 1000 : 30000);
 	for (;;)
 	{
 		if (sc_wait_paused_warn(cube_id, name))
 			break;
-		done = sc_positions_short_of(cube_id, partarray, targetarray) == 0 &&
-			sc_wait_receivers_done(cube_id, n, parts, targets);
+		if (stops != (Datum) 0)
+			done = sc_positions_short_of(cube_id, partarray, stops) == 0;
+		else
+			done = sc_positions_short_of(cube_id, partarray, targetarray) == 0 &&
+				sc_wait_receivers_done(cube_id, n, parts, targets);
 		if (done || GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,
@@ -786,6 +899,8 @@ static const struct
 	"Create a new cube with the other window size."},
 	{"start", "it only decides where a new cube starts reading",
 	"Move the positions of a paused cube with streamcube_set_positions()."},
+	{"end", "it only gives a new cube its stop point",
+	"Give a cube a stop point with streamcube_resume(cube, until => '\"latest\"')."},
 	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",
 	"Move partitions between replica sets with streamcube_reassign()."},
 };

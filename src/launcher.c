@@ -129,7 +129,7 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 
 		SPI_connect();
 		ret = SPI_execute("SELECT c.cube_id, a.replica_set, c.relid::regclass::text, "
-						  "       r.relowner, c.paused, c.config_version, c.relid, "
+						  "       r.relowner, c.paused AND c.stop_reached_at IS NULL, c.config_version, c.relid, "
 						  "       o.rolcanlogin, o.rolname "
 						  "FROM streamcube.cubes c "
 						  "JOIN pg_catalog.pg_class r ON r.oid = c.relid "

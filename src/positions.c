@@ -86,9 +86,13 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 					"WHERE k.cube_id = $1 AND a.replica_set = $2 "
 					"ON CONFLICT DO NOTHING",
 					2, types, args, NULL, false, 0);
-	sc_catalog_exec("SELECT p.partition, p.position, p.epoch, p.updated_at "
+	sc_catalog_exec("SELECT p.partition, p.position, p.epoch, p.updated_at, "
+					"       CASE WHEN c.stop_requested IS NOT NULL "
+					"            THEN coalesce(s.stop_offset, 0) ELSE -1 END "
 					"FROM streamcube.consume_positions p "
 					"JOIN streamcube.assignments a USING (cube_id, partition) "
+					"JOIN streamcube.cubes c USING (cube_id) "
+					"LEFT JOIN streamcube.stop_offsets s USING (cube_id, partition) "
 					"WHERE p.cube_id = $1 AND a.replica_set = $2 "
 					"  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
 					"ORDER BY p.partition",
@@ -99,6 +103,7 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 	pos->positions = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
 	pos->epochs = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
 	pos->handed_at = MemoryContextAlloc(cxt, sizeof(TimestampTz) * Max(pos->n, 1));
+	pos->stops = MemoryContextAlloc(cxt, sizeof(int64) * Max(pos->n, 1));
 	for (int i = 0; i < pos->n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -110,6 +115,7 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 		pos->epochs[i] = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
 		pos->handed_at[i] = pos->epochs[i] > 0 ?
 			DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull)) : 0;
+		pos->stops[i] = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	{
 		Oid			t = INT4OID;
@@ -466,19 +472,12 @@ sc_positions_seal(int32 cube_id, int64 window_start)
  * ----------------------------------------------------------------
  */
 
-/* One requested change. */
-typedef struct ScPositionChange
-{
-	int32		partition;
-	char	   *requested;		/* "earliest", "latest", the offset or "timestamp T" */
-	int64		at_ms;			/* by time: Kafka milliseconds; -1 otherwise */
-	int64		offset;			/* resolved */
-} ScPositionChange;
-
 #define SC_POSITIONS_HINT "Use '\"earliest\"', '\"latest\"', '{\"timestamp\": \"2026-11-01 10:00+00\"}' or an object by partition such as '{\"0\": 1234, \"1\": \"latest\", \"2\": {\"timestamp\": \"2026-11-01 10:00+00\"}}'."
 
+#define SC_STOP_HINT "Use '\"latest\"', '{\"timestamp\": \"2026-11-01 10:00+00\"}' or an object by partition such as '{\"0\": 1234, \"1\": \"latest\", \"2\": {\"timestamp\": \"2026-11-01 10:00+00\"}}'."
+
 static ScPositionChange *
-sc_position_change(int32 partition, char *requested, const char *time_text)
+sc_position_change(int32 partition, char *requested, const char *time_text, const char *what)
 {
 	ScPositionChange *c = palloc0(sizeof(ScPositionChange));
 
@@ -487,21 +486,27 @@ sc_position_change(int32 partition, char *requested, const char *time_text)
 	c->at_ms = -1;
 	if (time_text != NULL)
 	{
-		c->at_ms = sc_kafka_ms_of_text(time_text, "a position by time", SC_POSITIONS_HINT);
+		bool		stop = strcmp(what, "positions") != 0;
+
+		c->at_ms = sc_kafka_ms_of_text(time_text, stop ? "a stop point by time" : "a position by time",
+									   stop ? SC_STOP_HINT : SC_POSITIONS_HINT);
 		c->requested = psprintf("timestamp %s", time_text);
 	}
 	return c;
 }
 
 /*
- * Parse the positions argument: "earliest" / "latest" for every partition
- * of the cube, {"timestamp": T} for every partition, or an object by
- * partition {"<partition>": <offset> | "earliest" | "latest" |
- * {"timestamp": T}}.
+ * Parse a request for offsets (the positions of streamcube_set_positions,
+ * a stop point): "earliest" / "latest" for every partition of the cube,
+ * {"timestamp": T} for every partition, or an object by partition
+ * {"<partition>": <offset> | "earliest" | "latest" | {"timestamp": T}}.
+ * what names the request in errors ("positions", "stop point"); a stop
+ * point cannot be "earliest".  Caller is connected to SPI.
  */
-static List *
-sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
+List *
+sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *assigned)
 {
+	bool		stop = strcmp(what, "positions") != 0;
 	Oid			argtype = JSONBOID;
 	Datum		arg = JsonbPGetDatum(request);
 	List	   *changes = NIL;
@@ -521,11 +526,11 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 	if (strcmp(type, "string") == 0)
 	{
 		all = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		if (strcmp(all, "earliest") != 0 && strcmp(all, "latest") != 0)
+		if ((stop || strcmp(all, "earliest") != 0) && strcmp(all, "latest") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid positions \"%s\" for cube %s", all, cube_name),
-					 errhint(SC_POSITIONS_HINT)));
+					 errmsg("invalid %s \"%s\" for cube %s", what, all, cube_name),
+					 errhint(stop ? SC_STOP_HINT : SC_POSITIONS_HINT)));
 	}
 	else if (strcmp(type, "object") == 0 &&
 			 (all_time = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3)) != NULL)
@@ -533,18 +538,19 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 		if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4), "1") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("positions for cube %s by time must have \"timestamp\" as their only key", cube_name),
-					 errhint(SC_POSITIONS_HINT)));
+					 errmsg("%s for cube %s by time must have \"timestamp\" as its only key", what, cube_name),
+					 errhint(stop ? SC_STOP_HINT : SC_POSITIONS_HINT)));
 	}
 	else if (strcmp(type, "object") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("positions for cube %s must be \"earliest\", \"latest\" or a JSON object", cube_name),
-				 errhint(SC_POSITIONS_HINT)));
+				 errmsg(stop ? "%s for cube %s must be \"latest\" or a JSON object"
+						: "%s for cube %s must be \"earliest\", \"latest\" or a JSON object", what, cube_name),
+				 errhint(stop ? SC_STOP_HINT : SC_POSITIONS_HINT)));
 	if (all != NULL || all_time != NULL)
 	{
 		foreach(lc, assigned)
-			changes = lappend(changes, sc_position_change(lfirst_int(lc), all, all_time));
+			changes = lappend(changes, sc_position_change(lfirst_int(lc), all, all_time, what));
 		return changes;
 	}
 
@@ -572,7 +578,7 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("\"%s\" is not a partition number", key),
-					 errhint("Keys of the positions object are Kafka partition numbers, such as \"0\"; \"timestamp\" alone moves every partition by time.")));
+					 errhint("Keys of the %s object are Kafka partition numbers, such as \"0\"; \"timestamp\" alone applies to every partition by time.", what)));
 		partition = pg_strtoint32(key);
 		if (!list_member_int(assigned, partition))
 			ereport(ERROR,
@@ -580,21 +586,23 @@ sc_parse_position_request(Jsonb *request, const char *cube_name, List *assigned)
 					 errmsg("cube %s does not consume partition %d", cube_name, partition),
 					 errhint("streamcube.consumers lists the partitions of each receiver.")));
 		if (time_text != NULL)
-			c = sc_position_change(partition, NULL, time_text);
+			c = sc_position_change(partition, NULL, time_text, what);
 		else if (strcmp(vtype, "string") == 0 &&
-				 (strcmp(value, "earliest") == 0 || strcmp(value, "latest") == 0))
-			c = sc_position_change(partition, value, NULL);
+				 ((!stop && strcmp(value, "earliest") == 0) || strcmp(value, "latest") == 0))
+			c = sc_position_change(partition, value, NULL, what);
 		else if (strcmp(vtype, "number") == 0 && strspn(value, "0123456789") == strlen(value) &&
 				 strlen(value) <= 18)
 		{
-			c = sc_position_change(partition, value, NULL);
+			c = sc_position_change(partition, value, NULL, what);
 			c->offset = pg_strtoint64(value);
 		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid position %s for partition %d of cube %s", value, partition, cube_name),
-					 errhint("Give an offset (a non-negative integer), \"earliest\", \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}.")));
+					 errmsg("invalid %s %s for partition %d of cube %s",
+							stop ? "stop offset" : "position", value, partition, cube_name),
+					 errhint(stop ? "Give an offset (a non-negative integer), \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}."
+							 : "Give an offset (a non-negative integer), \"earliest\", \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}.")));
 		changes = lappend(changes, c);
 	}
 	return changes;
@@ -665,8 +673,8 @@ sc_set_positions_check_cluster(ScCube *cube, List *changes, List *assigned,
  * stamped at or after the time (-1, the partition's end, when none is
  * that late), in one request to Kafka.
  */
-static void
-sc_set_positions_by_time(ScCube *cube, List *changes)
+void
+sc_offsets_by_time(ScCube *cube, List *changes)
 {
 	int			n = 0;
 	int32	   *parts = palloc(sizeof(int32) * Max(list_length(changes), 1));
@@ -696,8 +704,8 @@ sc_set_positions_by_time(ScCube *cube, List *changes)
 }
 
 /* The offset a change means in what Kafka holds now; errors when outside it. */
-static void
-sc_set_positions_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
+void
+sc_offsets_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 {
 	ScKafkaPartitionInfo *k = NULL;
 	ListCell   *kc;
@@ -811,11 +819,11 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	cube_id = sc_cube_for_action(name, "set positions of", &relid, &owner);
 	assigned = sc_set_positions_lock(cube_id, name, &reason);
 	cube = sc_cube_load(cube_id, false);
-	changes = sc_parse_position_request(request, cube->qualified, assigned);
+	changes = sc_offsets_parse(request, "positions", cube->qualified, assigned);
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
-	sc_set_positions_by_time(cube, changes);
+	sc_offsets_by_time(cube, changes);
 
 	foreach(lc, changes)
 	{
@@ -823,7 +831,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		sc_set_positions_resolve(cube, c, kafka);
+		sc_offsets_resolve(cube, c, kafka);
 		sc_set_position(cube, c, who, reason);
 		values[0] = Int32GetDatum(c->partition);
 		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);

@@ -11,6 +11,9 @@
 
 #include "streamcube.h"
 
+#include "nodes/pg_list.h"
+#include "utils/jsonb.h"
+
 /* The partitions a replica set consumes, with their positions. */
 typedef struct ScPositions
 {
@@ -19,9 +22,29 @@ typedef struct ScPositions
 	int64	   *positions;		/* next offset to read */
 	int64	   *epochs;			/* assignment epoch of each partition */
 	TimestampTz *handed_at;		/* when a reassignment handed it over; 0 */
+	int64	   *stops;			/* first offset not to read (a stop point); -1 none */
 	int64		assignment_epoch;	/* the cube's, when read */
 	int			known;			/* partitions the cube knows (checkpoints) */
 } ScPositions;
+
+/*
+ * One partition's offset asked for by a user (streamcube_set_positions, a
+ * stop point), as parsed, then resolved against what Kafka holds.
+ */
+typedef struct ScPositionChange
+{
+	int32		partition;
+	char	   *requested;		/* "earliest", "latest", the offset or "timestamp T" */
+	int64		at_ms;			/* by time: Kafka milliseconds; -1 otherwise */
+	int64		offset;			/* resolved */
+} ScPositionChange;
+
+struct ScCube;
+
+extern List *sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name,
+							  List *assigned);
+extern void sc_offsets_by_time(struct ScCube *cube, List *changes);
+extern void sc_offsets_resolve(struct ScCube *cube, ScPositionChange *c, List *kafka);
 
 extern void sc_positions_init(int32 cube_id, int32 partition, int64 offset);
 extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,

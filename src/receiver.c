@@ -89,6 +89,8 @@ typedef struct ScReceiver
 	int64	   *epochs;			/* assignment epoch of each partition */
 	int64	   *high;			/* last known high watermarks */
 	int64	   *eof;			/* end of partition seen at this offset, -1 */
+	int64	   *stops;			/* first offset not to read (a stop point), -1 */
+	bool		stop_told;		/* told the catalog that its partitions are there */
 	int64		assignment_epoch;	/* the cube's, when the assignment was read */
 	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
 	int			known_partitions;	/* partitions the cube knows (checkpoints) */
@@ -327,6 +329,8 @@ sc_receiver_take_positions(ScPositions *pos)
 
 		high[i] = kept ? receiver.high[p] : -1;
 		eof[i] = kept && receiver.consumer != NULL ? receiver.eof[p] : -1;
+		if (pos->stops[i] >= 0)
+			eof[i] = Min(eof[i], pos->stops[i]);
 	}
 	if (receiver.parts)
 	{
@@ -335,6 +339,7 @@ sc_receiver_take_positions(ScPositions *pos)
 		pfree(receiver.epochs);
 		pfree(receiver.high);
 		pfree(receiver.eof);
+		pfree(receiver.stops);
 	}
 	receiver.nparts = pos->n;
 	receiver.parts = pos->partitions;
@@ -355,6 +360,8 @@ sc_receiver_take_positions(ScPositions *pos)
 	receiver.known_partitions = pos->known;
 	receiver.high = high;
 	receiver.eof = eof;
+	receiver.stops = pos->stops;
+	receiver.stop_told = false;
 	pfree(pos->handed_at);
 	pfree(pos);
 }
@@ -435,7 +442,21 @@ sc_assignment_journal(const ScPositions *pos, const ScAssignmentDiff *d, bool fi
 									 receiver.replica_set, ll, d->lost_offsets, now, -1);
 }
 
-/* Messages kept for the next batch: only of partitions still ours. */
+/*
+ * A message at or past its partition's stop offset is not read: it shows
+ * that nothing below the stop is left, as the end of the partition does.
+ * Returns whether m is such a message.
+ */
+static bool
+sc_receiver_past_stop(int p, const ScKafkaMessage *m)
+{
+	if (receiver.stops[p] < 0 || m->offset < receiver.stops[p])
+		return false;
+	receiver.eof[p] = Max(receiver.eof[p], receiver.stops[p]);
+	return true;
+}
+
+/* Messages kept for the next batch: only of partitions still ours, below their stops. */
 static void
 sc_receiver_drop_carried(const ScAssignmentDiff *d)
 {
@@ -444,7 +465,8 @@ sc_receiver_drop_carried(const ScAssignmentDiff *d)
 	for (int i = 0; i < receiver.carried; i++)
 	{
 		ScKafkaMessage *m = &receiver.messages[i];
-		bool		drop = sc_receiver_part_index(m->partition) < 0;
+		int			p = sc_receiver_part_index(m->partition);
+		bool		drop = p < 0 || sc_receiver_past_stop(p, m);
 
 		for (int j = 0; j < d->nlost && !drop; j++)
 			drop = d->lost[j] == m->partition;
@@ -618,6 +640,7 @@ sc_receiver_reload(uint32 config_version)
 	if (fresh != NULL)
 	{
 		receiver.cube->paused = fresh->paused;
+		receiver.cube->stop_reached = fresh->stop_reached;
 		receiver.cube->skip_partition = fresh->skip_partition;
 		receiver.cube->skip_offset = fresh->skip_offset;
 		receiver.cube->skip_error = fresh->skip_error ? pstrdup(fresh->skip_error) : NULL;
@@ -646,11 +669,13 @@ sc_receiver_reload(uint32 config_version)
  * Lock the cube's catalog row for the rest of the transaction, so that
  * streamcube_drop_cube() waits for the batch in flight, and the cube's
  * table, so that DDL on it waits too; returns false when the cube is gone.
- * A change of the table since the last batch is taken in here, before the
+ * *version is the row's config_version as locked: a change that waited for
+ * the batch before (a stop point, streamcube_resume) shows up here.  A
+ * change of the table since the last batch is taken in here, before the
  * batch is built.  Locks 2 and 3 of "Lock order", docs/architecture.md.
  */
 static bool
-sc_receiver_lock_cube(void)
+sc_receiver_lock_cube(int64 *version)
 {
 	ScPrivilegeSave save;
 	Oid			type = INT4OID;
@@ -663,7 +688,8 @@ sc_receiver_lock_cube(void)
 	sc_catalog_enter(&save);
 	if (plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR KEY SHARE",
+		SPIPlanPtr	p = SPI_prepare("SELECT config_version FROM streamcube.cubes "
+									"WHERE cube_id = $1 FOR KEY SHARE",
 									1, &type);
 
 		if (p == NULL)
@@ -674,6 +700,12 @@ sc_receiver_lock_cube(void)
 	SPI_execute_plan(plan, &value, NULL, false, 1);
 	sc_catalog_leave(&save);
 	exists = SPI_processed > 0;
+	if (exists)
+	{
+		bool		isnull;
+
+		*version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	SPI_finish();
 	if (!exists)
 		return false;
@@ -705,15 +737,27 @@ sc_receiver_lock_cube(void)
  * dropped or renamed, a metadata column retyped, a table attached in a
  * window's place: sc_cube_check_table)
  * is paused with that reason, in a transaction of its own, and false is
- * returned: the caller does nothing.  The cube being dropped ends the
+ * returned: the caller does nothing.  So it is when the cube's row changed
+ * since the receiver last read it: the receiver reads it again first
+ * (messages the caller kept in receiver.carried stay, as far as the new
+ * assignment and stop point let them).  The cube being dropped ends the
  * receiver.
  */
 static bool
 sc_receiver_begin_work(const char *activity)
 {
+	int64		known = receiver.cube->config_version;
+	int64		version = 0;
+
 	sc_receiver_begin(activity);
-	if (!sc_receiver_lock_cube())
+	if (!sc_receiver_lock_cube(&version))
 		sc_receiver_cube_gone();
+	if (version != known)
+	{
+		sc_receiver_commit();
+		sc_receiver_reload((uint32) version);
+		return false;
+	}
 	if (receiver.cube->broken == NULL)
 		return true;
 	SPI_connect();
@@ -827,8 +871,10 @@ sc_receiver_cube_gone(void)
 static void
 sc_receiver_pause_for(const char *reason)
 {
+	int64		version;
+
 	sc_receiver_begin("pausing cube");
-	if (sc_receiver_lock_cube())
+	if (sc_receiver_lock_cube(&version))
 		sc_cube_row_pause_for(receiver.cube_id, reason);
 	sc_receiver_commit();
 	receiver.cube->paused = true;
@@ -847,9 +893,10 @@ static char *
 sc_receiver_note_cluster_id(const char *cluster_id)
 {
 	char	   *stored = NULL;
+	int64		version;
 
 	sc_receiver_begin("recording the Kafka cluster id");
-	if (sc_receiver_lock_cube())
+	if (sc_receiver_lock_cube(&version))
 	{
 		SPI_connect();
 		stored = sc_cube_row_set_kafka_cluster_id(receiver.cube_id, cluster_id);
@@ -1170,8 +1217,8 @@ sc_receiver_collect(void)
 			sc_receiver_warn(res.message);
 
 		/*
-		 * Keep only messages at or past the committed position; note where
-		 * partitions end.
+		 * Keep only messages at or past the committed position and below
+		 * the stop offset; note where partitions end.
 		 */
 		for (int i = n; i < n + got; i++)
 		{
@@ -1179,8 +1226,9 @@ sc_receiver_collect(void)
 			int			p = sc_receiver_part_index(m->partition);
 
 			if (p >= 0 && m->eof)
-				receiver.eof[p] = Max(receiver.eof[p], m->offset);
-			if (p < 0 || m->eof || m->offset < receiver.positions[p])
+				receiver.eof[p] = Max(receiver.eof[p], receiver.stops[p] >= 0
+									  ? Min(m->offset, receiver.stops[p]) : m->offset);
+			if (p < 0 || m->eof || m->offset < receiver.positions[p] || sc_receiver_past_stop(p, m))
 			{
 				sc_kafka_messages_release(m, 1);
 				*m = receiver.messages[n + got - 1];
@@ -1463,6 +1511,10 @@ sc_receiver_new_positions(int64 *newpos, int n, const ScBatchOutcome *outcome)
 	if (outcome->cut == n)
 		for (int p = 0; p < receiver.nparts; p++)
 			newpos[p] = Max(newpos[p], receiver.eof[p]);
+	/* Never past a stop point (an end seen before it was set). */
+	for (int p = 0; p < receiver.nparts; p++)
+		if (receiver.stops[p] >= 0)
+			newpos[p] = Min(newpos[p], Max(receiver.stops[p], receiver.positions[p]));
 }
 
 /*
@@ -1538,14 +1590,19 @@ sc_receiver_process(int n)
 	sc_receiver_sort(receiver.messages, n);
 	n = sc_receiver_drop_duplicates(n);
 
+	receiver.carried = n;		/* kept if the cube changed: see begin_work */
 	if (!sc_receiver_begin_work("ingesting a batch"))
 	{
 		/* Paused: the consumer starts again from the committed positions. */
-		sc_kafka_messages_release(receiver.messages, n);
-		receiver.carried = 0;
+		if (receiver.cube->paused)
+		{
+			sc_kafka_messages_release(receiver.messages, receiver.carried);
+			receiver.carried = 0;
+		}
 		pfree(newpos);
 		return;
 	}
+	receiver.carried = 0;
 	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
 	sc_receiver_new_positions(newpos, n, &outcome);
 
@@ -1722,6 +1779,40 @@ sc_receiver_refresh_metadata(void)
 	}
 }
 
+/* Has every partition of the receiver reached its stop offset? */
+static bool
+sc_receiver_at_stop(void)
+{
+	if (receiver.nparts == 0 || receiver.stops[0] < 0)
+		return false;
+	for (int p = 0; p < receiver.nparts; p++)
+		if (receiver.positions[p] < receiver.stops[p])
+			return false;
+	return true;
+}
+
+/*
+ * The receiver's partitions reached their stop offsets: tell the catalog,
+ * which pauses the cube when every other receiver's are there too.  Once
+ * per arrival: the receiver then idles until its assignment changes.
+ */
+static void
+sc_receiver_tell_stop(void)
+{
+	bool		paused;
+
+	sc_receiver_begin("reaching the stop point");
+	SPI_connect();
+	paused = sc_cube_row_stop_reached(receiver.cube_id);
+	SPI_finish();
+	sc_receiver_commit();
+	receiver.stop_told = true;
+	ereport(LOG,
+			(errmsg(paused ? "streamcube cube %s reached its stop point and paused"
+					: "streamcube receiver of cube %s (%s) reached its stop point",
+					receiver.cube->qualified, receiver.replica_set)));
+}
+
 /* ----------------------------------------------------------------
  * Main loop
  * ----------------------------------------------------------------
@@ -1776,10 +1867,19 @@ sc_receiver_run(void)
 			sc_receiver_apply_assignment(true);
 			break;
 		}
-		if (config_version != (uint32) receiver.cube->config_version)
+		/* Newer than what the receiver read (it may have read further). */
+		if ((int32) (config_version - (uint32) receiver.cube->config_version) > 0)
 			sc_receiver_reload(config_version);
 
-		if (pause || receiver.cube->paused)
+		if (sc_receiver_at_stop() && !receiver.stop_told)
+			sc_receiver_tell_stop();
+
+		/*
+		 * A cube paused at its stop point still reads up to it, when a
+		 * crash took its positions back to the checkpoints.
+		 */
+		if (pause || sc_receiver_at_stop() ||
+			(receiver.cube->paused && !receiver.cube->stop_reached))
 		{
 			if (receiver.consumer != NULL)
 			{

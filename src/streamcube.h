@@ -24,6 +24,7 @@
  *	cube_options.c	parsing and checking the options of a cube
  *	cube_catalog.c	the one writer of a cube's row in streamcube.cubes
  *	positions.c		consume positions, checkpoints, seal marks (their one writer)
+ *	stops.c			stop points of cubes (their one writer)
  *	segments.c		window arithmetic and active partitions
  *	sealed.c		what a sealed partition is: twins, guard, DDL with lock retries
  *	rewrite.c		moving rows with their tuple headers (seals, compaction)

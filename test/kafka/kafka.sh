@@ -353,6 +353,8 @@ num.network.threads=2
 num.io.threads=2
 num.recovery.threads.per.data.dir=1
 log.cleaner.dedupe.buffer.size=16777216
+# the log cleaner looks for work every second (compacted-topic tests)
+log.cleaner.backoff.ms=1000
 EOF
     if (( $(major_of "$v") >= 4 )); then
         cat >>"$props" <<EOF
