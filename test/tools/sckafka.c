@@ -1,14 +1,15 @@
 /*
  * sckafka.c — the streamcube test bench's Kafka tool (librdkafka 2.0.2).
  *
- * One small binary, five jobs, so that tests and the quickstart never need a
+ * One small binary, six jobs, so that tests and the quickstart never need a
  * JVM just to poke at Kafka:
  *
  *   mock          runs a librdkafka mock cluster (N brokers on random loopback
  *                 ports), prints its bootstrap list as the first line of
  *                 stdout, then obeys control commands (broker down/up, move a
- *                 partition leader, create a topic) read line by line from
- *                 stdin and from an optional FIFO, until SIGTERM/SIGINT/quit.
+ *                 partition leader or a group's coordinator, create a topic)
+ *                 read line by line from stdin and from an optional FIFO,
+ *                 until SIGTERM/SIGINT/quit.
  *                 The FIFO exists because the quickstart runs the mock
  *                 detached with stdin=/dev/null; it is reopened after every
  *                 writer closes, so `echo down 1 > FIFO` works any number of
@@ -21,6 +22,8 @@
  *   add-partitions
  *                 raises a topic's partition count the same way and waits
  *                 until metadata shows every new partition with a leader.
+ *   committed     prints the offsets a consumer group has committed for a
+ *                 topic (the mock has no Admin API for Kafka's own tools).
  *   produce       generates events of the demo cube (event time, two text
  *                 dimensions, two numeric measures) as JSON or CSV, message i
  *                 going to partition i % P, so per-partition counts and (with
@@ -68,6 +71,7 @@ static const char *const usage_text =
 	"               [--if-not-exists] [--config KEY=VALUE ...]\n"
 	"  sckafka delete-topic --bootstrap B NAME\n"
 	"  sckafka add-partitions --bootstrap B NAME TOTAL\n"
+	"  sckafka committed --bootstrap B --group G --topic T [--timeout MS]\n"
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
 	"               [--format json|csv] [--partitions P] [--shape wide|narrow]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
@@ -86,11 +90,17 @@ static const char *const usage_text =
 	"    down BROKER_ID                    refuse connections (-1: all)\n"
 	"    up BROKER_ID                      accept connections again (-1: all)\n"
 	"    leader TOPIC PARTITION BROKER_ID  move a leader (-1: leaderless)\n"
+	"    coordinator group GROUP BROKER_ID make BROKER_ID (1..N) the group's\n"
+	"                                      coordinator, up or down\n"
 	"    topic NAME PARTITIONS             create another topic\n"
 	"    quit                              stop the cluster and exit\n"
 	"  down/up do not move leaders: partitions led by a down broker stay\n"
 	"  unavailable until `up` or `leader`. `leader` accepts only topics this\n"
-	"  tool created (the mock would silently auto-create others).\n"
+	"  tool created (the mock would silently auto-create others). A group's\n"
+	"  coordinator is a broker chosen by a hash of its name, unless set with\n"
+	"  `coordinator`; a set coordinator stays on its broker while that broker\n"
+	"  is down, so `down` of it stops the group's coordinator and nothing\n"
+	"  else when the topic's leaders are on other brokers.\n"
 	"  LIMITS: each mock partition keeps only about 5 MiB / 100,000 message\n"
 	"  sets and silently drops older data beyond that; use more partitions\n"
 	"  (and lz4, as `produce` does) for large loads. Ports are random (no\n"
@@ -118,6 +128,14 @@ static const char *const usage_text =
 	"  waits (30 s at most) until metadata shows TOTAL partitions, each with\n"
 	"  a leader. TOTAL must be above the current count (Kafka cannot remove\n"
 	"  partitions). Existing keys may map to other partitions afterwards.\n"
+	"\n"
+	"committed\n"
+	"  Prints the offsets group G has committed for each partition of T,\n"
+	"  one line `PARTITION OFFSET` per partition in order, OFFSET `-` when\n"
+	"  the group has none for it. Asks the group's coordinator (OffsetFetch)\n"
+	"  without joining the group; fails (exit 1) when no answer comes within\n"
+	"  MS milliseconds (default 10000), e.g. while the coordinator is down.\n"
+	"  Works against the mock cluster, which has no Admin API.\n"
 	"\n"
 	"produce\n"
 	"  Produces N events (--count 0: until SIGTERM/SIGINT) to topic T, at\n"
@@ -490,6 +508,25 @@ mock_command(MockCluster *mc, char *line, bool *quit)
 														 topic->name,
 														 (int32_t) n, broker));
 	}
+	else if (strcmp(words[0], "coordinator") == 0)
+	{
+		if (!expect_words(nwords, 4, "coordinator group GROUP BROKER_ID"))
+			return;
+		if (strcmp(words[1], "group") != 0)
+		{
+			reply("error: usage: coordinator group GROUP BROKER_ID");
+			return;
+		}
+		/* The mock asserts that a set coordinator is one of its brokers. */
+		if (!parse_int(words[3], 1, mc->brokers, &n))
+		{
+			reply("error: broker id must be 1..%d, not '%s'", mc->brokers,
+				  words[3]);
+			return;
+		}
+		mock_reply_rc(rd_kafka_mock_coordinator_set(mc->mcluster, "group",
+													words[2], (int32_t) n));
+	}
 	else if (strcmp(words[0], "topic") == 0)
 	{
 		if (!expect_words(nwords, 3, "topic NAME PARTITIONS"))
@@ -512,7 +549,8 @@ mock_command(MockCluster *mc, char *line, bool *quit)
 		reply("ok");
 	}
 	else
-		reply("error: unknown command '%s' (down, up, leader, topic, quit)",
+		reply("error: unknown command '%s' (down, up, leader, coordinator, "
+			  "topic, quit)",
 			  words[0]);
 }
 
@@ -1297,9 +1335,12 @@ wall_clock_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Looks the topic up (without creating it) and returns its partitions. */
+/*
+ * Looks the topic up (without creating it) and returns its partitions;
+ * command names the caller in the messages.
+ */
 static int
-topic_partition_count(rd_kafka_t *rk, const char *topic)
+topic_partition_count(rd_kafka_t *rk, const char *topic, const char *command)
 {
 	rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
 	const struct rd_kafka_metadata *md;
@@ -1308,10 +1349,10 @@ topic_partition_count(rd_kafka_t *rk, const char *topic)
 
 	err = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-		fail(EXIT_KAFKA, "produce: cannot read metadata of %s: %s", topic,
+		fail(EXIT_KAFKA, "%s: cannot read metadata of %s: %s", command, topic,
 			 rd_kafka_err2str(err));
 	if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-		fail(EXIT_KAFKA, "produce: topic %s: %s", topic,
+		fail(EXIT_KAFKA, "%s: topic %s: %s", command, topic,
 			 rd_kafka_err2str(md->topic_cnt == 1 ? md->topics[0].err
 							  : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
 	count = md->topics[0].partition_cnt;
@@ -1468,7 +1509,7 @@ cmd_produce(int argc, char **argv)
 		fail(EXIT_KAFKA, "produce: cannot start a transaction: %s",
 			 rd_kafka_error_string(txn_error));
 
-	topic_partitions = topic_partition_count(rk, topic);
+	topic_partitions = topic_partition_count(rk, topic, "produce");
 	if (partitions == 0)
 		partitions = topic_partitions;
 	else if (partitions > topic_partitions)
@@ -1645,6 +1686,99 @@ cmd_produce(int argc, char **argv)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * committed: a group's committed offsets, without joining the group
+ * ------------------------------------------------------------------------ */
+
+static int
+cmd_committed(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"bootstrap", required_argument, NULL, 'b'},
+		{"group", required_argument, NULL, 'g'},
+		{"topic", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *bootstrap = NULL;
+	const char *group = NULL;
+	const char *topic = NULL;
+	long long	timeout_ms = 10000;
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	rd_kafka_topic_partition_list_t *list;
+	rd_kafka_resp_err_t err;
+	char		errstr[512];
+	int			partitions;
+	int			opt;
+
+	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'b':
+				bootstrap = optarg;
+				break;
+			case 'g':
+				group = optarg;
+				break;
+			case 't':
+				topic = optarg;
+				break;
+			case 'T':
+				timeout_ms = option_int("--timeout", optarg, 1, 3600000);
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				bad_option("committed", opt, argv);
+		}
+	}
+	if (optind != argc)
+		fail(EXIT_USAGE, "committed: unexpected argument '%s'", argv[optind]);
+	if (bootstrap == NULL || group == NULL || topic == NULL)
+		fail(EXIT_USAGE, "committed: --bootstrap, --group and --topic are "
+			 "required");
+
+	/* A consumer of the group that never subscribes: it joins nothing. */
+	conf = rd_kafka_conf_new();
+	conf_set(conf, "bootstrap.servers", bootstrap);
+	conf_set(conf, "group.id", group);
+	conf_set(conf, "enable.auto.commit", "false");
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+	if (rk == NULL)
+		fail(EXIT_KAFKA, "cannot create a Kafka client: %s", errstr);
+
+	partitions = topic_partition_count(rk, topic, "committed");
+	list = rd_kafka_topic_partition_list_new(partitions);
+	for (int p = 0; p < partitions; p++)
+		rd_kafka_topic_partition_list_add(list, topic, p);
+	err = rd_kafka_committed(rk, list, (int) timeout_ms);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		fail(EXIT_KAFKA, "committed: group %s, topic %s: %s", group, topic,
+			 rd_kafka_err2str(err));
+	for (int i = 0; i < list->cnt; i++)
+		if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			fail(EXIT_KAFKA, "committed: group %s, %s [%d]: %s", group, topic,
+				 (int) list->elems[i].partition,
+				 rd_kafka_err2str(list->elems[i].err));
+	for (int i = 0; i < list->cnt; i++)
+	{
+		if (list->elems[i].offset >= 0)
+			printf("%d %" PRId64 "\n", (int) list->elems[i].partition,
+				   list->elems[i].offset);
+		else
+			printf("%d -\n", (int) list->elems[i].partition);
+	}
+	rd_kafka_topic_partition_list_destroy(list);
+
+	/* Nothing to leave or commit: do not wait for the coordinator. */
+	rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	return fflush(stdout) == 0 ? 0 : EXIT_KAFKA;
+}
+
 /* ------------------------------------------------------------------------ */
 
 int
@@ -1652,7 +1786,7 @@ main(int argc, char **argv)
 {
 	if (argc < 2)
 		fail(EXIT_USAGE, "no command (mock, create-topic, delete-topic, "
-			 "add-partitions, produce); see --help");
+			 "add-partitions, committed, produce); see --help");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 		strcmp(argv[1], "help") == 0)
 	{
@@ -1670,10 +1804,12 @@ main(int argc, char **argv)
 		return cmd_delete_topic(argc - 1, argv + 1);
 	if (strcmp(argv[1], "add-partitions") == 0)
 		return cmd_add_partitions(argc - 1, argv + 1);
+	if (strcmp(argv[1], "committed") == 0)
+		return cmd_committed(argc - 1, argv + 1);
 	if (strcmp(argv[1], "produce") == 0)
 		return cmd_produce(argc - 1, argv + 1);
 
 	fail(EXIT_USAGE, "unknown command '%s' (mock, create-topic, delete-topic, "
-		 "add-partitions, produce, --help)", argv[1]);
+		 "add-partitions, committed, produce, --help)", argv[1]);
 	return EXIT_USAGE;
 }
