@@ -1,0 +1,259 @@
+
+# Option progress_group with the group's coordinator stopped and nothing
+# else (issue 24): the commit to Kafka is asynchronous and one-way, so
+# while no coordinator answers, batches go on at their pace, in the same
+# receiver, exactly once, and the group catches up once a batch commits
+# after the coordinator is back.
+#
+# The test bench's single real broker is the coordinator of every group and
+# the leader of every partition, so it cannot lose the one and keep the
+# other: this test runs on its own librdkafka mock cluster (sckafka mock) of
+# two brokers, the topic's leaders on broker 1 and the group's coordinator
+# on broker 2, and takes broker 2 down while a producer writes.  The
+# group's offsets are read with sckafka committed (OffsetFetch): the mock
+# has no Admin API for Kafka's own tools.
+#
+# The cluster's session.timeout.ms is 6 s: librdkafka keeps a commit that
+# finds no coordinator that long (45 s by default), then drops it.  So the
+# test also sees, within a minute, that the commits made during the outage
+# are gone, and that the first batch after it brings the group up to date.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use IPC::Run ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use StreamcubeTest;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+sc_require_env();
+
+my $partitions = 3;
+my $backlog = 1200;
+my $rate = 400;                 # messages per second while the coordinator goes away
+my $live = 30 * $rate;          # 30 s of them
+my $outage_watch = 20;          # seconds watched with the coordinator down
+my $session_timeout_ms = 6000;
+my $start_ts = 1796025600;      # 2026-12-01 00:00:00 UTC
+my $step_ms = 100;
+
+my $topic = sc_topic('coord');
+my $group = "sc-coord-$$";
+
+# ---------------------------------------------------------------- the mock
+
+my %mock = (in => '', out => '');
+my $producer;
+
+# run-tests' timeout sends SIGTERM: die, so that the END block still runs.
+$SIG{TERM} = $SIG{INT} = sub { die "killed by signal $_[0]\n"; };
+
+END
+{
+	my $rc = $?;
+	eval { $producer->{harness}->kill_kill if $producer; 1 };
+	eval { $mock{harness}->kill_kill if $mock{harness}; 1 };
+	$? = $rc;
+}
+
+# The mock answers each command at once: 30 s without an answer is a hang.
+# Its log goes to a file: a pipe read only while a command is answered
+# could fill up and block the mock's brokers.
+$mock{timeout} = IPC::Run::timeout(30);
+$mock{log} = PostgreSQL::Test::Utils::tempdir() . '/mock.log';
+$mock{harness} = IPC::Run::start(
+	[ $ENV{SC_SCKAFKA}, 'mock', '--brokers', 2, '--topic', "$topic:$partitions" ],
+	'<', \$mock{in}, '>', \$mock{out}, '2>', $mock{log}, $mock{timeout});
+$mock{harness}->pump until $mock{out} =~ /\n/;
+my ($bootstrap) = $mock{out} =~ /^(\S+)\n/;
+note "mock cluster: $bootstrap";
+
+# One control command; returns the mock's answer (ok or error: ...).
+sub mock_command
+{
+	my ($command) = @_;
+	my $answered = () = $mock{out} =~ /\n/g;
+	$mock{timeout}->start(30);
+	$mock{in} .= "$command\n";
+	$mock{harness}->pump while (() = $mock{out} =~ /\n/g) == $answered;
+	my ($answer) = $mock{out} =~ /([^\n]*)\n\z/;
+	return $answer;
+}
+
+# The group's committed offsets, "partition:offset,..." in partition order
+# (offset "-" where it has none), or undef when sckafka committed got no
+# answer within $timeout_ms.
+sub committed
+{
+	my ($timeout_ms) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run([ $ENV{SC_SCKAFKA}, 'committed', '--bootstrap', $bootstrap,
+			'--group', $group, '--topic', $topic, '--timeout', $timeout_ms // 10000 ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	note "sckafka committed: $err" if !$ok;
+	return undef if !$ok;
+	return join(',', map { join(':', split ' ') } split /\n/, $out);
+}
+
+for my $p (0 .. $partitions - 1)
+{
+	is(mock_command("leader $topic $p 1"), 'ok', "partition $p is led by broker 1");
+}
+is(mock_command("coordinator group $group 2"), 'ok',
+	"the coordinator of group $group is broker 2");
+
+# ---------------------------------------------------------------- the cube
+
+my $node = sc_node('progress_coord');
+
+# Everything StreamcubeTest produces or reads goes to the mock.
+$ENV{SC_KAFKA} = $bootstrap;
+$node->safe_psql('postgres',
+	"SELECT streamcube_add_cluster('mock', '$bootstrap', "
+	  . "'{\"session.timeout.ms\": \"$session_timeout_ms\"}')");
+
+sub cube_positions
+{
+	return join(',', split /\n/, $node->safe_psql('postgres',
+		"SELECT partition || ':' || position FROM streamcube.consume_positions p "
+		  . "JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'coord'::regclass ORDER BY partition"));
+}
+
+# Poll the group until it shows the cube's positions (30 s at most).
+sub committed_matches
+{
+	my ($what) = @_;
+	my ($got, $want);
+	my $t0 = time;
+	while (time - $t0 < 30)
+	{
+		$want = cube_positions();
+		$got = committed(5000) // 'no answer';
+		last if $got eq $want;
+		sleep(0.5);
+	}
+	is($got, $want, $what);
+	return;
+}
+
+sc_produce($topic, count => $backlog, 'start-ts' => $start_ts,
+	'step-ms' => $step_ms, seed => 1);
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_cube('coord', 'mock', '$topic', "
+	  . "'ts timestamptz, country text, device text, amount numeric, qty int', "
+	  . "'ts', '1 hour', 'json', '{\"progress_group\": \"$group\"}')");
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
+	't', 'the backlog is consumed');
+committed_matches('with the coordinator up, the group shows the cube\'s positions');
+
+my ($pid, $started_at) = split /\|/, $node->safe_psql('postgres',
+	"SELECT pid, started_at FROM streamcube.consumers WHERE cube = 'coord'::regclass");
+
+# ---------------------------------------------------------------- the outage
+
+$producer = sc_produce_start($topic, count => $live, rate => $rate,
+	'start-ts' => $start_ts + $backlog * $step_ms / 1000,
+	'step-ms' => $step_ms, seed => 2);
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) >= $backlog + $rate FROM coord"),
+	'live ingest is under way');
+
+is(mock_command('down 2'), 'ok', 'broker 2, the group\'s coordinator, is down');
+note 'coordinator down, ' . sc_elapsed();
+
+# Watch the receiver: every sample must show the same process running, a
+# batch committed less than 3 s ago, and rows keep arriving.
+my (%states, %errors, %pids);
+my $oldest_batch_ms = 0;
+my $rows_from = $node->safe_psql('postgres', 'SELECT count(*) FROM coord');
+my $watch_from = time;
+my $samples = 0;
+while (time - $watch_from < $outage_watch)
+{
+	my ($state, $p, $age_ms, $error) = split /\|/, $node->safe_psql('postgres',
+		"SELECT state, pid, round(extract(epoch FROM clock_timestamp() - last_batch_at) * 1000), "
+		  . "coalesce(last_error, '') FROM streamcube.consumers WHERE cube = 'coord'::regclass"), 4;
+	$states{$state}++;
+	$pids{$p}++;
+	$errors{$error}++ if $error ne '';
+	$oldest_batch_ms = $age_ms if $age_ms > $oldest_batch_ms;
+	$samples++;
+	sleep(0.25);
+}
+my $rows_during = $node->safe_psql('postgres', 'SELECT count(*) FROM coord') - $rows_from;
+my $watched = time - $watch_from;
+note sprintf('%d samples over %.1f s: states %s; %d rows; a batch at most %d ms old',
+	$samples, $watched, join(', ', map { "$_ x$states{$_}" } sort keys %states),
+	$rows_during, $oldest_batch_ms);
+note "last_error while the coordinator is down: $_" for sort keys %errors;
+
+is_deeply([ sort keys %states ], ['running'],
+	'the receiver stays running while the coordinator is down');
+is_deeply([ keys %pids ], [$pid], 'in the same process: no restart');
+cmp_ok($oldest_batch_ms, '<', 3000,
+	'at every sample the last batch is less than 3 s old: commits to Kafka do not hold batches back');
+cmp_ok($rows_during, '>=', int(0.8 * $rate * $watched),
+	"rows arrive at the producer's pace ($rate/s)");
+ok((grep { /COMMITFAIL: .*Waiting for coordinator/ } keys %errors),
+	'last_error shows the commits that found no coordinator');
+sc_check_positions_match_rows($node, 'coord', 'during the outage');
+
+is(committed(3000), undef,
+	'the coordinator is really away: the group\'s offsets cannot be read');
+
+ok(sc_produce_finish($producer), "the producer delivered all $live messages");
+undef $producer;
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
+	't', 'everything is consumed with the coordinator still down');
+
+my $k = sc_kafka_contents($topic);
+is($k->{count}, $backlog + $live, 'the mock holds every message produced');
+sc_check_exact($node, 'coord', $k, 'with the coordinator down');
+
+# ---------------------------------------------------------------- back up
+
+# The commits made during the outage waited session.timeout.ms in
+# librdkafka and were dropped; streamcube retries none of them.  Once every
+# one is older than that, bring the coordinator back: the group still shows
+# what it got before the outage, until the next batch commits.
+ok($node->poll_query_until('postgres',
+		"SELECT clock_timestamp() - last_batch_at > interval '"
+		  . ($session_timeout_ms + 2000) . " ms' FROM streamcube.consumers "
+		  . "WHERE cube = 'coord'::regclass"),
+	'no batch since the commits of the outage timed out');
+is(mock_command('up 2'), 'ok', 'broker 2 is up again');
+note 'coordinator up, ' . sc_elapsed();
+sleep(3);
+my %stale = map { split /:/ } split /,/, committed(10000) // '';
+my %positions = map { split /:/ } split /,/, cube_positions();
+note 'the group: ' . join(',', map { "$_:$stale{$_}" } sort keys %stale)
+  . '; the cube: ' . cube_positions();
+is_deeply([ grep { !defined $stale{$_} || $stale{$_} !~ /^\d+$/ || $stale{$_} >= $positions{$_} }
+		sort keys %positions ], [],
+	'the commits that found no coordinator were dropped, not retried: the group trails the cube on every partition');
+
+sc_produce($topic, count => 30,
+	'start-ts' => $start_ts + ($backlog + $live) * $step_ms / 1000,
+	'step-ms' => $step_ms, seed => 3);
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
+	't', 'a batch after the coordinator is back');
+committed_matches('its commit brings the group up to the cube\'s positions');
+
+$k = sc_kafka_contents($topic);
+sc_check_exact($node, 'coord', $k, 'at the end');
+is( $node->safe_psql('postgres',
+		"SELECT pid || '|' || started_at FROM streamcube.consumers WHERE cube = 'coord'::regclass"),
+	"$pid|$started_at", 'the receiver that started before the outage is still the one');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM streamcube.dead_letters'),
+	'0', 'no dead letters');
+
+$node->stop;
+is(mock_command('quit'), 'ok', 'the mock cluster stops');
+$mock{harness}->finish;
+done_testing();
