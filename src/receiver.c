@@ -1906,6 +1906,8 @@ sc_receiver_run(void)
 		}
 
 		sc_receiver_windows_ahead();
+		if (receiver.consumer == NULL)
+			continue;			/* the cube changed: a new one opens at the top */
 
 		{
 			int			n = sc_receiver_collect();
