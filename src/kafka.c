@@ -82,6 +82,8 @@ struct ScKafkaConsumer
 	int64		drained_messages;	/* taken since the queue was last empty */
 	int64		drained_bytes;
 	ScKafkaEvents events;
+	rd_kafka_conf_t *commit_conf;	/* the consumer's, for committer */
+	rd_kafka_t *committer;		/* commits for Kafka's tools; NULL until one */
 };
 
 const char *
@@ -960,6 +962,7 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 		c->nudge_bytes = (int64) queue_kbytes * 1024 / 2;
 	}
 
+	c->commit_conf = rd_kafka_conf_dup(conf);
 	c->rk = sc_kafka_new_handle(RD_KAFKA_CONSUMER, conf, errbuf, sizeof(errbuf));
 	if (c->rk == NULL)
 		ereport(ERROR,
@@ -1432,6 +1435,10 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 		 */
 		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	}
+	if (c->committer)
+		rd_kafka_destroy_flags(c->committer, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	else if (c->commit_conf)
+		rd_kafka_conf_destroy(c->commit_conf);
 	close(c->pipefd[0]);
 	close(c->pipefd[1]);
 	if (c->batch)
@@ -1504,6 +1511,13 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
  * and never fails: the request waits in librdkafka for the group's
  * coordinator, and its answer is dropped (streamcube's positions are in
  * PostgreSQL and are never read back from Kafka).
+ *
+ * The commits go through a client of their own in the same group, made
+ * from the consumer's configuration: librdkafka 2.0.2 starts fetching a
+ * partition added to a consumer only once that consumer has no commit
+ * waiting, so with the coordinator down a reassigned partition would not
+ * be read at all.  Its answers and logs are served here, into the
+ * consumer's events (last_error).
  */
 void
 sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
@@ -1513,11 +1527,26 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
 
 	if (n == 0)
 		return;
+	if (c->committer == NULL)
+	{
+		char		errbuf[512];
+
+		if (c->commit_conf == NULL)
+			return;				/* could not be made before: no commits */
+		c->committer = sc_kafka_new_handle(RD_KAFKA_CONSUMER, c->commit_conf, errbuf, sizeof(errbuf));
+		c->commit_conf = NULL;	/* taken, or destroyed on failure */
+		if (c->committer == NULL)
+		{
+			sc_kafka_push_event(&c->events, SC_SYSLOG_WARNING, errbuf);
+			return;
+		}
+	}
+	(void) rd_kafka_poll(c->committer, 0);
 	list = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
 		if (positions[i] >= 0)
 			rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = positions[i];
 	if (list->cnt > 0)
-		(void) rd_kafka_commit(c->rk, list, 1);
+		(void) rd_kafka_commit(c->committer, list, 1);
 	rd_kafka_topic_partition_list_destroy(list);
 }

@@ -216,6 +216,41 @@ my $k = sc_kafka_contents($topic);
 is($k->{count}, $backlog + $live, 'the mock holds every message produced');
 sc_check_exact($node, 'coord', $k, 'with the coordinator down');
 
+# A partition that a reassignment gives a running receiver meanwhile is
+# read at once: the receiver's commits, waiting for the coordinator, are
+# another client's (librdkafka 2.0.2 fetches a partition added to a
+# consumer only once that consumer has no commit waiting).
+my $more_ts = $start_ts + ($backlog + $live) * $step_ms / 1000;
+$node->safe_psql('postgres', "SELECT streamcube_create_replica_set('rs_b')");
+$node->safe_psql('postgres', q{SELECT streamcube_reassign('coord', '{"default": [0, 1], "rs_b": [2]}')});
+sc_produce($topic, count => 300, 'start-ts' => $more_ts, 'step-ms' => $step_ms, seed => 4);
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
+	't', 'a new replica set reads partition 2 with the coordinator down (its commits wait)');
+# A steady stream: rs_b commits a batch every few hundred ms, each waiting.
+$producer = sc_produce_start($topic, count => 2000, rate => 200, 'start-ts' => $more_ts + 30,
+	'step-ms' => $step_ms, seed => 5);
+sleep(2);
+my $p1 = $node->safe_psql('postgres',
+	"SELECT position FROM streamcube.consume_positions p JOIN streamcube.cubes c USING (cube_id) "
+	  . "WHERE c.relid = 'coord'::regclass AND partition = 1");
+$node->safe_psql('postgres', q{SELECT streamcube_reassign('coord', '{"default": [0], "rs_b": [1, 2]}')});
+my $t_moved = time;
+my $moved = 0;
+while (!$moved && time - $t_moved < 5)
+{
+	$moved = $node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.consume_positions p JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'coord'::regclass AND partition = 1 AND replica_set = 'rs_b' AND position > $p1");
+	sleep(0.2);
+}
+ok($moved, sprintf('partition 1, given to that running receiver, is read at once with the coordinator still down (%.1f s)',
+		time - $t_moved));
+ok(sc_produce_finish($producer), 'the producer delivered everything');
+undef $producer;
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"), 't', 'all consumed');
+sc_check_exact($node, 'coord', sc_kafka_contents($topic), 'after the reassignments during the outage');
+$more_ts += 30 + 2000 * $step_ms / 1000;
+
 # ---------------------------------------------------------------- back up
 
 # The commits made during the outage waited session.timeout.ms in
@@ -223,8 +258,8 @@ sc_check_exact($node, 'coord', $k, 'with the coordinator down');
 # one is older than that, bring the coordinator back: the group still shows
 # what it got before the outage, until the next batch commits.
 ok($node->poll_query_until('postgres',
-		"SELECT clock_timestamp() - last_batch_at > interval '"
-		  . ($session_timeout_ms + 2000) . " ms' FROM streamcube.consumers "
+		"SELECT bool_and(clock_timestamp() - last_batch_at > interval '"
+		  . ($session_timeout_ms + 2000) . " ms') FROM streamcube.consumers "
 		  . "WHERE cube = 'coord'::regclass"),
 	'no batch since the commits of the outage timed out');
 is(mock_command('up 2'), 'ok', 'broker 2 is up again');
@@ -238,9 +273,7 @@ is_deeply([ grep { !defined $stale{$_} || $stale{$_} !~ /^\d+$/ || $stale{$_} >=
 		sort keys %positions ], [],
 	'the commits that found no coordinator were dropped, not retried: the group trails the cube on every partition');
 
-sc_produce($topic, count => 30,
-	'start-ts' => $start_ts + ($backlog + $live) * $step_ms / 1000,
-	'step-ms' => $step_ms, seed => 3);
+sc_produce($topic, count => 30, 'start-ts' => $more_ts, 'step-ms' => $step_ms, seed => 3);
 is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
 	't', 'a batch after the coordinator is back');
 committed_matches('its commit brings the group up to the cube\'s positions');
@@ -248,7 +281,8 @@ committed_matches('its commit brings the group up to the cube\'s positions');
 $k = sc_kafka_contents($topic);
 sc_check_exact($node, 'coord', $k, 'at the end');
 is( $node->safe_psql('postgres',
-		"SELECT pid || '|' || started_at FROM streamcube.consumers WHERE cube = 'coord'::regclass"),
+		"SELECT pid || '|' || started_at FROM streamcube.consumers "
+		  . "WHERE cube = 'coord'::regclass AND replica_set = 'default'"),
 	"$pid|$started_at", 'the receiver that started before the outage is still the one');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM streamcube.dead_letters'),
 	'0', 'no dead letters');
