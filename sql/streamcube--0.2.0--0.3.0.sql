@@ -48,7 +48,8 @@ CREATE FUNCTION streamcube._receiver_slots(OUT in_use integer, OUT total integer
     RETURNS record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receiver_slots';
 
--- rows_direct and rows_copy: which of the two writers took the rows
+-- rows_direct and rows_copy: which of the two writers took the rows;
+-- lag_seconds: how old the oldest message not consumed yet is
 DROP VIEW streamcube.consumers;
 DROP FUNCTION streamcube._receivers();
 CREATE FUNCTION streamcube._receivers(
@@ -58,7 +59,8 @@ CREATE FUNCTION streamcube._receivers(
         OUT started_at timestamptz, OUT last_batch_at timestamptz,
         OUT last_error text, OUT last_error_at timestamptz,
         OUT topic_partitions integer, OUT tombstones_skipped bigint,
-        OUT epoch bigint, OUT rows_direct bigint, OUT rows_copy bigint)
+        OUT epoch bigint, OUT rows_direct bigint, OUT rows_copy bigint,
+        OUT lag_seconds double precision, OUT partition_lag_seconds double precision[])
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
 
@@ -72,6 +74,9 @@ SELECT r.pid,
        r.positions,
        r.high_watermarks,
        r.lag,
+       -- how old (Kafka timestamp) the oldest message not consumed yet is,
+       -- in seconds; 0 when caught up; NULL when not known (paused)
+       round(r.lag_seconds::numeric, 3) AS lag_seconds,
        round(r.rows_per_second::numeric, 1) AS rows_per_second,
        r.rows_total,
        r.started_at,
@@ -113,6 +118,7 @@ SELECT NULL::integer,
        NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
        NULL::bigint[],
        NULL::bigint,
+       NULL::numeric,
        NULL::numeric,
        NULL::bigint,
        NULL::timestamptz,
@@ -236,3 +242,65 @@ COMMENT ON VIEW streamcube.stops IS
     'Stop points of cubes resumed with until (or created with option end): per partition, the first offset the cube does not read, and when the cube paused there';
 COMMENT ON FUNCTION streamcube_wait(text, interval) IS
     'Wait until the cube has consumed every message that was in Kafka when called, or for a cube with a stop point until every partition reached it; false on timeout, or at once when the cube is paused (not at its stop point) or partitions are unassigned';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: lag in time (streamcube.consumers.lag_seconds above, and here)
+-- ---------------------------------------------------------------------
+DROP FUNCTION streamcube.lag(text);
+CREATE FUNCTION streamcube.lag(cube text)
+    RETURNS TABLE (partition integer, replica_set text, "position" bigint,
+                   checkpoint bigint, high_watermark bigint,
+                   last_stable_offset bigint, lag bigint,
+                   last_batch_at timestamptz, since_last_batch interval,
+                   oldest_unconsumed_at timestamptz, lag_seconds double precision)
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_cube_lag';
+COMMENT ON FUNCTION streamcube.lag(text) IS
+    'Per Kafka partition of a cube: replica set, committed position, checkpoint, high watermark, last stable offset, lag in messages, when the position last moved, the Kafka timestamp of the oldest message not consumed and its age in seconds (0 when caught up); asks Kafka';
+GRANT EXECUTE ON FUNCTION streamcube.lag(text) TO PUBLIC;
+
+-- One row per partition a receiver consumes, for monitoring systems that
+-- want a row per series (postgres_exporter: monitoring/postgres_exporter.yaml).
+CREATE VIEW streamcube.consumer_partitions AS
+SELECT c.relid::regclass AS cube,
+       r.replica_set,
+       r.state,
+       u.partition,
+       u.position,
+       nullif(u.high_watermark, -1) AS high_watermark,
+       CASE WHEN u.high_watermark >= 0 THEN greatest(u.high_watermark - u.position, 0) END AS lag,
+       round(u.lag_seconds::numeric, 3) AS lag_seconds,
+       r.last_batch_at
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL unnest(r.partitions, r.positions, r.high_watermarks, r.partition_lag_seconds)
+     AS u(partition, position, high_watermark, lag_seconds)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.consumer_partitions TO PUBLIC;
+COMMENT ON VIEW streamcube.consumer_partitions IS
+    'One row per Kafka partition a running receiver consumes: position, end, lag in messages and in seconds (Kafka timestamps)';
+
+-- Per cube: paused or not and why, its stop point, and what the schedule
+-- (streamcube_seal_due) has left to do.
+CREATE FUNCTION streamcube._maintenance_backlog(
+        OUT cube regclass, OUT windows_to_seal integer,
+        OUT partitions_to_compact integer, OUT partitions_to_drop integer)
+    RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_maintenance_backlog';
+CREATE VIEW streamcube.cube_status AS
+SELECT c.relid::regclass AS cube,
+       c.paused,
+       CASE WHEN c.paused THEN coalesce(c.paused_reason,
+            'paused by a bad message at partition ' || c.bad_partition || ' offset ' || c.bad_offset,
+            'paused by streamcube_pause()') END AS paused_reason,
+       c.stop_requested,
+       c.stop_reached_at,
+       b.windows_to_seal,
+       b.partitions_to_compact,
+       b.partitions_to_drop
+FROM streamcube.cubes c
+JOIN streamcube._maintenance_backlog() b ON b.cube = c.relid
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.cube_status TO PUBLIC;
+COMMENT ON VIEW streamcube.cube_status IS
+    'Per cube the caller may read: paused and why, its stop point, and what streamcube_seal_due() would do now, unbounded: windows to seal, sealed partitions to merge, partitions past retention';

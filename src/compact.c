@@ -337,6 +337,19 @@ sc_compact_plan(ScCube *cube, TimestampTz older_than, int max_sources)
 	return jobs;
 }
 
+/*
+ * How many partitions compaction would merge now, with no budget: what
+ * the schedule has left to do (streamcube.cube_status).  Reads
+ * the catalog only.  Caller is connected to SPI.
+ */
+int
+sc_compact_backlog(ScCube *cube, TimestampTz older_than)
+{
+	if (cube->ncompact == 0)
+		return 0;
+	return sc_compact_sources(sc_compact_plan(cube, older_than, PG_INT32_MAX));
+}
+
 /* ----------------------------------------------------------------
  * Phase 1: copy
  * ----------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 typedef struct ScCompactJob ScCompactJob;
 extern int	sc_compact_sources(List *jobs);
+extern int	sc_compact_backlog(ScCube *cube, TimestampTz older_than);
 extern List *sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources);
 extern int	sc_compact_finish(ScCube *cube, List *jobs);
 extern void sc_compact_cleanup(ScCube *cube, List *jobs);

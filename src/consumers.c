@@ -32,6 +32,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/acl.h"
@@ -52,7 +54,24 @@ PG_FUNCTION_INFO_V1(sc_receiver_slots);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
-#define SC_RECEIVER_COLS 19		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
+#define SC_RECEIVER_COLS 21		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
+
+/* A Kafka timestamp (milliseconds since 1970) as a timestamptz. */
+static TimestampTz
+sc_kafka_ms_timestamptz(int64 ms)
+{
+	return (ms - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000;
+}
+
+/*
+ * Seconds since the Kafka timestamp ms, at now: the age of the oldest
+ * message not consumed (never below 0: CreateTime stamps may be ahead).
+ */
+static double
+sc_age_seconds(int64 ms, TimestampTz now)
+{
+	return Max((double) (now - sc_kafka_ms_timestamptz(ms)) / USECS_PER_SEC, 0.0);
+}
 
 static Datum
 sc_int_array(const Datum *values, int n, Oid type)
@@ -112,8 +131,13 @@ sc_receivers(PG_FUNCTION_ARGS)
 		Datum	   *parts = palloc(sizeof(Datum) * Max(slot->npartitions, 1));
 		Datum	   *positions = palloc(sizeof(Datum) * Max(slot->npartitions, 1));
 		Datum	   *highs = palloc(sizeof(Datum) * Max(slot->npartitions, 1));
+		Datum	   *ages = palloc(sizeof(Datum) * Max(slot->npartitions, 1));
+		bool	   *ages_null = palloc(sizeof(bool) * Max(slot->npartitions, 1));
 		int64		lag = 0;
 		bool		lag_known = slot->npartitions > 0;
+		double		lag_seconds = 0;
+		bool		seconds_known = slot->npartitions > 0;
+		TimestampTz now = GetCurrentTimestamp();
 
 		if (!OidIsValid(slot->relid) ||
 			pg_class_aclcheck_ext(slot->relid, GetUserId(), ACL_SELECT, &missing) != ACLCHECK_OK ||
@@ -128,10 +152,27 @@ sc_receivers(PG_FUNCTION_ARGS)
 			parts[p] = Int32GetDatum(ps->partition);
 			positions[p] = Int64GetDatum(ps->position);
 			highs[p] = Int64GetDatum(ps->high_watermark);
+			ages[p] = Float8GetDatum(0.0);
+			ages_null[p] = false;
 			if (ps->high_watermark < 0)
-				lag_known = false;
-			else
-				lag += Max(ps->high_watermark - ps->position, 0);
+			{
+				lag_known = seconds_known = false;
+				ages_null[p] = true;
+			}
+			else if (ps->position < ps->high_watermark)
+			{
+				lag += ps->high_watermark - ps->position;
+				if (ps->oldest_ts < 0)
+				{
+					seconds_known = false;
+					ages_null[p] = true;
+				}
+				else
+				{
+					ages[p] = Float8GetDatum(sc_age_seconds(ps->oldest_ts, now));
+					lag_seconds = Max(lag_seconds, DatumGetFloat8(ages[p]));
+				}
+			}
 		}
 
 		values[0] = Int32GetDatum(slot->pid);
@@ -162,6 +203,15 @@ sc_receivers(PG_FUNCTION_ARGS)
 		/* 0.3.0 on; a 0.2.0 catalog's descriptor has 17 columns and takes the first ones */
 		values[17] = Int64GetDatum((int64) slot->rows_direct);
 		values[18] = Int64GetDatum((int64) slot->rows_copy);
+		values[19] = Float8GetDatum(lag_seconds);
+		nulls[19] = !seconds_known;
+		{
+			int			dims[1] = {slot->npartitions};
+			int			lbs[1] = {1};
+
+			values[20] = PointerGetDatum(construct_md_array(ages, ages_null, 1, dims, lbs, FLOAT8OID,
+															8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		}
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -270,7 +320,63 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum 
 	*ends = sc_int_array(ed, n, INT8OID);
 }
 
-#define SC_LAG_COLS 9
+#define SC_LAG_COLS 11
+
+/*
+ * The Kafka timestamps of the messages at offsets[] of parts[] (the first
+ * message at or after each offset a consumer of the cluster reads), in
+ * ms[], -1 where none came within a few seconds: a short-lived consumer
+ * fetches them.
+ */
+static void
+sc_lag_stamps(const ScKafkaConnInfo *conn, const char *topic, int n, const int32 *parts,
+			  const int64 *offsets, int64 *ms)
+{
+	ScKafkaConsumer *c;
+	ScKafkaMessage messages[64];
+	volatile int pending = n;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(sc_kafka_timeout_ms, 5000));
+
+	for (int i = 0; i < n; i++)
+		ms[i] = -1;
+	if (n == 0)
+		return;
+	c = sc_kafka_consumer_create(conn, "streamcube-lag", 1024);
+	PG_TRY();
+	{
+		sc_kafka_consumer_assign(c, topic, n, parts, offsets);
+		while (pending > 0 && GetCurrentTimestamp() < deadline)
+		{
+			ScKafkaPollResult res;
+			int			got = sc_kafka_consumer_poll(c, messages, lengthof(messages), &res);
+
+			for (int m = 0; m < got; m++)
+				for (int i = 0; i < n; i++)
+					if (parts[i] == messages[m].partition && ms[i] == -1 &&
+						messages[m].offset >= offsets[i])
+					{
+						/* at the end (nothing to read after all): -2 */
+						ms[i] = messages[m].eof ? -2 : Max(messages[m].timestamp, -2);
+						pending--;
+					}
+			sc_kafka_messages_release(messages, got);
+			if (got == 0)
+			{
+				(void) WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+										 WL_EXIT_ON_PM_DEATH, sc_kafka_consumer_wait_fd(c), 100,
+										 PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		sc_kafka_consumer_destroy(c);
+	}
+	PG_END_TRY();
+}
 
 /*
  * streamcube.lag(cube text): one row per partition of the cube's topic, as
@@ -301,6 +407,13 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	ScPrivilegeSave save;
 	int			ret;
 	bool		uncommitted;
+	int			nrows;
+	int			nbehind = 0;
+	int		   *behind;			/* row -> index in the arrays below; -1 */
+	int32	   *lparts;
+	int64	   *loffsets;
+	int64	   *stamps;
+	TimestampTz now;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -354,7 +467,35 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 		elog(ERROR, "could not read the positions of cube %s: %s", cube->qualified,
 			 SPI_result_code_string(ret));
 
-	for (uint64 r = 0; r < SPI_processed; r++)
+	/*
+	 * The partitions behind their end: the Kafka timestamp of the message
+	 * at the position is the age of what waits (fetched here).
+	 */
+	nrows = (int) SPI_processed;
+	behind = palloc0(sizeof(int) * Max(nrows, 1));
+	lparts = palloc(sizeof(int32) * Max(nrows, 1));
+	loffsets = palloc(sizeof(int64) * Max(nrows, 1));
+	stamps = palloc(sizeof(int64) * Max(nrows, 1));
+	for (int r = 0; r < nrows; r++)
+	{
+		bool		pnull,
+					enull;
+		Datum		part = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &pnull);
+		Datum		pos = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &pnull);
+		Datum		end = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+										uncommitted ? 5 : 6, &enull);
+
+		behind[r] = -1;
+		if (pnull || enull || DatumGetInt64(pos) >= DatumGetInt64(end))
+			continue;
+		lparts[nbehind] = DatumGetInt32(part);
+		loffsets[nbehind] = DatumGetInt64(pos);
+		behind[r] = nbehind++;
+	}
+	sc_lag_stamps(conn, cube->topic, nbehind, lparts, loffsets, stamps);
+	now = GetCurrentTimestamp();
+
+	for (int r = 0; r < nrows; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
@@ -390,6 +531,28 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 		values[8] = innull[7] ? (Datum) 0 :
 			PointerGetDatum(DatumGetIntervalP(datumCopy(in[7], false, sizeof(Interval))));
 		nulls[8] = innull[7];
+
+		/*
+		 * The oldest message not consumed and its age: none, 0 s, when
+		 * caught up (or nothing could be read past the position after all).
+		 */
+		nulls[9] = nulls[10] = true;
+		if (!nulls[6] && behind[r] < 0)
+		{
+			values[10] = Float8GetDatum(0.0);
+			nulls[10] = false;
+		}
+		else if (!nulls[6] && stamps[behind[r]] == -2)
+		{
+			values[10] = Float8GetDatum(0.0);
+			nulls[10] = false;
+		}
+		else if (!nulls[6] && stamps[behind[r]] >= 0)
+		{
+			values[9] = TimestampTzGetDatum(sc_kafka_ms_timestamptz(stamps[behind[r]]));
+			values[10] = Float8GetDatum(sc_age_seconds(stamps[behind[r]], now));
+			nulls[9] = nulls[10] = false;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();

@@ -27,6 +27,7 @@
 #include "sealed.h"
 #include "rewrite.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
@@ -42,6 +43,7 @@
 
 PG_FUNCTION_INFO_V1(sc_seal_due);
 PG_FUNCTION_INFO_V1(sc_schedule_sealing);
+PG_FUNCTION_INFO_V1(sc_maintenance_backlog);
 
 static void
 sc_seal_drop_fn(void *arg)
@@ -315,6 +317,66 @@ sc_seal_due(PG_FUNCTION_ARGS)
 			(void) sc_seal_due_try(due, SC_DUE_CLEANUP);
 	}
 	PG_RETURN_INT32(sealed);
+}
+
+/*
+ * streamcube._maintenance_backlog(): per cube the caller may read, what
+ * streamcube_seal_due() would do now if nothing bounded it: windows to
+ * seal, old partitions to merge, partitions retention drops.  Reads the
+ * catalog only; behind the view streamcube.cube_status, for
+ * monitoring (a backlog that grows means the schedule does not run, or
+ * fails: its WARNINGs say why).
+ */
+Datum
+sc_maintenance_backlog(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *ids;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	MemoryContextSwitchTo(cxt);
+	ids = sc_all_cubes();
+	foreach(lc, ids)
+	{
+		ScCube	   *cube = sc_cube_load(lfirst_int(lc), true);
+		TimestampTz older;
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+		Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+		Datum		args[2];
+		bool		isnull;
+
+		if (cube == NULL || pg_class_aclcheck(cube->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			continue;
+		older = sc_seal_now(cube) - cube->grace;
+		args[0] = Int32GetDatum(cube->cube_id);
+		args[1] = TimestampTzGetDatum(older);
+		sc_catalog_exec("SELECT count(*) FROM streamcube.segment_catalog s "
+						"WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2",
+						2, types, args, NULL, true, 0);
+		values[1] = Int32GetDatum((int32) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+																	   SPI_tuptable->tupdesc, 1, &isnull)));
+		values[2] = Int32GetDatum(sc_compact_backlog(cube, older));
+		values[3] = Int32GetDatum(0);
+		if (cube->retention >= 0)
+		{
+			args[1] = TimestampTzGetDatum(sc_seal_now(cube) - cube->retention);
+			sc_catalog_exec("SELECT count(*) FROM (SELECT 1 FROM streamcube.segment_catalog s "
+							"WHERE s.cube_id = $1 GROUP BY s.relid "
+							"HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2) d",
+							2, types, args, NULL, true, 0);
+			values[3] = Int32GetDatum((int32) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+																		   SPI_tuptable->tupdesc, 1, &isnull)));
+		}
+		values[0] = ObjectIdGetDatum(cube->relid);
+		MemoryContextSwitchTo(cxt);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
 }
 
 /*

@@ -90,6 +90,8 @@ typedef struct ScReceiver
 	int64	   *high;			/* last known high watermarks */
 	int64	   *eof;			/* end of partition seen at this offset, -1 */
 	int64	   *stops;			/* first offset not to read (a stop point), -1 */
+	int64	   *next_ts;		/* Kafka timestamp of the first message held, -1 */
+	int64	   *last_ts;		/* Kafka timestamp of the last message committed, -1 */
 	bool		stop_told;		/* told the catalog that its partitions are there */
 	int64		assignment_epoch;	/* the cube's, when the assignment was read */
 	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
@@ -203,6 +205,7 @@ sc_receiver_publish_stats(void)
 		parts[i].partition = receiver.parts[i];
 		parts[i].position = receiver.positions[i];
 		parts[i].high_watermark = receiver.high[i];
+		parts[i].oldest_ts = receiver.next_ts[i] >= 0 ? receiver.next_ts[i] : receiver.last_ts[i];
 	}
 	slot->rows_total = receiver.rows_total;
 	slot->rows_per_sec = receiver.rows_per_sec;
@@ -310,6 +313,8 @@ sc_receiver_take_positions(ScPositions *pos)
 {
 	int64	   *high;
 	int64	   *eof;
+	int64	   *next_ts;
+	int64	   *last_ts;
 
 	/* What the slot cannot show, the receiver does not consume. */
 	if (pos->n > sc_shared->slot_partitions)
@@ -320,6 +325,8 @@ sc_receiver_take_positions(ScPositions *pos)
 				 errhint("Raise streamcube.max_receiver_partitions and restart the server, or spread the partitions over more replica sets with streamcube_reassign().")));
 	high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 	eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	next_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	last_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 
 	/* Kafka's watermarks stay known for partitions kept at their position. */
 	for (int i = 0; i < pos->n; i++)
@@ -329,6 +336,8 @@ sc_receiver_take_positions(ScPositions *pos)
 
 		high[i] = kept ? receiver.high[p] : -1;
 		eof[i] = kept && receiver.consumer != NULL ? receiver.eof[p] : -1;
+		next_ts[i] = kept && receiver.consumer != NULL ? receiver.next_ts[p] : -1;
+		last_ts[i] = kept ? receiver.last_ts[p] : -1;
 		if (pos->stops[i] >= 0)
 			eof[i] = Min(eof[i], pos->stops[i]);
 	}
@@ -340,6 +349,8 @@ sc_receiver_take_positions(ScPositions *pos)
 		pfree(receiver.high);
 		pfree(receiver.eof);
 		pfree(receiver.stops);
+		pfree(receiver.next_ts);
+		pfree(receiver.last_ts);
 	}
 	receiver.nparts = pos->n;
 	receiver.parts = pos->partitions;
@@ -362,6 +373,8 @@ sc_receiver_take_positions(ScPositions *pos)
 	receiver.eof = eof;
 	receiver.stops = pos->stops;
 	receiver.stop_told = false;
+	receiver.next_ts = next_ts;
+	receiver.last_ts = last_ts;
 	pfree(pos->handed_at);
 	pfree(pos);
 }
@@ -1237,6 +1250,8 @@ sc_receiver_collect(void)
 				i--;
 				continue;
 			}
+			if (receiver.next_ts[p] < 0)
+				receiver.next_ts[p] = m->timestamp;
 			bytes += m->len;
 		}
 		n += got;
@@ -1518,6 +1533,27 @@ sc_receiver_new_positions(int64 *newpos, int n, const ScBatchOutcome *outcome)
 }
 
 /*
+ * After COMMIT, the Kafka timestamps the lag in time is told by: of the
+ * last message committed and of the first one kept for the next batch, by
+ * partition (the messages are sorted).
+ */
+static void
+sc_receiver_note_stamps(int n, int cut)
+{
+	for (int p = 0; p < receiver.nparts; p++)
+		receiver.next_ts[p] = -1;
+	for (int i = 0; i < n; i++)
+	{
+		int			p = sc_receiver_part_index(receiver.messages[i].partition);
+
+		if (i < cut)
+			receiver.last_ts[p] = receiver.messages[i].timestamp;
+		else if (receiver.next_ts[p] < 0)
+			receiver.next_ts[p] = receiver.messages[i].timestamp;
+	}
+}
+
+/*
  * After COMMIT: release what the batch took, carry what it left for the
  * next batch, report a pause, count.
  */
@@ -1634,6 +1670,7 @@ sc_receiver_process(int n)
 	sc_ingest_end_batch(receiver.ing, true);
 	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
 	pfree(newpos);
+	sc_receiver_note_stamps(n, outcome.cut);
 	/* Durable now: Kafka's tools may see them (option progress_group). */
 	if (receiver.cube->progress_group != NULL && receiver.consumer != NULL)
 		sc_kafka_consumer_commit_async(receiver.consumer, receiver.cube->topic, receiver.nparts,

@@ -114,6 +114,9 @@ typedef struct ScPartitionStat
 	int32		partition;
 	int64		position;		/* next offset to consume (committed) */
 	int64		high_watermark; /* last known Kafka high watermark, -1 */
+	int64		oldest_ts;		/* Kafka timestamp (ms) of the oldest message not
+								 * consumed, as far as known (the last consumed
+								 * between batches); -1 */
 } ScPartitionStat;
 
 typedef struct ScReceiverSlot
