@@ -9,6 +9,13 @@
 #   SC_KAFKA_DIR   the broker's directory (kafka.sh stop/start --dir)
 #   SC_SCKAFKA     absolute path of test/tools/sckafka
 #
+# and the schema registry beside it (sc_require_registry checks these):
+#
+#   SC_REGISTRY        its Confluent API, http://127.0.0.1:PORT/apis/ccompat/v7
+#   SC_REGISTRY_HTTPS  the same over HTTPS (trust SC_REGISTRY_CA_PEM)
+#   SC_REGISTRY_SH, SC_REGISTRY_DIR  test/registry/registry.sh and the
+#                      registry's directory (sc_registry_stop/start)
+#
 # A test run without them (a bare "prove t/") bails out: it could test
 # nothing.  Tests that stop and start the broker (sc_broker_stop/sc_broker_start) need to run as the
 # user that owns the broker process and its directory.
@@ -666,5 +673,67 @@ sub sc_psql_bg_running
 	return $h->{harness}->pumpable;
 }
 push @EXPORT, 'sc_psql_bg_running';
+
+# ---------------------------------------------------------------- schema
+# registry: Apicurio Registry (test/registry/registry.sh)
+
+# Skip the whole test unless the registry's environment is there (as
+# sc_require_env, a bare prove bails out).
+sub sc_require_registry
+{
+	for my $var (qw(SC_REGISTRY SC_REGISTRY_HTTPS SC_REGISTRY_SH SC_REGISTRY_DIR))
+	{
+		BAIL_OUT("$var is not set: run the TAP tests through test/run-tests "
+			  . "(test/run-tests tap [FILE...]), which starts the schema registry they need")
+		  unless defined $ENV{$var} && $ENV{$var} ne '';
+	}
+	return;
+}
+push @EXPORT, 'sc_require_registry';
+
+# Is the registry running (registry.sh status)?
+sub sc_registry_running
+{
+	my ($out, $err) = ('', '');
+	return IPC::Run::run([ $ENV{SC_REGISTRY_SH}, 'status', '--dir',
+			$ENV{SC_REGISTRY_DIR} ], '<', \undef, '>', \$out, '2>', \$err) ? 1 : 0;
+}
+push @EXPORT, 'sc_registry_running';
+
+sub _check_registry_access
+{
+	my $dir = $ENV{SC_REGISTRY_DIR};
+	die "the registry directory $dir is not writable by uid $> "
+	  . "(run-tests must start the registry as the user running the tests)\n"
+	  unless -w $dir && -w "$dir/registry.log";
+	return;
+}
+
+# Stop the registry (SIGTERM, by its PID); its schemas stay in its
+# directory (file storage) for sc_registry_start.
+sub sc_registry_stop
+{
+	_check_registry_access();
+	my $t = time;
+	_run('registry.sh stop', $ENV{SC_REGISTRY_SH}, 'stop', '--dir',
+		$ENV{SC_REGISTRY_DIR});
+	note sprintf('registry stopped in %.1f s', time - $t);
+	return;
+}
+push @EXPORT, 'sc_registry_stop';
+
+# Start it again: same ports, certificate and storage as before; returns
+# once its Confluent API answers.
+sub sc_registry_start
+{
+	_check_registry_access();
+	my $t = time;
+	my ($out) = _run('registry.sh start', $ENV{SC_REGISTRY_SH}, 'start',
+		'--dir', $ENV{SC_REGISTRY_DIR});
+	$out =~ s/\s+$//;
+	note sprintf('registry started in %.1f s: %s', time - $t, $out);
+	return;
+}
+push @EXPORT, 'sc_registry_start';
 
 1;
