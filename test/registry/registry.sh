@@ -8,6 +8,7 @@
 # test/registry/.dist/<version>/, and runs as one JVM bound to 127.0.0.1.
 #
 #   registry.sh fetch
+#   registry.sh venv
 #   registry.sh start --dir DIR [--port PORT] [--ssl-port SPORT --cert PEM --key PEM]
 #                     [--storage file|memory]
 #   registry.sh stop --dir DIR
@@ -26,6 +27,10 @@
 # Apicurio's own default, an in-memory H2 database that forgets every
 # schema when the registry stops.
 #
+# venv makes test/registry/.venv, the Python of test/tools/scregistry
+# (Confluent's serializers, pinned in test/registry/requirements.txt), with
+# Debian's python3, once per content of requirements.txt.
+#
 # The log is appended to DIR/registry.log, the PID is in DIR/registry.pid.
 # Environment: REGISTRY_START_TIMEOUT (default 90 s) bounds the wait in
 # start; REGISTRY_HEAP_OPTS (default -Xmx128m) replaces the heap option.
@@ -41,7 +46,7 @@ die() { echo "registry.sh: $*" >&2; exit 1; }
 say() { echo "registry.sh: $*"; }
 
 usage() {
-    sed -n '10,14p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
+    sed -n '10,15p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
     exit 2
 }
 
@@ -88,6 +93,42 @@ do_fetch() {
     echo "$VERSION" >"$dir/.complete"
     exec {lockfd}>&-
     say "fetched Apicurio Registry $VERSION: $(ls "$dir"/lib | wc -l) jars, $(( ($(now_ms) - t0) / 1000 )) s"
+}
+
+# ---------------------------------------------------------------- venv
+do_venv() {
+    local dir=$SCRIPT_DIR/.venv req=$SCRIPT_DIR/requirements.txt py key
+    # Debian's python3, not one of a user's PATH (pyenv and the like live
+    # in a home directory the test user may not enter)
+    py=/usr/bin/python3
+    [[ -x $py ]] || py=$(command -v python3) || die "python3 not found (apt-get install python3 python3-venv)"
+    key="$(sha256sum <"$req" | cut -c1-64) python $("$py" -c 'import sys; print(sys.version.split()[0])')"
+    [[ -f $dir/.complete && $(cat "$dir/.complete") == "$key" ]] && return 0
+    local lockfd
+    exec {lockfd}>"$dir.lock"
+    flock "$lockfd"
+    if [[ -f $dir/.complete && $(cat "$dir/.complete") == "$key" ]]; then
+        exec {lockfd}>&-
+        return 0
+    fi
+    say "making the Python venv of scregistry in $dir"
+    local t0; t0=$(now_ms)
+    rm -rf "$dir"
+    # made in place: a venv's scripts name its path (only bin/python is used)
+    "$py" -m venv "$dir" >"$dir.log" 2>&1 \
+        || { cat "$dir.log" >&2; rm -rf "$dir"; die "$py -m venv failed (apt-get install python3-venv)"; }
+    if ! "$dir/bin/python" -m pip install --disable-pip-version-check --no-input \
+            --only-binary=:all: -r "$req" >"$dir.log" 2>&1; then
+        tail -n 20 "$dir.log" >&2
+        rm -rf "$dir"
+        die "pip install -r $req failed (is PyPI reachable?)"
+    fi
+    "$dir/bin/python" -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.json_schema' \
+        >"$dir.log" 2>&1 || { cat "$dir.log" >&2; rm -rf "$dir"; die "the venv cannot import Confluent's serializers"; }
+    rm -f "$dir.log"
+    echo "$key" >"$dir/.complete"
+    exec {lockfd}>&-
+    say "made the venv: $("$dir/bin/python" -c 'import confluent_kafka as c; v = c.version(); print("confluent-kafka", v[0] if isinstance(v, tuple) else v, "with librdkafka", c.libversion()[0])'), $(( ($(now_ms) - t0) / 1000 )) s"
 }
 
 # ---------------------------------------------------------------- helpers
@@ -289,6 +330,7 @@ do_status() {
 cmd=$1; shift
 case $cmd in
     fetch) (( $# == 0 )) || usage; do_fetch ;;
+    venv) (( $# == 0 )) || usage; do_venv ;;
     start) do_start "$@" ;;
     stop) do_stop "$@" ;;
     status) do_status "$@" ;;
