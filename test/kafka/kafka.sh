@@ -11,6 +11,7 @@
 #   kafka.sh stop --dir DIR
 #   kafka.sh status --dir DIR
 #   kafka.sh create-topic --bootstrap HOST:PORT [--version V] [--config K=V]... NAME PARTITIONS
+#   kafka.sh tls --dir DIR
 #
 # Environment: KAFKA_HEAP_OPTS (default "-Xms128m -Xmx512m") and
 #              KAFKA_JVM_PERFORMANCE_OPTS (default "-XX:+UseSerialGC") replace
@@ -26,9 +27,11 @@
 #     (default PORT + 3): server certificate only, no client certificate;
 #   SSL with a required client certificate (mutual TLS) on MPORT (default
 #     PORT + 4);
-# for tests of credentials and TLS.  The first start in DIR makes a
-# throwaway certificate authority and the certificates in DIR/tls, kept
-# for later starts (all PEM; the keys are not encrypted):
+# for tests of credentials and TLS.  The first start in DIR (or "tls --dir
+# DIR" before it, for servers that start beside the broker and share its
+# certificate) makes a throwaway certificate authority and the
+# certificates in DIR/tls, kept for later starts (all PEM; the keys are not
+# encrypted):
 #   ca.pem                     the CA certificate clients trust
 #   broker.pem, broker.key     the broker's (SAN IP:127.0.0.1, DNS:localhost)
 #   client.pem, client.key     a client certificate for the SSL listener
@@ -49,7 +52,7 @@ die() { echo "kafka.sh: $*" >&2; exit 1; }
 say() { echo "kafka.sh: $*"; }
 
 usage() {
-    sed -n '8,13p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
+    sed -n '8,14p' "${BASH_SOURCE[0]}" | sed 's/^#   //' >&2
     exit 2
 }
 
@@ -527,6 +530,10 @@ case $cmd in
     stop) do_stop "$@" ;;
     status) do_status "$@" ;;
     create-topic) do_create_topic "$@" ;;
+    tls)
+        [[ $# == 2 && $1 == --dir ]] || usage
+        make_tls "$(abs_dir "$2")"
+        ;;
     -h|--help|help) usage ;;
     *) usage ;;
 esac

@@ -9,6 +9,14 @@
 #   SC_KAFKA_DIR   the broker's directory (kafka.sh stop/start --dir)
 #   SC_SCKAFKA     absolute path of test/tools/sckafka
 #
+# and the schema registry beside it (sc_require_registry checks these):
+#
+#   SC_REGISTRY        its Confluent API, http://127.0.0.1:PORT/apis/ccompat/v7
+#   SC_REGISTRY_HTTPS  the same over HTTPS (trust SC_REGISTRY_CA_PEM)
+#   SC_REGISTRY_SH, SC_REGISTRY_DIR  test/registry/registry.sh and the
+#                      registry's directory (sc_registry_stop/start)
+#   SC_SCREGISTRY, SC_PYTHON  test/tools/scregistry and the venv's python
+#
 # A test run without them (a bare "prove t/") bails out: it could test
 # nothing.  Tests that stop and start the broker (sc_broker_stop/sc_broker_start) need to run as the
 # user that owns the broker process and its directory.
@@ -24,6 +32,7 @@ use warnings;
 use Exporter 'import';
 use File::Basename qw(dirname);
 use IPC::Run ();
+use JSON::PP ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -666,5 +675,153 @@ sub sc_psql_bg_running
 	return $h->{harness}->pumpable;
 }
 push @EXPORT, 'sc_psql_bg_running';
+
+# ---------------------------------------------------------------- schema
+# registry: Apicurio Registry (test/registry/registry.sh) and Confluent's
+# serializers (test/tools/scregistry, always under timeout: a hang of the
+# Python serializer was seen once)
+
+# Seconds a scregistry command may take.
+my $scregistry_timeout = 120;
+
+# Skip the whole test unless the registry's environment is there (as
+# sc_require_env, a bare prove bails out).
+sub sc_require_registry
+{
+	for my $var (qw(SC_REGISTRY SC_REGISTRY_HTTPS SC_REGISTRY_SH SC_REGISTRY_DIR
+		SC_SCREGISTRY SC_PYTHON))
+	{
+		BAIL_OUT("$var is not set: run the TAP tests through test/run-tests "
+			  . "(test/run-tests tap [FILE...]), which starts the schema registry they need")
+		  unless defined $ENV{$var} && $ENV{$var} ne '';
+	}
+	return;
+}
+push @EXPORT, 'sc_require_registry';
+
+sub _scregistry
+{
+	my ($what, $stdin, @args) = @_;
+	my ($out, $err) = ('', '');
+	my @cmd = ('timeout', '-k', '5', $scregistry_timeout, $ENV{SC_PYTHON},
+		$ENV{SC_SCREGISTRY}, @args);
+	IPC::Run::run(\@cmd, '<', \$stdin, '>', \$out, '2>', \$err)
+	  or die "scregistry $what failed (exit " . ($? >> 8) . "): @args\n$out$err";
+	return $out;
+}
+
+# The registry URL and its CA for scregistry: $o{registry} may be
+# 'https' (SC_REGISTRY_HTTPS) or a URL; SC_REGISTRY by default.
+sub _registry_args
+{
+	my (%o) = @_;
+	my $url = $o{registry} // $ENV{SC_REGISTRY};
+	$url = $ENV{SC_REGISTRY_HTTPS} if $url eq 'https';
+	my @a = ('--registry', $url);
+	push @a, '--ca', $o{ca} // $ENV{SC_REGISTRY_CA_PEM}
+	  if $url =~ /^https:/;
+	return @a;
+}
+
+# Register a schema under a subject: sc_registry_register($subject,
+# 'avro' | 'protobuf' | 'json', $schema_text [, registry => 'https']);
+# returns the id the registry gave (the same one again for a schema the
+# subject has).
+sub sc_registry_register
+{
+	my ($subject, $type, $schema, %o) = @_;
+	my $out = _scregistry('register', undef, 'register', _registry_args(%o),
+		'--subject', $subject, '--type', $type, '--schema', $schema);
+	$out =~ /^(\d+)\s*$/ or die "scregistry register printed no id: $out";
+	return $1;
+}
+push @EXPORT, 'sc_registry_register';
+
+# Produce Confluent-framed messages with Confluent's serializer:
+# sc_registry_produce($topic, format => 'avro' | 'protobuf' | 'json',
+#   schema => $text, records => [ {...}, ... ] (hashes, or JSON texts, or
+#   undef for a tombstone), and optionally subject => $s (default
+#   "$topic-value"), partition => $p, key => $field, message => $name and
+#   proto_schema => 'descriptor' | 'text' (Protobuf: see scregistry),
+#   registry => 'https').  Returns scregistry's summary: { count,
+#   schema_ids => [...], subject, topic }; dies unless every message was
+#   delivered.
+sub sc_registry_produce
+{
+	my ($topic, %o) = @_;
+	my $json = JSON::PP->new->canonical;
+	my $in = join('',
+		map { (!defined $_ ? 'null' : ref $_ ? $json->encode($_) : $_) . "\n" }
+		  @{ $o{records} });
+	my @args = ('produce', _registry_args(%o), '--bootstrap', $ENV{SC_KAFKA},
+		'--topic', $topic, '--format', $o{format}, '--schema', $o{schema});
+	push @args, '--subject', $o{subject} if defined $o{subject};
+	push @args, '--partition', $o{partition} if defined $o{partition};
+	push @args, '--key', $o{key} if defined $o{key};
+	push @args, '--message', $o{message} if defined $o{message};
+	push @args, '--proto-schema', $o{proto_schema} if defined $o{proto_schema};
+	my $t = time;
+	my $out = _scregistry('produce', $in, @args);
+	my $r = $json->decode($out);
+	note sprintf('scregistry: %d %s messages to %s in %.1f s, schema ids %s',
+		$r->{count}, $o{format}, $topic, time - $t,
+		join(',', @{ $r->{schema_ids} }));
+	return $r;
+}
+push @EXPORT, 'sc_registry_produce';
+
+# The schema with an id as the registry gives it: { id, schemaType, schema }.
+sub sc_registry_schema
+{
+	my ($id, %o) = @_;
+	my $out = _scregistry('get', undef, 'get', _registry_args(%o), '--id', $id);
+	return JSON::PP->new->decode($out);
+}
+push @EXPORT, 'sc_registry_schema';
+
+# Is the registry running (registry.sh status)?
+sub sc_registry_running
+{
+	my ($out, $err) = ('', '');
+	return IPC::Run::run([ $ENV{SC_REGISTRY_SH}, 'status', '--dir',
+			$ENV{SC_REGISTRY_DIR} ], '<', \undef, '>', \$out, '2>', \$err) ? 1 : 0;
+}
+push @EXPORT, 'sc_registry_running';
+
+sub _check_registry_access
+{
+	my $dir = $ENV{SC_REGISTRY_DIR};
+	die "the registry directory $dir is not writable by uid $> "
+	  . "(run-tests must start the registry as the user running the tests)\n"
+	  unless -w $dir && -w "$dir/registry.log";
+	return;
+}
+
+# Stop the registry (SIGTERM, by its PID); its schemas stay in its
+# directory (file storage) for sc_registry_start.
+sub sc_registry_stop
+{
+	_check_registry_access();
+	my $t = time;
+	_run('registry.sh stop', $ENV{SC_REGISTRY_SH}, 'stop', '--dir',
+		$ENV{SC_REGISTRY_DIR});
+	note sprintf('registry stopped in %.1f s', time - $t);
+	return;
+}
+push @EXPORT, 'sc_registry_stop';
+
+# Start it again: same ports, certificate and storage as before; returns
+# once its Confluent API answers.
+sub sc_registry_start
+{
+	_check_registry_access();
+	my $t = time;
+	my ($out) = _run('registry.sh start', $ENV{SC_REGISTRY_SH}, 'start',
+		'--dir', $ENV{SC_REGISTRY_DIR});
+	$out =~ s/\s+$//;
+	note sprintf('registry started in %.1f s: %s', time - $t, $out);
+	return;
+}
+push @EXPORT, 'sc_registry_start';
 
 1;
