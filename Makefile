@@ -15,6 +15,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/kafka.o \
+	src/avro.o \
 	src/catalog.o \
 	src/ownership.o \
 	src/cluster.o \

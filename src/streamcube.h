@@ -17,6 +17,7 @@
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
  *	kafka.c			the only file that includes librdkafka
+ *	avro.c			Avro binary decoding by a writer schema (avro.h)
  * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
  *	cluster.c		Kafka clusters: SQL functions, who may set a property

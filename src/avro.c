@@ -1,0 +1,2047 @@
+/*-------------------------------------------------------------------------
+ *
+ * avro.c
+ *		Avro binary decoding, written from the Avro 1.11 specification:
+ *		parsing a writer schema, planning which of its values feed which
+ *		columns, and decoding one datum into the text of those values.
+ *
+ * Avro's binary encoding is not seekable: a value's length is known only
+ * by reading it, so every field of every message is read.  The plan
+ * (ScAvroPlanRecord) mirrors the records on the columns' paths and says,
+ * per field, which columns take it and whether a column's path goes on
+ * into it; every other field is skipped by sc_avro_skip, which checks
+ * what it can without building anything.  Only wanted values become text.
+ *
+ * Bad bytes are the data's fault, never an ERROR: every read checks what
+ * is left, every length is checked against the bytes left before it is
+ * used, nesting is bounded (recursive schemas nest as deep as the data
+ * says), and items that take no bytes at all (nulls, empty records) are
+ * counted against a budget, so that a short message can neither make us
+ * loop for long nor write much more than it holds.  The first failure
+ * returns false up the stack, each record on the way adding its field's
+ * name to the error.
+ *
+ * The text of a value is what PostgreSQL's input functions take: numbers
+ * in decimal (floats the shortest text that reads back exactly), bytes
+ * and fixed as bytea's "\x" hex, dates and times as ISO text, decimals as
+ * exact numeric text.  Arrays, maps and records taken whole are JSON, with
+ * the same texts inside, quoted where JSON has no number for them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include <math.h>
+
+#include "avro.h"
+#include "common/jsonapi.h"
+#include "common/shortest_dec.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+/*
+ * Composite values (records, arrays, maps, unions) nested deeper than this
+ * are a bad message.  Only recursive schemas nest without a bound from the
+ * schema itself; a linked list of this many / 2 elements still decodes.
+ */
+#define SC_AVRO_MAX_DEPTH 2000
+
+/* A schema's JSON nested deeper than this is refused (the parser recurses). */
+#define SC_AVRO_MAX_SCHEMA_DEPTH 256
+
+/* numeric's limit; larger decimals are refused when the schema is parsed. */
+#define SC_AVRO_MAX_PRECISION 1000
+
+/*
+ * The longest unscaled decimal read, in bytes once the sign's extension is
+ * stripped: 1000 digits need 416.
+ */
+#define SC_AVRO_MAX_DECIMAL_BYTES 512
+
+/* The longest message decoded (see sc_avro_decode). */
+#define SC_AVRO_MAX_MESSAGE (MaxAllocSize / 16)
+
+#define SC_USECS_PER_DAY INT64CONST(86400000000)
+
+typedef enum ScAvroKind
+{
+	SC_AVRO_NULL,
+	SC_AVRO_BOOLEAN,
+	SC_AVRO_INT,
+	SC_AVRO_LONG,
+	SC_AVRO_FLOAT,
+	SC_AVRO_DOUBLE,
+	SC_AVRO_BYTES,
+	SC_AVRO_STRING,
+	SC_AVRO_RECORD,
+	SC_AVRO_ENUM,
+	SC_AVRO_ARRAY,
+	SC_AVRO_MAP,
+	SC_AVRO_UNION,
+	SC_AVRO_FIXED
+} ScAvroKind;
+
+static const char *const sc_avro_kind_names[] = {
+	"null", "boolean", "int", "long", "float", "double", "bytes", "string",
+	"record", "enum", "array", "map", "union", "fixed"
+};
+
+/*
+ * The logical types we write text of our own for.  uuid is a string's own
+ * text; an unknown or invalid logical type is dropped when the schema is
+ * parsed, as the specification says, and its type reads as the plain one.
+ */
+typedef enum ScAvroLogical
+{
+	SC_AVRO_PLAIN,
+	SC_AVRO_DATE,				/* int: days since 1970-01-01 */
+	SC_AVRO_TIME_MILLIS,		/* int: ms after midnight */
+	SC_AVRO_TIME_MICROS,		/* long: us after midnight */
+	SC_AVRO_TS_MILLIS,			/* long: ms since the epoch, UTC */
+	SC_AVRO_TS_MICROS,
+	SC_AVRO_LOCAL_TS_MILLIS,	/* long: the same, a local time */
+	SC_AVRO_LOCAL_TS_MICROS,
+	SC_AVRO_DECIMAL				/* bytes or fixed: unscaled two's complement */
+} ScAvroLogical;
+
+typedef struct ScAvroNode ScAvroNode;
+
+/* One type of a schema; named types are one node, however often named. */
+struct ScAvroNode
+{
+	ScAvroKind	kind;
+	ScAvroLogical logical;
+	int			scale;			/* decimal */
+	int			minsize;		/* fewest bytes a value takes (a lower bound) */
+	int			minstate;		/* 0 not known, 1 being computed, 2 known */
+	const char *fullname;		/* record, enum, fixed */
+	int			n;				/* fields, symbols, branches; fixed: size */
+	const char **names;			/* record: field names; enum: symbols */
+	const char **json_keys;		/* record: "\"name\":", JSON-escaped */
+	ScAvroNode **types;			/* record: field types; union: branches */
+	ScAvroNode *items;			/* array: items; map: values */
+};
+
+struct ScAvroSchema
+{
+	ScAvroNode *top;			/* a record */
+};
+
+typedef struct ScAvroPlanRecord ScAvroPlanRecord;
+
+/* What to do with one field of a record on a column's path. */
+typedef struct ScAvroPlanField
+{
+	const ScAvroNode *type;
+	int			ncols;			/* columns taking the field's value */
+	int		   *cols;
+	ScAvroPlanRecord *sub;		/* paths going on into it: the record's plan
+								 * (type is that record, or a union of null
+								 * and it) */
+} ScAvroPlanField;
+
+struct ScAvroPlanRecord
+{
+	const ScAvroNode *record;
+	ScAvroPlanField *fields;	/* one per field of the record */
+};
+
+struct ScAvroPlan
+{
+	const ScAvroSchema *schema;
+	int			ncolumns;
+	ScAvroPlanRecord *top;
+	int			nwhole;			/* columns taking the whole record */
+	int		   *whole;
+};
+
+/* ----------------------------------------------------------------
+ * The schema's JSON
+ *
+ * pg_parse_json (which also words the errors) builds a small tree of the
+ * document that the schema parser walks.
+ * ----------------------------------------------------------------
+ */
+typedef enum ScJKind
+{
+	SC_J_OBJECT,
+	SC_J_ARRAY,
+	SC_J_STRING,
+	SC_J_NUMBER,
+	SC_J_TRUE,
+	SC_J_FALSE,
+	SC_J_NULL
+} ScJKind;
+
+typedef struct ScJNode
+{
+	ScJKind		kind;
+	char	   *str;			/* string, number: its text */
+	List	   *keys;			/* object: member names */
+	List	   *vals;			/* object, array: ScJNode */
+	char	   *pending_key;	/* object being built: the next member's name */
+} ScJNode;
+
+typedef struct ScJBuild
+{
+	ScJNode    *root;
+	List	   *stack;			/* open objects and arrays, innermost last */
+} ScJBuild;
+
+static void
+sc_j_attach(ScJBuild *b, ScJNode *node)
+{
+	ScJNode    *parent;
+
+	if (b->stack == NIL)
+	{
+		b->root = node;
+		return;
+	}
+	parent = llast(b->stack);
+	if (parent->kind == SC_J_OBJECT)
+	{
+		parent->keys = lappend(parent->keys, parent->pending_key);
+		parent->pending_key = NULL;
+	}
+	parent->vals = lappend(parent->vals, node);
+}
+
+static void
+sc_j_open(ScJBuild *b, ScJKind kind)
+{
+	ScJNode    *node = palloc0(sizeof(ScJNode));
+
+	node->kind = kind;
+	sc_j_attach(b, node);
+	b->stack = lappend(b->stack, node);
+}
+
+static void
+sc_j_object_start(void *state)
+{
+	sc_j_open(state, SC_J_OBJECT);
+}
+
+static void
+sc_j_array_start(void *state)
+{
+	sc_j_open(state, SC_J_ARRAY);
+}
+
+static void
+sc_j_close(void *state)
+{
+	ScJBuild   *b = state;
+
+	b->stack = list_delete_last(b->stack);
+}
+
+static void
+sc_j_field_start(void *state, char *fname, bool isnull)
+{
+	ScJBuild   *b = state;
+	ScJNode    *parent = llast(b->stack);
+
+	parent->pending_key = fname;
+}
+
+static void
+sc_j_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	ScJNode    *node = palloc0(sizeof(ScJNode));
+
+	switch (tokentype)
+	{
+		case JSON_TOKEN_STRING:
+			node->kind = SC_J_STRING;
+			break;
+		case JSON_TOKEN_NUMBER:
+			node->kind = SC_J_NUMBER;
+			break;
+		case JSON_TOKEN_TRUE:
+			node->kind = SC_J_TRUE;
+			break;
+		case JSON_TOKEN_FALSE:
+			node->kind = SC_J_FALSE;
+			break;
+		default:
+			node->kind = SC_J_NULL;
+			break;
+	}
+	node->str = token;
+	sc_j_attach(state, node);
+}
+
+/*
+ * How deep the JSON text nests, counted without parsing: pg_parse_json
+ * recurses and raises an ERROR where the stack runs out, and a schema too
+ * deep should be a schema error like any other.
+ */
+static int
+sc_j_depth(const char *json)
+{
+	int			depth = 0;
+	int			max = 0;
+	bool		in_string = false;
+
+	for (const char *s = json; *s; s++)
+	{
+		if (in_string)
+		{
+			if (*s == '\\' && s[1] != '\0')
+				s++;
+			else if (*s == '"')
+				in_string = false;
+		}
+		else if (*s == '"')
+			in_string = true;
+		else if (*s == '{' || *s == '[')
+			max = Max(max, ++depth);
+		else if (*s == '}' || *s == ']')
+			depth--;
+	}
+	return max;
+}
+
+static ScJNode *
+sc_j_get(const ScJNode *obj, const char *key)
+{
+	ListCell   *k,
+			   *v;
+
+	forboth(k, obj->keys, v, obj->vals)
+	{
+		if (strcmp(lfirst(k), key) == 0)
+			return lfirst(v);
+	}
+	return NULL;
+}
+
+/* A JSON number that is an integer of int's range. */
+static bool
+sc_j_int(const ScJNode *j, int *value)
+{
+	char	   *end;
+	long		v;
+
+	if (j == NULL || j->kind != SC_J_NUMBER)
+		return false;
+	errno = 0;
+	v = strtol(j->str, &end, 10);
+	if (errno != 0 || *end != '\0' || v < PG_INT32_MIN || v > PG_INT32_MAX)
+		return false;
+	*value = (int) v;
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * Parsing a schema
+ * ----------------------------------------------------------------
+ */
+typedef struct ScAvroParser
+{
+	List	   *named;			/* every named type defined so far */
+	char	   *error;
+} ScAvroParser;
+
+static ScAvroNode *sc_avro_parse_type(ScAvroParser *ps, const ScJNode *j,
+									  const char *ns, const char *where);
+
+static ScAvroNode *
+sc_avro_parse_fail(ScAvroParser *ps, const char *where, const char *what)
+{
+	if (ps->error == NULL)
+		ps->error = psprintf("%s: %s", where, what);
+	return NULL;
+}
+
+static int
+sc_avro_primitive(const char *name)
+{
+	for (int k = SC_AVRO_NULL; k <= SC_AVRO_STRING; k++)
+		if (strcmp(name, sc_avro_kind_names[k]) == 0)
+			return k;
+	return -1;
+}
+
+static ScAvroNode *
+sc_avro_new(ScAvroKind kind)
+{
+	ScAvroNode *t = palloc0(sizeof(ScAvroNode));
+
+	t->kind = kind;
+	return t;
+}
+
+static ScAvroNode *
+sc_avro_lookup(ScAvroParser *ps, const char *fullname)
+{
+	ListCell   *lc;
+
+	foreach(lc, ps->named)
+	{
+		ScAvroNode *t = lfirst(lc);
+
+		if (strcmp(t->fullname, fullname) == 0)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * A reference to a named type: a name with a dot is a full name; a simple
+ * name is first taken in the enclosing namespace, then in none (as the
+ * Java implementation does, for schemas written before namespaces).
+ */
+static ScAvroNode *
+sc_avro_reference(ScAvroParser *ps, const char *name, const char *ns, const char *where)
+{
+	ScAvroNode *t = NULL;
+
+	if (strchr(name, '.') == NULL && ns != NULL && ns[0] != '\0')
+		t = sc_avro_lookup(ps, psprintf("%s.%s", ns, name));
+	if (t == NULL)
+		t = sc_avro_lookup(ps, name);
+	if (t == NULL)
+		return sc_avro_parse_fail(ps, where, psprintf("unknown type \"%s\"", name));
+	return t;
+}
+
+/*
+ * The full name of the named type j defines, and its namespace, which
+ * encloses the names inside it (the specification's rules: a dotted name
+ * is full; else attribute "namespace", else the enclosing one).  The type
+ * is registered before what is inside it is parsed, so that it may refer
+ * to itself.
+ */
+static bool
+sc_avro_define(ScAvroParser *ps, const ScJNode *j, ScAvroNode *t, const char *ns,
+			   const char *where, const char **newns)
+{
+	ScJNode    *name = sc_j_get(j, "name");
+	const char *dot;
+
+	if (name == NULL || name->kind != SC_J_STRING || name->str[0] == '\0')
+	{
+		sc_avro_parse_fail(ps, where, psprintf("a %s needs a \"name\"",
+											   sc_avro_kind_names[t->kind]));
+		return false;
+	}
+	dot = strrchr(name->str, '.');
+	if (dot != NULL)
+	{
+		t->fullname = name->str;
+		*newns = pnstrdup(name->str, dot - name->str);
+	}
+	else
+	{
+		ScJNode    *nsattr = sc_j_get(j, "namespace");
+
+		if (nsattr != NULL && nsattr->kind == SC_J_STRING)
+			ns = nsattr->str;
+		else if (nsattr != NULL && nsattr->kind == SC_J_NULL)
+			ns = NULL;
+		else if (nsattr != NULL)
+		{
+			sc_avro_parse_fail(ps, where, "\"namespace\" must be a string");
+			return false;
+		}
+		t->fullname = (ns != NULL && ns[0] != '\0') ?
+			psprintf("%s.%s", ns, name->str) : name->str;
+		*newns = ns;
+	}
+	if (sc_avro_primitive(t->fullname) >= 0)
+	{
+		sc_avro_parse_fail(ps, where, psprintf("\"%s\" is a primitive type's name",
+											   t->fullname));
+		return false;
+	}
+	if (sc_avro_lookup(ps, t->fullname) != NULL)
+	{
+		sc_avro_parse_fail(ps, where, psprintf("type \"%s\" is defined twice",
+											   t->fullname));
+		return false;
+	}
+	ps->named = lappend(ps->named, t);
+	return true;
+}
+
+/*
+ * Attribute "logicalType" of j, for type t.  One we do not know, or one
+ * on the wrong type or with invalid attributes, is ignored, as the
+ * specification says: the value reads as its plain type.
+ */
+static bool
+sc_avro_logical(ScAvroParser *ps, const ScJNode *j, ScAvroNode *t, const char *where)
+{
+	ScJNode    *lt = sc_j_get(j, "logicalType");
+	const char *name;
+
+	if (lt == NULL || lt->kind != SC_J_STRING)
+		return true;
+	name = lt->str;
+	if (t->kind == SC_AVRO_INT)
+	{
+		if (strcmp(name, "date") == 0)
+			t->logical = SC_AVRO_DATE;
+		else if (strcmp(name, "time-millis") == 0)
+			t->logical = SC_AVRO_TIME_MILLIS;
+	}
+	else if (t->kind == SC_AVRO_LONG)
+	{
+		if (strcmp(name, "time-micros") == 0)
+			t->logical = SC_AVRO_TIME_MICROS;
+		else if (strcmp(name, "timestamp-millis") == 0)
+			t->logical = SC_AVRO_TS_MILLIS;
+		else if (strcmp(name, "timestamp-micros") == 0)
+			t->logical = SC_AVRO_TS_MICROS;
+		else if (strcmp(name, "local-timestamp-millis") == 0)
+			t->logical = SC_AVRO_LOCAL_TS_MILLIS;
+		else if (strcmp(name, "local-timestamp-micros") == 0)
+			t->logical = SC_AVRO_LOCAL_TS_MICROS;
+	}
+	else if ((t->kind == SC_AVRO_BYTES || t->kind == SC_AVRO_FIXED) &&
+			 strcmp(name, "decimal") == 0)
+	{
+		int			precision;
+		int			scale = 0;
+		ScJNode    *sattr = sc_j_get(j, "scale");
+
+		if (!sc_j_int(sc_j_get(j, "precision"), &precision) || precision < 1)
+			return true;
+		if (sattr != NULL && !sc_j_int(sattr, &scale))
+			return true;
+		if (scale < 0 || scale > precision)
+			return true;
+		/* a fixed of n bytes holds at most floor(log10(2^(8n-1) - 1)) digits */
+		if (t->kind == SC_AVRO_FIXED &&
+			(t->n == 0 || precision > floor((8.0 * t->n - 1) * log10(2.0))))
+			return true;
+		if (precision > SC_AVRO_MAX_PRECISION)
+		{
+			sc_avro_parse_fail(ps, where,
+							   psprintf("decimal precision %d is more than %d",
+										precision, SC_AVRO_MAX_PRECISION));
+			return false;
+		}
+		t->logical = SC_AVRO_DECIMAL;
+		t->scale = scale;
+	}
+	return true;
+}
+
+/* "\"name\":" with the name JSON-escaped, for records written as JSON. */
+static const char *
+sc_avro_json_key(const char *name)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	escape_json(&buf, name);
+	appendStringInfoChar(&buf, ':');
+	return buf.data;
+}
+
+static ScAvroNode *
+sc_avro_parse_record(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
+{
+	ScAvroNode *t = sc_avro_new(SC_AVRO_RECORD);
+	ScJNode    *fields = sc_j_get(j, "fields");
+	const char *inner_ns;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (!sc_avro_define(ps, j, t, ns, where, &inner_ns))
+		return NULL;
+	where = psprintf("record \"%s\"", t->fullname);
+	if (fields == NULL || fields->kind != SC_J_ARRAY)
+		return sc_avro_parse_fail(ps, where, "\"fields\" must be an array");
+	t->n = list_length(fields->vals);
+	t->names = palloc0(sizeof(char *) * (t->n + 1));
+	t->json_keys = palloc0(sizeof(char *) * (t->n + 1));
+	t->types = palloc0(sizeof(ScAvroNode *) * (t->n + 1));
+	foreach(lc, fields->vals)
+	{
+		ScJNode    *f = lfirst(lc);
+		ScJNode    *name;
+		ScJNode    *type;
+		const char *fwhere;
+
+		if (f->kind != SC_J_OBJECT)
+			return sc_avro_parse_fail(ps, where, psprintf("field %d is not an object", i + 1));
+		name = sc_j_get(f, "name");
+		if (name == NULL || name->kind != SC_J_STRING || name->str[0] == '\0')
+			return sc_avro_parse_fail(ps, where, psprintf("field %d has no \"name\"", i + 1));
+		for (int k = 0; k < i; k++)
+			if (strcmp(t->names[k], name->str) == 0)
+				return sc_avro_parse_fail(ps, where,
+										  psprintf("field \"%s\" is there twice", name->str));
+		fwhere = psprintf("record \"%s\", field \"%s\"", t->fullname, name->str);
+		type = sc_j_get(f, "type");
+		if (type == NULL)
+			return sc_avro_parse_fail(ps, fwhere, "no \"type\"");
+		t->names[i] = name->str;
+		t->json_keys[i] = sc_avro_json_key(name->str);
+		t->types[i] = sc_avro_parse_type(ps, type, inner_ns, fwhere);
+		if (t->types[i] == NULL)
+			return NULL;
+		i++;
+	}
+	return t;
+}
+
+static ScAvroNode *
+sc_avro_parse_enum(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
+{
+	ScAvroNode *t = sc_avro_new(SC_AVRO_ENUM);
+	ScJNode    *symbols = sc_j_get(j, "symbols");
+	const char *inner_ns;
+	int			i = 0;
+	ListCell   *lc;
+
+	if (!sc_avro_define(ps, j, t, ns, where, &inner_ns))
+		return NULL;
+	where = psprintf("enum \"%s\"", t->fullname);
+	if (symbols == NULL || symbols->kind != SC_J_ARRAY)
+		return sc_avro_parse_fail(ps, where, "\"symbols\" must be an array");
+	t->n = list_length(symbols->vals);
+	t->names = palloc0(sizeof(char *) * (t->n + 1));
+	foreach(lc, symbols->vals)
+	{
+		ScJNode    *s = lfirst(lc);
+
+		if (s->kind != SC_J_STRING || s->str[0] == '\0')
+			return sc_avro_parse_fail(ps, where, "a symbol must be a non-empty string");
+		for (int k = 0; k < i; k++)
+			if (strcmp(t->names[k], s->str) == 0)
+				return sc_avro_parse_fail(ps, where,
+										  psprintf("symbol \"%s\" is there twice", s->str));
+		t->names[i++] = s->str;
+	}
+	return t;
+}
+
+static ScAvroNode *
+sc_avro_parse_fixed(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
+{
+	ScAvroNode *t = sc_avro_new(SC_AVRO_FIXED);
+	const char *inner_ns;
+
+	if (!sc_avro_define(ps, j, t, ns, where, &inner_ns))
+		return NULL;
+	where = psprintf("fixed \"%s\"", t->fullname);
+	if (!sc_j_int(sc_j_get(j, "size"), &t->n) || t->n < 0)
+		return sc_avro_parse_fail(ps, where, "\"size\" must be an integer, 0 or more");
+	if (!sc_avro_logical(ps, j, t, where))
+		return NULL;
+	return t;
+}
+
+/*
+ * A union: no union directly inside, no two branches of the same unnamed
+ * type or the same name (the specification's rules; they also make the
+ * branch a value takes unambiguous for whoever wrote it).
+ */
+static ScAvroNode *
+sc_avro_parse_union(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
+{
+	ScAvroNode *t = sc_avro_new(SC_AVRO_UNION);
+	int			i = 0;
+	ListCell   *lc;
+
+	t->n = list_length(j->vals);
+	t->types = palloc0(sizeof(ScAvroNode *) * (t->n + 1));
+	foreach(lc, j->vals)
+	{
+		ScAvroNode *b = sc_avro_parse_type(ps, lfirst(lc), ns, where);
+
+		if (b == NULL)
+			return NULL;
+		if (b->kind == SC_AVRO_UNION)
+			return sc_avro_parse_fail(ps, where, "a union directly inside a union");
+		for (int k = 0; k < i; k++)
+		{
+			ScAvroNode *o = t->types[k];
+
+			if (o->kind != b->kind)
+				continue;
+			if (b->fullname == NULL || strcmp(o->fullname, b->fullname) == 0)
+				return sc_avro_parse_fail(ps, where,
+										  psprintf("a union has two branches of type \"%s\"",
+												   b->fullname ? b->fullname :
+												   sc_avro_kind_names[b->kind]));
+		}
+		t->types[i++] = b;
+	}
+	return t;
+}
+
+static ScAvroNode *
+sc_avro_parse_type(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
+{
+	ScJNode    *type;
+	const char *tn;
+	int			prim;
+
+	switch (j->kind)
+	{
+		case SC_J_STRING:
+			prim = sc_avro_primitive(j->str);
+			if (prim >= 0)
+				return sc_avro_new(prim);
+			return sc_avro_reference(ps, j->str, ns, where);
+		case SC_J_ARRAY:
+			return sc_avro_parse_union(ps, j, ns, where);
+		case SC_J_OBJECT:
+			break;
+		default:
+			return sc_avro_parse_fail(ps, where, "a type must be a string, an object or an array");
+	}
+
+	type = sc_j_get(j, "type");
+	if (type == NULL)
+		return sc_avro_parse_fail(ps, where, "an object without \"type\"");
+	if (type->kind != SC_J_STRING)
+		return sc_avro_parse_type(ps, type, ns, where);
+	tn = type->str;
+	prim = sc_avro_primitive(tn);
+	if (prim >= 0)
+	{
+		ScAvroNode *t = sc_avro_new(prim);
+
+		return sc_avro_logical(ps, j, t, where) ? t : NULL;
+	}
+	if (strcmp(tn, "record") == 0 || strcmp(tn, "error") == 0)
+		return sc_avro_parse_record(ps, j, ns, where);
+	if (strcmp(tn, "enum") == 0)
+		return sc_avro_parse_enum(ps, j, ns, where);
+	if (strcmp(tn, "fixed") == 0)
+		return sc_avro_parse_fixed(ps, j, ns, where);
+	if (strcmp(tn, "array") == 0 || strcmp(tn, "map") == 0)
+	{
+		bool		array = (tn[0] == 'a');
+		ScJNode    *items = sc_j_get(j, array ? "items" : "values");
+		ScAvroNode *t = sc_avro_new(array ? SC_AVRO_ARRAY : SC_AVRO_MAP);
+
+		if (items == NULL)
+			return sc_avro_parse_fail(ps, where, array ? "an array without \"items\"" :
+									  "a map without \"values\"");
+		t->items = sc_avro_parse_type(ps, items, ns, where);
+		return t->items ? t : NULL;
+	}
+	return sc_avro_reference(ps, tn, ns, where);
+}
+
+/*
+ * The fewest bytes a value of t takes, for the check that an array's count
+ * fits in the bytes left.  A type met again while its own size is being
+ * computed counts 0: a lower bound, which is all the check needs.
+ */
+static int
+sc_avro_minsize(ScAvroNode *t)
+{
+	int64		size = 0;
+
+	if (t->minstate == 2)
+		return t->minsize;
+	if (t->minstate == 1)
+		return 0;
+	t->minstate = 1;
+	switch (t->kind)
+	{
+		case SC_AVRO_NULL:
+			size = 0;
+			break;
+		case SC_AVRO_FLOAT:
+			size = 4;
+			break;
+		case SC_AVRO_DOUBLE:
+			size = 8;
+			break;
+		case SC_AVRO_FIXED:
+			size = t->n;
+			break;
+		case SC_AVRO_UNION:
+			size = PG_INT32_MAX;
+			for (int i = 0; i < t->n; i++)
+				size = Min(size, sc_avro_minsize(t->types[i]));
+			size = (t->n == 0) ? 1 : size + 1;
+			break;
+		case SC_AVRO_RECORD:
+			for (int i = 0; i < t->n; i++)
+				size = Min(size + sc_avro_minsize(t->types[i]), PG_INT32_MAX / 2);
+			break;
+		case SC_AVRO_ARRAY:
+		case SC_AVRO_MAP:
+			sc_avro_minsize(t->items);
+			size = 1;
+			break;
+		default:
+			size = 1;			/* a varint, a boolean, a length */
+			break;
+	}
+	t->minsize = (int) size;
+	t->minstate = 2;
+	return t->minsize;
+}
+
+ScAvroSchema *
+sc_avro_parse(const char *json, char **error)
+{
+	ScJBuild	build = {0};
+	JsonSemAction sem = {0};
+	JsonLexContext *lex;
+	JsonParseErrorType rc;
+	ScAvroParser ps = {0};
+	ScAvroSchema *schema;
+	size_t		len = strlen(json);
+
+	if (!pg_verify_mbstr(PG_UTF8, json, len, true))
+	{
+		*error = pstrdup("the schema is not valid UTF-8");
+		return NULL;
+	}
+	if (sc_j_depth(json) > SC_AVRO_MAX_SCHEMA_DEPTH)
+	{
+		*error = psprintf("the schema nests deeper than %d levels", SC_AVRO_MAX_SCHEMA_DEPTH);
+		return NULL;
+	}
+	sem.semstate = &build;
+	sem.object_start = sc_j_object_start;
+	sem.object_end = sc_j_close;
+	sem.array_start = sc_j_array_start;
+	sem.array_end = sc_j_close;
+	sem.object_field_start = sc_j_field_start;
+	sem.scalar = sc_j_scalar;
+	lex = makeJsonLexContextCstringLen(pstrdup(json), len, PG_UTF8, true);
+	rc = pg_parse_json(lex, &sem);
+	if (rc != JSON_SUCCESS)
+	{
+		*error = psprintf("the schema is not valid JSON: %s", json_errdetail(rc, lex));
+		return NULL;
+	}
+
+	schema = palloc0(sizeof(ScAvroSchema));
+	schema->top = sc_avro_parse_type(&ps, build.root, NULL, "the schema");
+	if (schema->top == NULL)
+	{
+		*error = ps.error;
+		return NULL;
+	}
+	if (schema->top->kind != SC_AVRO_RECORD)
+	{
+		*error = psprintf("the schema is of type %s, not a record",
+						  sc_avro_kind_names[schema->top->kind]);
+		return NULL;
+	}
+	sc_avro_minsize(schema->top);
+	return schema;
+}
+
+/* ----------------------------------------------------------------
+ * Planning
+ * ----------------------------------------------------------------
+ */
+static ScAvroPlanRecord *
+sc_avro_plan_record_new(const ScAvroNode *record)
+{
+	ScAvroPlanRecord *pr = palloc0(sizeof(ScAvroPlanRecord));
+
+	pr->record = record;
+	pr->fields = palloc0(sizeof(ScAvroPlanField) * (record->n + 1));
+	for (int i = 0; i < record->n; i++)
+		pr->fields[i].type = record->types[i];
+	return pr;
+}
+
+/* The record a path goes on into: t itself, or the one of a union with null. */
+static const ScAvroNode *
+sc_avro_path_record(const ScAvroNode *t)
+{
+	const ScAvroNode *record = NULL;
+
+	if (t->kind == SC_AVRO_RECORD)
+		return t;
+	if (t->kind != SC_AVRO_UNION)
+		return NULL;
+	for (int i = 0; i < t->n; i++)
+	{
+		if (t->types[i]->kind == SC_AVRO_NULL)
+			continue;
+		if (t->types[i]->kind != SC_AVRO_RECORD || record != NULL)
+			return NULL;
+		record = t->types[i];
+	}
+	return record;
+}
+
+static const char *
+sc_avro_path_text(char **const path, int len)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < len; i++)
+		appendStringInfo(&buf, "%s%s", i > 0 ? "." : "", path[i]);
+	return buf.data;
+}
+
+ScAvroPlan *
+sc_avro_plan(const ScAvroSchema *schema, int ncolumns, char **const *paths,
+			 const int *pathlens, char **error)
+{
+	ScAvroPlan *plan = palloc0(sizeof(ScAvroPlan));
+
+	plan->schema = schema;
+	plan->ncolumns = ncolumns;
+	plan->top = sc_avro_plan_record_new(schema->top);
+	plan->whole = palloc0(sizeof(int) * (ncolumns + 1));
+
+	for (int c = 0; c < ncolumns; c++)
+	{
+		ScAvroPlanRecord *pr = plan->top;
+
+		if (pathlens[c] == 0)
+		{
+			plan->whole[plan->nwhole++] = c;
+			continue;
+		}
+		for (int level = 0; level < pathlens[c]; level++)
+		{
+			const ScAvroNode *record = pr->record;
+			ScAvroPlanField *f = NULL;
+			const ScAvroNode *inner;
+
+			for (int i = 0; i < record->n; i++)
+				if (strcmp(record->names[i], paths[c][level]) == 0)
+					f = &pr->fields[i];
+			if (f == NULL)
+				break;			/* not in this schema: NULL */
+			if (level == pathlens[c] - 1)
+			{
+				f->cols = f->cols ? repalloc(f->cols, sizeof(int) * (f->ncols + 1)) :
+					palloc(sizeof(int));
+				f->cols[f->ncols++] = c;
+				break;
+			}
+			inner = sc_avro_path_record(f->type);
+			if (inner == NULL)
+			{
+				*error = psprintf("field \"%s\" is of type %s, not a record: there is no field \"%s\" in it",
+								  sc_avro_path_text(paths[c], level + 1),
+								  sc_avro_kind_names[f->type->kind],
+								  paths[c][level + 1]);
+				return NULL;
+			}
+			if (f->sub == NULL)
+				f->sub = sc_avro_plan_record_new(inner);
+			pr = f->sub;
+		}
+	}
+	return plan;
+}
+
+/* ----------------------------------------------------------------
+ * Decoding
+ * ----------------------------------------------------------------
+ */
+typedef struct ScAvroDecoder
+{
+	const uint8 *p;				/* the next byte */
+	const uint8 *end;
+	const uint8 *start;
+	int			depth;			/* composite values open */
+	int64		zero_items;		/* items of no bytes still allowed */
+	StringInfo *values;
+	bool	   *isnull;
+
+	/* the first failure: what, at which byte, in which fields */
+	const char *what;
+	size_t		at;
+	List	   *where;			/* field names, outermost first */
+} ScAvroDecoder;
+
+static pg_noinline bool sc_avro_fail(ScAvroDecoder *d, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static pg_noinline bool
+sc_avro_fail(ScAvroDecoder *d, const char *fmt,...)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&buf, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&buf, needed);
+	}
+	d->what = buf.data;
+	d->at = d->p - d->start;
+	return false;
+}
+
+/* A failure inside field (or array item) name, on the way up. */
+static pg_noinline bool
+sc_avro_fail_in(ScAvroDecoder *d, const char *name)
+{
+	d->where = lcons((void *) name, d->where);
+	return false;
+}
+
+static pg_noinline bool
+sc_avro_fail_item(ScAvroDecoder *d, int64 item)
+{
+	return sc_avro_fail_in(d, psprintf("[" INT64_FORMAT "]", item));
+}
+
+static char *
+sc_avro_error(ScAvroDecoder *d)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (d->where != NIL)
+	{
+		appendStringInfoString(&buf, "field \"");
+		foreach(lc, d->where)
+		{
+			const char *name = lfirst(lc);
+
+			if (foreach_current_index(lc) > 0 && name[0] != '[')
+				appendStringInfoChar(&buf, '.');
+			appendStringInfoString(&buf, name);
+		}
+		appendStringInfoString(&buf, "\": ");
+	}
+	appendStringInfo(&buf, "%s (at byte %zu)", d->what, d->at);
+	return buf.data;
+}
+
+static inline bool
+sc_avro_need(ScAvroDecoder *d, int64 n)
+{
+	if (likely(d->end - d->p >= n))
+		return true;
+	return sc_avro_fail(d, "truncated: " INT64_FORMAT " bytes needed, %zu left",
+						n, (size_t) (d->end - d->p));
+}
+
+/*
+ * A varint of at most maxbytes bytes (5 for an int, 10 for a long), whose
+ * last byte holds no bits beyond the type's width.
+ */
+static pg_noinline bool
+sc_avro_varint_slow(ScAvroDecoder *d, int maxbytes, uint64 *value)
+{
+	const uint8 *p = d->p;
+	uint64		u = 0;
+
+	for (int i = 0; i < maxbytes; i++)
+	{
+		uint8		b;
+
+		if (p >= d->end)
+			return sc_avro_fail(d, "truncated varint");
+		b = *p++;
+		u |= (uint64) (b & 0x7f) << (7 * i);
+		if (b < 0x80)
+		{
+			if (i == maxbytes - 1 && (b >> (maxbytes == 10 ? 1 : 4)) != 0)
+				return sc_avro_fail(d, "bad varint: too large for %s",
+									maxbytes == 10 ? "a long" : "an int");
+			d->p = p;
+			*value = u;
+			return true;
+		}
+	}
+	return sc_avro_fail(d, "bad varint: more than %d bytes", maxbytes);
+}
+
+static inline bool
+sc_avro_long(ScAvroDecoder *d, int64 *value)
+{
+	uint64		u;
+
+	if (likely(d->p < d->end && *d->p < 0x80))
+		u = *d->p++;
+	else if (!sc_avro_varint_slow(d, 10, &u))
+		return false;
+	*value = (int64) (u >> 1) ^ -(int64) (u & 1);
+	return true;
+}
+
+static inline bool
+sc_avro_int(ScAvroDecoder *d, int32 *value)
+{
+	uint64		u;
+
+	if (likely(d->p < d->end && *d->p < 0x80))
+		u = *d->p++;
+	else if (!sc_avro_varint_slow(d, 5, &u))
+		return false;
+	*value = (int32) ((uint32) u >> 1) ^ -(int32) (u & 1);
+	return true;
+}
+
+/* A length (of bytes, a string): not negative, and no more than is left. */
+static inline bool
+sc_avro_length(ScAvroDecoder *d, int64 *n)
+{
+	if (!sc_avro_long(d, n))
+		return false;
+	if (likely(*n >= 0 && *n <= d->end - d->p))
+		return true;
+	if (*n < 0)
+		return sc_avro_fail(d, "negative length " INT64_FORMAT, *n);
+	return sc_avro_fail(d, "truncated: length " INT64_FORMAT ", %zu bytes left",
+						*n, (size_t) (d->end - d->p));
+}
+
+/* The branch of a union. */
+static inline bool
+sc_avro_branch(ScAvroDecoder *d, const ScAvroNode *t, const ScAvroNode **branch)
+{
+	int64		index;
+
+	if (!sc_avro_long(d, &index))
+		return false;
+	if (unlikely(index < 0 || index >= t->n))
+		return sc_avro_fail(d, "union branch " INT64_FORMAT " out of range (%d branches)",
+							index, t->n);
+	*branch = t->types[index];
+	return true;
+}
+
+static inline bool
+sc_avro_enter(ScAvroDecoder *d)
+{
+	if (likely(++d->depth <= SC_AVRO_MAX_DEPTH && !stack_is_too_deep()))
+		return true;
+	return sc_avro_fail(d, "values nested deeper than %d levels", SC_AVRO_MAX_DEPTH);
+}
+
+/*
+ * The count of an array's or a map's next block, 0 at the end; *size is
+ * the block's size in bytes when the writer gave it (a negative count),
+ * else -1.  The count must fit in the bytes left, at the fewest bytes an
+ * item takes; items of no bytes come out of the message's budget.
+ */
+static bool
+sc_avro_block(ScAvroDecoder *d, const ScAvroNode *t, int64 *count, int64 *size)
+{
+	int64		minsize = t->items->minsize + (t->kind == SC_AVRO_MAP ? 1 : 0);
+
+	*size = -1;
+	if (!sc_avro_long(d, count))
+		return false;
+	if (*count < 0)
+	{
+		if (*count == PG_INT64_MIN)
+			return sc_avro_fail(d, "bad block count " INT64_FORMAT, *count);
+		*count = -*count;
+		if (!sc_avro_length(d, size))
+			return false;
+	}
+	if (minsize > 0)
+	{
+		if (*count > (d->end - d->p) / minsize)
+			return sc_avro_fail(d, "truncated: " INT64_FORMAT " items of %s, %zu bytes left",
+								*count, sc_avro_kind_names[t->items->kind],
+								(size_t) (d->end - d->p));
+	}
+	else
+	{
+		if (*count > d->zero_items)
+			return sc_avro_fail(d, INT64_FORMAT " items of no bytes in a message of %zu bytes",
+								*count, (size_t) (d->end - d->start));
+		d->zero_items -= *count;
+	}
+	return true;
+}
+
+/* After a block of *size bytes from start: did its items take that? */
+static inline bool
+sc_avro_block_end(ScAvroDecoder *d, const uint8 *start, int64 size)
+{
+	if (size < 0 || d->p - start == size)
+		return true;
+	return sc_avro_fail(d, "a block of " INT64_FORMAT " bytes whose items take %zu",
+						size, (size_t) (d->p - start));
+}
+
+/* ----------------------------------------------------------------
+ * Skipping a value nobody wants
+ * ----------------------------------------------------------------
+ */
+static bool sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t);
+
+static bool
+sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
+{
+	int64		count;
+	int64		size;
+	int64		item = 0;
+
+	for (;;)
+	{
+		if (!sc_avro_block(d, t, &count, &size))
+			return false;
+		if (count == 0)
+			return true;
+		if (size >= 0)
+		{
+			/* the writer told the block's size: no need to read its items */
+			d->p += size;
+			item += count;
+			continue;
+		}
+		for (int64 i = 0; i < count; i++, item++)
+		{
+			if (t->kind == SC_AVRO_MAP)
+			{
+				int64		n;
+
+				if (!sc_avro_length(d, &n))
+					return sc_avro_fail_item(d, item);
+				d->p += n;
+			}
+			if (!sc_avro_skip(d, t->items))
+				return sc_avro_fail_item(d, item);
+		}
+	}
+}
+
+static bool
+sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
+{
+	switch (t->kind)
+	{
+		case SC_AVRO_NULL:
+			return true;
+		case SC_AVRO_BOOLEAN:
+			if (!sc_avro_need(d, 1))
+				return false;
+			if (unlikely(*d->p > 1))
+				return sc_avro_fail(d, "boolean byte %d is neither 0 nor 1", *d->p);
+			d->p++;
+			return true;
+		case SC_AVRO_INT:
+			{
+				int32		v;
+
+				return sc_avro_int(d, &v);
+			}
+		case SC_AVRO_LONG:
+			{
+				int64		v;
+
+				return sc_avro_long(d, &v);
+			}
+		case SC_AVRO_FLOAT:
+			if (!sc_avro_need(d, 4))
+				return false;
+			d->p += 4;
+			return true;
+		case SC_AVRO_DOUBLE:
+			if (!sc_avro_need(d, 8))
+				return false;
+			d->p += 8;
+			return true;
+		case SC_AVRO_FIXED:
+			if (!sc_avro_need(d, t->n))
+				return false;
+			d->p += t->n;
+			return true;
+		case SC_AVRO_BYTES:
+		case SC_AVRO_STRING:
+			{
+				int64		n;
+
+				if (!sc_avro_length(d, &n))
+					return false;
+				d->p += n;
+				return true;
+			}
+		case SC_AVRO_ENUM:
+			{
+				int32		v;
+
+				if (!sc_avro_int(d, &v))
+					return false;
+				if (unlikely(v < 0 || v >= t->n))
+					return sc_avro_fail(d, "enum index %d out of range (%d symbols)", v, t->n);
+				return true;
+			}
+		case SC_AVRO_ARRAY:
+		case SC_AVRO_MAP:
+			{
+				bool		ok;
+
+				if (!sc_avro_enter(d))
+					return false;
+				ok = sc_avro_skip_blocks(d, t);
+				d->depth--;
+				return ok;
+			}
+		case SC_AVRO_UNION:
+			{
+				const ScAvroNode *b = NULL;
+				bool		ok;
+
+				if (!sc_avro_branch(d, t, &b) || !sc_avro_enter(d))
+					return false;
+				ok = sc_avro_skip(d, b);
+				d->depth--;
+				return ok;
+			}
+		case SC_AVRO_RECORD:
+			if (!sc_avro_enter(d))
+				return false;
+			for (int i = 0; i < t->n; i++)
+				if (!sc_avro_skip(d, t->types[i]))
+					return sc_avro_fail_in(d, t->names[i]);
+			d->depth--;
+			return true;
+	}
+	return sc_avro_fail(d, "unknown type");
+}
+
+/* ----------------------------------------------------------------
+ * The text of values
+ * ----------------------------------------------------------------
+ */
+
+/* s, len bytes of valid UTF-8 without NUL, as a JSON string. */
+static void
+sc_avro_json_string(StringInfo out, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t		run = 0;
+
+	enlargeStringInfo(out, len + 2);
+	appendStringInfoCharMacro(out, '"');
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char c = s[i];
+		char		esc[7];
+		int			n = 2;
+
+		if (likely(c >= 0x20 && c != '"' && c != '\\'))
+			continue;
+		appendBinaryStringInfo(out, s + run, i - run);
+		run = i + 1;
+		esc[0] = '\\';
+		switch (c)
+		{
+			case '"':
+			case '\\':
+				esc[1] = c;
+				break;
+			case '\b':
+				esc[1] = 'b';
+				break;
+			case '\f':
+				esc[1] = 'f';
+				break;
+			case '\n':
+				esc[1] = 'n';
+				break;
+			case '\r':
+				esc[1] = 'r';
+				break;
+			case '\t':
+				esc[1] = 't';
+				break;
+			default:
+				memcpy(esc + 1, "u00", 3);
+				esc[4] = hex[c >> 4];
+				esc[5] = hex[c & 15];
+				n = 6;
+				break;
+		}
+		appendBinaryStringInfo(out, esc, n);
+	}
+	appendBinaryStringInfo(out, s + run, len - run);
+	appendStringInfoCharMacro(out, '"');
+}
+
+/* bytea's input: "\x" and lowercase hex; in JSON, the backslash escaped. */
+static void
+sc_avro_hex(StringInfo out, const uint8 *b, int64 n, bool json)
+{
+	static const char hex[] = "0123456789abcdef";
+	char	   *o;
+
+	enlargeStringInfo(out, 2 * n + 4);
+	o = out->data + out->len;
+	if (json)
+		*o++ = '"';
+	*o++ = '\\';
+	if (json)
+		*o++ = '\\';
+	*o++ = 'x';
+	for (int64 i = 0; i < n; i++)
+	{
+		*o++ = hex[b[i] >> 4];
+		*o++ = hex[b[i] & 15];
+	}
+	if (json)
+		*o++ = '"';
+	*o = '\0';
+	out->len = o - out->data;
+}
+
+/* Two digits, of 0..99. */
+static inline char *
+sc_avro_put2(char *o, int v)
+{
+	o[0] = '0' + v / 10;
+	o[1] = '0' + v % 10;
+	return o + 2;
+}
+
+/*
+ * The proleptic Gregorian date of a day counted from 1970-01-01.  Days are
+ * shifted to count from 0000-03-01, so that the leap day ends a year, and
+ * split into 400-year eras of 146097 days.
+ */
+static void
+sc_avro_civil(int64 days, int64 *year, int *month, int *day)
+{
+	int64		z = days + 719468;	/* days from 0000-03-01 */
+	int64		era = (z >= 0 ? z : z - 146096) / 146097;
+	int64		doe = z - era * 146097; /* day of the era, 0..146096 */
+	int64		yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);	/* from March 1 */
+	int64		mp = (5 * doy + 2) / 153;	/* month from March, 0..11 */
+
+	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
+	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
+	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
+}
+
+/*
+ * "YYYY-MM-DD" of a day from the epoch, years before 1 as PostgreSQL
+ * writes them (year 0 is 1 BC); *bc says to end the text with " BC".
+ */
+static char *
+sc_avro_put_date(char *o, int64 days, bool *bc)
+{
+	int64		year;
+	int			month;
+	int			day;
+
+	sc_avro_civil(days, &year, &month, &day);
+	*bc = year <= 0;
+	if (*bc)
+		year = 1 - year;
+	if (year <= 9999)
+	{
+		o = sc_avro_put2(o, (int) (year / 100));
+		o = sc_avro_put2(o, (int) (year % 100));
+	}
+	else
+		o += pg_lltoa(year, o);
+	*o++ = '-';
+	o = sc_avro_put2(o, month);
+	*o++ = '-';
+	return sc_avro_put2(o, day);
+}
+
+/* "HH:MM:SS[.ffffff]", trailing zeros of the fraction dropped. */
+static char *
+sc_avro_put_time(char *o, uint64 us)
+{
+	uint64		secs = us / 1000000;
+	int			frac = (int) (us % 1000000);
+	uint64		hours = secs / 3600;
+
+	if (hours < 100)
+		o = sc_avro_put2(o, (int) hours);
+	else
+		o += pg_ulltoa_n(hours, o);
+	*o++ = ':';
+	o = sc_avro_put2(o, (int) (secs / 60 % 60));
+	*o++ = ':';
+	o = sc_avro_put2(o, (int) (secs % 60));
+	if (frac != 0)
+	{
+		*o++ = '.';
+		for (int div = 100000; frac != 0; div /= 10)
+		{
+			*o++ = '0' + frac / div;
+			frac %= div;
+		}
+	}
+	return o;
+}
+
+/*
+ * The text of a date, time or timestamp (of logical type lt, the value v
+ * in the type's unit), quoted in JSON.
+ */
+static pg_noinline bool
+sc_avro_datetime(ScAvroDecoder *d, ScAvroLogical lt, int64 v, StringInfo out, bool json)
+{
+	char	   *o;
+	bool		bc = false;
+
+	enlargeStringInfo(out, 64);
+	o = out->data + out->len;
+	if (json)
+		*o++ = '"';
+	switch (lt)
+	{
+		case SC_AVRO_DATE:
+			o = sc_avro_put_date(o, v, &bc);
+			break;
+		case SC_AVRO_TIME_MILLIS:
+		case SC_AVRO_TIME_MICROS:
+			/* out of 0..24h only for a bad writer: the column decides */
+			if (v < 0)
+				*o++ = '-';
+			o = sc_avro_put_time(o, (v < 0 ? -(uint64) v : (uint64) v) *
+								 (lt == SC_AVRO_TIME_MILLIS ? 1000 : 1));
+			break;
+		default:
+			{
+				int64		us = v;
+				int64		days;
+
+				if (lt == SC_AVRO_TS_MILLIS || lt == SC_AVRO_LOCAL_TS_MILLIS)
+				{
+					if (v > PG_INT64_MAX / 1000 || v < PG_INT64_MIN / 1000)
+						return sc_avro_fail(d, "timestamp-millis " INT64_FORMAT " out of range", v);
+					us = v * 1000;
+				}
+				days = us / SC_USECS_PER_DAY;
+				if (us % SC_USECS_PER_DAY < 0)
+					days--;
+				o = sc_avro_put_date(o, days, &bc);
+				*o++ = ' ';
+				o = sc_avro_put_time(o, (uint64) (us - days * SC_USECS_PER_DAY));
+				if (lt == SC_AVRO_TS_MILLIS || lt == SC_AVRO_TS_MICROS)
+				{
+					memcpy(o, "+00", 3);
+					o += 3;
+				}
+			}
+			break;
+	}
+	if (bc)
+	{
+		memcpy(o, " BC", 3);
+		o += 3;
+	}
+	if (json)
+		*o++ = '"';
+	*o = '\0';
+	out->len = o - out->data;
+	return true;
+}
+
+/*
+ * A decimal's exact text: the unscaled big-endian two's complement b[0..n)
+ * converted to base 10^9 limbs, then written with scale digits after the
+ * point.
+ */
+static pg_noinline bool
+sc_avro_decimal(ScAvroDecoder *d, const uint8 *b, int64 n, int scale, StringInfo out)
+{
+	uint8		mag[SC_AVRO_MAX_DECIMAL_BYTES];
+	uint32		limbs[SC_AVRO_MAX_DECIMAL_BYTES * 8 / 29 + 2];
+	int			nlimbs = 0;
+	char		digits[SC_AVRO_MAX_DECIMAL_BYTES * 8 / 3 + 16];
+	int			ndigits;
+	bool		neg = n > 0 && (b[0] & 0x80);
+	char	   *o;
+
+	/* drop bytes that only extend the sign */
+	while (n > 1 && ((b[0] == 0x00 && !(b[1] & 0x80)) ||
+					 (b[0] == 0xff && (b[1] & 0x80))))
+		b++, n--;
+	if (n > SC_AVRO_MAX_DECIMAL_BYTES)
+		return sc_avro_fail(d, "decimal of " INT64_FORMAT " bytes, more than numeric holds", n);
+
+	/* the magnitude: a negative value's two's complement */
+	if (neg)
+	{
+		int			carry = 1;
+
+		for (int64 i = n - 1; i >= 0; i--)
+		{
+			int			v = (uint8) ~b[i] + carry;
+
+			mag[i] = (uint8) v;
+			carry = v >> 8;
+		}
+	}
+	else if (n > 0)
+		memcpy(mag, b, n);
+
+	for (int64 i = 0; i < n; i++)
+	{
+		uint32		carry = mag[i];
+
+		for (int k = 0; k < nlimbs; k++)
+		{
+			uint64		v = (uint64) limbs[k] * 256 + carry;
+
+			limbs[k] = (uint32) (v % 1000000000);
+			carry = (uint32) (v / 1000000000);
+		}
+		if (carry != 0)
+			limbs[nlimbs++] = carry;
+	}
+
+	if (nlimbs == 0)
+		ndigits = pg_ultoa_n(0, digits);
+	else
+	{
+		ndigits = pg_ultoa_n(limbs[nlimbs - 1], digits);
+		for (int k = nlimbs - 2; k >= 0; k--)
+		{
+			uint32		v = limbs[k];
+
+			for (int j = 8; j >= 0; j--)
+			{
+				digits[ndigits + j] = '0' + v % 10;
+				v /= 10;
+			}
+			ndigits += 9;
+		}
+	}
+
+	enlargeStringInfo(out, ndigits + scale + 4);
+	o = out->data + out->len;
+	if (neg)
+		*o++ = '-';
+	if (scale == 0)
+	{
+		memcpy(o, digits, ndigits);
+		o += ndigits;
+	}
+	else if (ndigits <= scale)
+	{
+		*o++ = '0';
+		*o++ = '.';
+		memset(o, '0', scale - ndigits);
+		o += scale - ndigits;
+		memcpy(o, digits, ndigits);
+		o += ndigits;
+	}
+	else
+	{
+		memcpy(o, digits, ndigits - scale);
+		o += ndigits - scale;
+		*o++ = '.';
+		memcpy(o, digits + ndigits - scale, scale);
+		o += scale;
+	}
+	*o = '\0';
+	out->len = o - out->data;
+	return true;
+}
+
+/* A float's or double's shortest exact text; in JSON, NaN and infinities quoted. */
+static void
+sc_avro_float(StringInfo out, double v, bool single, bool json)
+{
+	bool		quote = json && (isnan(v) || isinf(v));
+
+	enlargeStringInfo(out, DOUBLE_SHORTEST_DECIMAL_LEN + 2);
+	if (quote)
+		appendStringInfoCharMacro(out, '"');
+	if (single)
+		out->len += float_to_shortest_decimal_buf((float) v, out->data + out->len);
+	else
+		out->len += double_to_shortest_decimal_buf(v, out->data + out->len);
+	if (quote)
+		appendStringInfoCharMacro(out, '"');
+}
+
+static inline uint32
+sc_avro_le32(const uint8 *p)
+{
+	return (uint32) p[0] | (uint32) p[1] << 8 | (uint32) p[2] << 16 | (uint32) p[3] << 24;
+}
+
+/* The value of a type that is not composite, as text or as JSON. */
+static bool
+sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
+{
+	switch (t->kind)
+	{
+		case SC_AVRO_NULL:
+			appendBinaryStringInfo(out, "null", 4);
+			return true;
+		case SC_AVRO_BOOLEAN:
+			if (!sc_avro_need(d, 1))
+				return false;
+			if (unlikely(*d->p > 1))
+				return sc_avro_fail(d, "boolean byte %d is neither 0 nor 1", *d->p);
+			if (*d->p++)
+				appendBinaryStringInfo(out, "true", 4);
+			else
+				appendBinaryStringInfo(out, "false", 5);
+			return true;
+		case SC_AVRO_INT:
+			{
+				int32		v;
+
+				if (!sc_avro_int(d, &v))
+					return false;
+				if (t->logical != SC_AVRO_PLAIN)
+					return sc_avro_datetime(d, t->logical, v, out, json);
+				enlargeStringInfo(out, 12);
+				out->len += pg_ltoa(v, out->data + out->len);
+				return true;
+			}
+		case SC_AVRO_LONG:
+			{
+				int64		v;
+
+				if (!sc_avro_long(d, &v))
+					return false;
+				if (t->logical != SC_AVRO_PLAIN)
+					return sc_avro_datetime(d, t->logical, v, out, json);
+				enlargeStringInfo(out, 21);
+				out->len += pg_lltoa(v, out->data + out->len);
+				return true;
+			}
+		case SC_AVRO_FLOAT:
+			{
+				uint32		u;
+				float		f;
+
+				if (!sc_avro_need(d, 4))
+					return false;
+				u = sc_avro_le32(d->p);
+				memcpy(&f, &u, 4);
+				d->p += 4;
+				sc_avro_float(out, f, true, json);
+				return true;
+			}
+		case SC_AVRO_DOUBLE:
+			{
+				uint64		u;
+				double		f;
+
+				if (!sc_avro_need(d, 8))
+					return false;
+				u = (uint64) sc_avro_le32(d->p) | (uint64) sc_avro_le32(d->p + 4) << 32;
+				memcpy(&f, &u, 8);
+				d->p += 8;
+				sc_avro_float(out, f, false, json);
+				return true;
+			}
+		case SC_AVRO_STRING:
+			{
+				int64		n;
+				const char *s;
+
+				if (!sc_avro_length(d, &n))
+					return false;
+				s = (const char *) d->p;
+				/* PostgreSQL's check: valid UTF-8, and no NUL, which text cannot hold */
+				if (unlikely(!pg_verify_mbstr(PG_UTF8, s, n, true)))
+					return sc_avro_fail(d, "a string that is not valid UTF-8 (or holds a NUL)");
+				d->p += n;
+				if (json)
+					sc_avro_json_string(out, s, n);
+				else
+					appendBinaryStringInfo(out, s, n);
+				return true;
+			}
+		case SC_AVRO_BYTES:
+		case SC_AVRO_FIXED:
+			{
+				int64		n = t->n;
+				const uint8 *b;
+
+				if (t->kind == SC_AVRO_BYTES ? !sc_avro_length(d, &n) : !sc_avro_need(d, n))
+					return false;
+				b = d->p;
+				if (t->logical == SC_AVRO_DECIMAL)
+				{
+					if (!sc_avro_decimal(d, b, n, t->scale, out))
+						return false;
+				}
+				else
+					sc_avro_hex(out, b, n, json);
+				d->p += n;
+				return true;
+			}
+		case SC_AVRO_ENUM:
+			{
+				int32		v;
+
+				if (!sc_avro_int(d, &v))
+					return false;
+				if (unlikely(v < 0 || v >= t->n))
+					return sc_avro_fail(d, "enum index %d out of range (%d symbols)", v, t->n);
+				if (json)
+					sc_avro_json_string(out, t->names[v], strlen(t->names[v]));
+				else
+					appendStringInfoString(out, t->names[v]);
+				return true;
+			}
+		default:
+			break;
+	}
+	return sc_avro_fail(d, "a %s where a scalar was expected", sc_avro_kind_names[t->kind]);
+}
+
+static bool sc_avro_json(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out);
+
+/* An array's or a map's blocks, as a JSON array or object. */
+static bool
+sc_avro_json_blocks(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
+{
+	bool		map = (t->kind == SC_AVRO_MAP);
+	int64		item = 0;
+	int64		count;
+	int64		size;
+
+	appendStringInfoCharMacro(out, map ? '{' : '[');
+	for (;;)
+	{
+		const uint8 *start;
+
+		if (!sc_avro_block(d, t, &count, &size))
+			return false;
+		if (count == 0)
+			break;
+		start = d->p;
+		for (int64 i = 0; i < count; i++, item++)
+		{
+			if (item > 0)
+				appendStringInfoCharMacro(out, ',');
+			if (map)
+			{
+				int64		n;
+				const char *key;
+
+				if (!sc_avro_length(d, &n))
+					return sc_avro_fail_item(d, item);
+				key = (const char *) d->p;
+				if (!pg_verify_mbstr(PG_UTF8, key, n, true))
+				{
+					sc_avro_fail(d, "a map key that is not valid UTF-8 (or holds a NUL)");
+					return sc_avro_fail_item(d, item);
+				}
+				d->p += n;
+				sc_avro_json_string(out, key, n);
+				appendStringInfoCharMacro(out, ':');
+			}
+			if (!sc_avro_json(d, t->items, out))
+				return sc_avro_fail_item(d, item);
+		}
+		if (!sc_avro_block_end(d, start, size))
+			return false;
+	}
+	appendStringInfoCharMacro(out, map ? '}' : ']');
+	return true;
+}
+
+/* Any value as JSON. */
+static bool
+sc_avro_json(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
+{
+	bool		ok = true;
+
+	switch (t->kind)
+	{
+		case SC_AVRO_UNION:
+			{
+				const ScAvroNode *b = NULL;
+
+				if (!sc_avro_branch(d, t, &b) || !sc_avro_enter(d))
+					return false;
+				ok = sc_avro_json(d, b, out);
+				break;
+			}
+		case SC_AVRO_RECORD:
+			if (!sc_avro_enter(d))
+				return false;
+			appendStringInfoCharMacro(out, '{');
+			for (int i = 0; i < t->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoCharMacro(out, ',');
+				appendStringInfoString(out, t->json_keys[i]);
+				if (!sc_avro_json(d, t->types[i], out))
+					return sc_avro_fail_in(d, t->names[i]);
+			}
+			appendStringInfoCharMacro(out, '}');
+			break;
+		case SC_AVRO_ARRAY:
+		case SC_AVRO_MAP:
+			if (!sc_avro_enter(d))
+				return false;
+			ok = sc_avro_json_blocks(d, t, out);
+			break;
+		default:
+			return sc_avro_scalar(d, t, out, true);
+	}
+	d->depth--;
+	return ok;
+}
+
+/* A value as a column's text: a null (of a union's branch) sets *isnull. */
+static inline bool
+sc_avro_text(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool *isnull)
+{
+	if (t->kind == SC_AVRO_UNION && !sc_avro_branch(d, t, &t))
+		return false;
+	*isnull = (t->kind == SC_AVRO_NULL);
+	switch (t->kind)
+	{
+		case SC_AVRO_NULL:
+			return true;
+		case SC_AVRO_RECORD:
+		case SC_AVRO_ARRAY:
+		case SC_AVRO_MAP:
+			return sc_avro_json(d, t, out);
+		default:
+			return sc_avro_scalar(d, t, out, false);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Decoding by the plan
+ * ----------------------------------------------------------------
+ */
+static bool sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr);
+
+/*
+ * A field some column wants: read it into the plan of the record inside
+ * when paths go on into it, and as text for the columns taking it (read
+ * again then: rare, and simpler than building both at once).
+ */
+static bool
+sc_avro_plan_field(ScAvroDecoder *d, const ScAvroPlanField *f)
+{
+	const uint8 *start = d->p;
+	StringInfo	out;
+	int			outlen;
+	bool		isnull;
+
+	if (f->sub != NULL)
+	{
+		const ScAvroNode *t = f->type;
+
+		if (t->kind == SC_AVRO_UNION && !sc_avro_branch(d, t, &t))
+			return false;
+		if (!(t->kind == SC_AVRO_RECORD ? sc_avro_plan_decode(d, f->sub) : sc_avro_skip(d, t)))
+			return false;
+		if (f->ncols == 0)
+			return true;
+		d->p = start;
+	}
+
+	out = d->values[f->cols[0]];
+	outlen = out->len;
+	if (!sc_avro_text(d, f->type, out, &isnull))
+		return false;
+	d->isnull[f->cols[0]] = isnull;
+	for (int k = 1; k < f->ncols; k++)
+	{
+		d->isnull[f->cols[k]] = isnull;
+		if (!isnull)
+			appendBinaryStringInfo(d->values[f->cols[k]], out->data + outlen, out->len - outlen);
+	}
+	return true;
+}
+
+static bool
+sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr)
+{
+	const ScAvroNode *record = pr->record;
+
+	if (!sc_avro_enter(d))
+		return false;
+	for (int i = 0; i < record->n; i++)
+	{
+		const ScAvroPlanField *f = &pr->fields[i];
+
+		if (!(f->ncols == 0 && f->sub == NULL ? sc_avro_skip(d, f->type) :
+			  sc_avro_plan_field(d, f)))
+			return sc_avro_fail_in(d, record->names[i]);
+	}
+	d->depth--;
+	return true;
+}
+
+bool
+sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
+			   StringInfo *values, bool *isnull, char **error)
+{
+	ScAvroDecoder d;
+
+	d.p = d.start = (const uint8 *) buf;
+	d.end = d.p + len;
+	d.depth = 0;
+	d.zero_items = 2 * (int64) len + 256;
+	d.values = values;
+	d.isnull = isnull;
+	d.what = NULL;
+	d.where = NIL;
+	for (int c = 0; c < plan->ncolumns; c++)
+		isnull[c] = true;
+
+	/*
+	 * A value's text may be several times its bytes (hex, JSON escapes), and
+	 * a StringInfo holds at most MaxAllocSize: a message this large is
+	 * refused rather than left to raise an ERROR half way.
+	 */
+	if (len > SC_AVRO_MAX_MESSAGE)
+	{
+		sc_avro_fail(&d, "a message of %zu bytes, more than the %zu decoded",
+					 len, (size_t) SC_AVRO_MAX_MESSAGE);
+		goto fail;
+	}
+	if (!sc_avro_plan_decode(&d, plan->top))
+		goto fail;
+	if (d.p != d.end)
+	{
+		sc_avro_fail(&d, "%zu bytes after the record", (size_t) (d.end - d.p));
+		goto fail;
+	}
+
+	/* columns taking the whole record: read it again, as JSON */
+	if (plan->nwhole > 0)
+	{
+		StringInfo	out = values[plan->whole[0]];
+		int			outlen = out->len;
+
+		d.p = d.start;
+		d.zero_items = 2 * (int64) len + 256;
+		if (!sc_avro_json(&d, plan->schema->top, out))
+			goto fail;
+		for (int k = 0; k < plan->nwhole; k++)
+		{
+			isnull[plan->whole[k]] = false;
+			if (k > 0)
+				appendBinaryStringInfo(values[plan->whole[k]], out->data + outlen,
+									   out->len - outlen);
+		}
+	}
+	return true;
+
+fail:
+	*error = sc_avro_error(&d);
+	return false;
+}
