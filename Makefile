@@ -16,6 +16,7 @@ OBJS = \
 	src/shmem.o \
 	src/kafka.o \
 	src/avro.o \
+	src/registry.o \
 	src/catalog.o \
 	src/ownership.o \
 	src/cluster.o \
@@ -50,7 +51,7 @@ OBJS = \
 # -Wextra, less the two warnings that PostgreSQL's own headers and
 # PG_FUNCTION_ARGS trigger.
 PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare
-SHLIB_LINK  = -lrdkafka -lpthread
+SHLIB_LINK  = -lrdkafka -lcurl -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
