@@ -538,7 +538,8 @@ sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *
 		if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4), "1") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s for cube %s by time must have \"timestamp\" as its only key", what, cube_name),
+					 errmsg("%s for cube %s by time must have \"timestamp\" as %s only key", what, cube_name,
+							stop ? "its" : "their"),
 					 errhint(stop ? SC_STOP_HINT : SC_POSITIONS_HINT)));
 	}
 	else if (strcmp(type, "object") != 0)
