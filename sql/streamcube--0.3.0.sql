@@ -956,3 +956,26 @@ WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.cube_status TO PUBLIC;
 COMMENT ON VIEW streamcube.cube_status IS
     'Per cube the caller may read: paused and why, its stop point, and what streamcube_seal_due() would do now, unbounded: windows to seal, sealed partitions to merge, partitions past retention';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: format avro, and the schemas the registry gave
+-- ---------------------------------------------------------------------
+ALTER TABLE streamcube.cubes DROP CONSTRAINT cubes_format_check,
+    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv', 'avro'));
+
+-- Writer schemas by id, as a schema registry gave them: the first time a
+-- receiver meets an id it asks the registry, and keeps the answer here, so
+-- that it goes on for the ids it has seen while the registry is down.  An
+-- id means one schema forever in one registry (its URLs, as set).
+CREATE TABLE streamcube.schemas (
+    registry    text NOT NULL,               -- the cluster's schema.registry.url
+    schema_id   integer NOT NULL,
+    schema_type text NOT NULL,               -- AVRO, PROTOBUF or JSON
+    schema      text NOT NULL,
+    fetched_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (registry, schema_id)
+);
+REVOKE ALL ON streamcube.schemas FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.schemas', '');
+COMMENT ON TABLE streamcube.schemas IS
+    'Writer schemas by registry and id, as the schema registry gave them to the receivers (format avro)';

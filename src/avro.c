@@ -880,6 +880,31 @@ sc_avro_path_record(const ScAvroNode *t)
 	return record;
 }
 
+/*
+ * Does the schema have a field at path, names into nested records (through
+ * unions of null and a record)?  For checks at a cube's creation.
+ */
+bool
+sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathlen)
+{
+	const ScAvroNode *record = schema->top;
+
+	for (int l = 0; l < pathlen; l++)
+	{
+		const ScAvroNode *field = NULL;
+
+		if (record == NULL)
+			return false;
+		for (int i = 0; i < record->n && field == NULL; i++)
+			if (strcmp(record->names[i], path[l]) == 0)
+				field = record->types[i];
+		if (field == NULL)
+			return false;
+		record = l + 1 < pathlen ? sc_avro_path_record(field) : NULL;
+	}
+	return true;
+}
+
 static const char *
 sc_avro_path_text(char **const path, int len)
 {

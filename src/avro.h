@@ -46,6 +46,9 @@ extern ScAvroPlan *sc_avro_plan(const ScAvroSchema *schema, int ncolumns,
 								char **const *paths, const int *pathlens,
 								char **error);
 
+/* Does the schema have a field at path (names into nested records)? */
+extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathlen);
+
 /*
  * Decode one datum (the bytes after the Confluent header): the text of
  * column c is appended to values[c] (which the caller reset), or isnull[c]

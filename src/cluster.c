@@ -35,6 +35,7 @@
 #include "funcapi.h"
 #include "kafka.h"
 #include "miscadmin.h"
+#include "registry.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -228,6 +229,33 @@ sc_cluster_conninfo(const char *name)
 	/* Stored by an older version, or by a role that lost a privilege? */
 	sc_check_property_classes(get_role_oid(stored_by, true), name, conn->properties, stored_by);
 	return conn;
+}
+
+/*
+ * The schema registry of a cluster (format avro), from its properties
+ * schema.registry.*; false when it has no schema.registry.url.  What it
+ * points into lives in the caller's memory context.
+ */
+bool
+sc_cluster_registry(const char *name, ScRegistryConn *registry)
+{
+	ScKafkaConnInfo *conn = sc_cluster_conninfo(name);
+	ListCell   *lc;
+
+	memset(registry, 0, sizeof(*registry));
+	registry->timeout_ms = sc_kafka_timeout_ms;
+	foreach(lc, conn->properties)
+	{
+		ScKafkaProperty *prop = lfirst(lc);
+
+		if (strcmp(prop->name, "schema.registry.url") == 0)
+			registry->urls = prop->value;
+		else if (strcmp(prop->name, "schema.registry.basic.auth.user.info") == 0)
+			registry->user_info = prop->value;
+		else if (strcmp(prop->name, "schema.registry.ssl.ca.location") == 0)
+			registry->ca_location = prop->value;
+	}
+	return registry->urls != NULL;
 }
 
 /*
@@ -544,6 +572,25 @@ sc_drop_cluster(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* The cluster's schema registry, if it has one, answers (or an ERROR says why). */
+static void
+sc_check_registry(const char *name)
+{
+	ScRegistryConn registry;
+	char		errbuf[512];
+	ScRegistryStatus st;
+
+	if (!sc_cluster_registry(name, &registry))
+		return;
+	st = sc_registry_check(&registry, errbuf, sizeof(errbuf));
+	if (st != SC_REGISTRY_OK)
+		ereport(ERROR,
+				(errcode(st == SC_REGISTRY_REFUSED ? ERRCODE_CONNECTION_EXCEPTION : ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the schema registry of Kafka cluster \"%s\" %s: %s", name,
+						st == SC_REGISTRY_REFUSED ? "refuses the request" : "does not answer", errbuf),
+				 errhint("Check schema.registry.url (and schema.registry.basic.auth.user.info, schema.registry.ssl.ca.location) with streamcube_alter_cluster().")));
+}
+
 /*
  * streamcube_check_cluster(name text) RETURNS TABLE (topic, partition,
  * leader, low_watermark, high_watermark)
@@ -562,6 +609,7 @@ sc_check_cluster(PG_FUNCTION_ARGS)
 
 	conn = sc_cluster_conninfo(name);
 	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms, NULL, NULL);
+	sc_check_registry(name);
 
 	foreach(lc, partitions)
 	{

@@ -311,7 +311,8 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 		char	   *format = SPI_getvalue(tup, desc, 9);
 
 		cube->format = strcmp(format, "csv") == 0 ? SC_FORMAT_CSV :
-			strcmp(format, "jsonb") == 0 ? SC_FORMAT_JSONB : SC_FORMAT_JSON;
+			strcmp(format, "jsonb") == 0 ? SC_FORMAT_JSONB :
+			strcmp(format, "avro") == 0 ? SC_FORMAT_AVRO : SC_FORMAT_JSON;
 	}
 	options = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 10, &isnull));
 	cube->options_text = SPI_getvalue(tup, desc, 10);

@@ -19,7 +19,8 @@ typedef enum ScFormat
 {
 	SC_FORMAT_JSON,
 	SC_FORMAT_CSV,
-	SC_FORMAT_JSONB				/* json, and the whole document in a jsonb column */
+	SC_FORMAT_JSONB,			/* json, and the whole document in a jsonb column */
+	SC_FORMAT_AVRO				/* Avro: Confluent-framed with a registry, or bare records */
 } ScFormat;
 
 /* Where a column's value comes from, besides the payload (option "fields"). */
@@ -109,6 +110,8 @@ typedef struct ScCube
 	char	   *start_cube;		/* option start {"cube": name}: start where it stopped */
 	Jsonb	   *end;			/* option end: the stop point a new cube gets */
 	char	   *progress_group; /* option progress_group: Kafka group to commit to; NULL */
+	char	   *avro_schema;	/* format avro, option schema: bare records of it; NULL framed */
+	char	   *avro_subject;	/* format avro, option subject: checked at creation; NULL */
 	int64		grace;			/* microseconds */
 	int64		reject_early;	/* dead-letter times this far after now; -1 off */
 	int64		reject_late;	/* dead-letter times this far before now; -1 off */

@@ -43,7 +43,7 @@
 static const char *const valid_options =
 "start, end, grace, late, retention, bad_message, tombstones, early_rejection_period, "
 "late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, "
-"delimiter, quote, null";
+"delimiter, quote, null, schema, subject";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -740,6 +740,8 @@ sc_options_defaults(ScCube *cube)
 	cube->start_at_ms = -1;
 	cube->start_cube = NULL;
 	cube->end = NULL;
+	cube->avro_schema = NULL;
+	cube->avro_subject = NULL;
 	cube->progress_group = NULL;
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
@@ -813,6 +815,37 @@ sc_option_start_cube(Datum value)
 				 errmsg("cube option \"start\" as an object must be {\"cube\": \"<name of a cube>\"}"),
 				 errhint("Use \"earliest\", \"latest\", a timestamp, or {\"cube\": \"old_cube\"} to start where another cube of the same topic stopped.")));
 	return name;
+}
+
+/*
+ * Format avro's options: "schema", the Avro schema of bare records (a
+ * JSON object, or its text), and "subject", the registry subject whose
+ * latest schema the cube is checked against at creation.
+ */
+static void
+sc_option_avro(ScCube *cube, const char *key, HeapTuple tup, TupleDesc desc, const char *type,
+			   bool validate)
+{
+	if (validate && cube->format != SC_FORMAT_AVRO)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"%s\" applies to format avro only", key)));
+	if (strcmp(key, "subject") == 0)
+	{
+		if (strcmp(type, "string") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"subject\" must be a string"),
+					 errhint("Name the registry subject of the topic's values, such as \"events-value\".")));
+		cube->avro_subject = SPI_getvalue(tup, desc, 2);
+		return;
+	}
+	if (strcmp(type, "object") != 0 && strcmp(type, "string") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube option \"schema\" must be an Avro schema: a JSON object, or its text"),
+				 errhint("For example {\"schema\": {\"type\": \"record\", \"name\": \"e\", \"fields\": [...]}}.")));
+	cube->avro_schema = strcmp(type, "string") == 0 ? SPI_getvalue(tup, desc, 2) : SPI_getvalue(tup, desc, 4);
 }
 
 /* One option whose value is a string; an unknown key is an error. */
@@ -942,6 +975,8 @@ sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate)
 			sc_parse_replica_sets(cube, SPI_getbinval(tup, desc, 4, &isnull), type);
 		else if (strcmp(key, "end") == 0)
 			cube->end = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		else if (strcmp(key, "schema") == 0 || strcmp(key, "subject") == 0)
+			sc_option_avro(cube, key, tup, desc, type, validate);
 		else if (strcmp(key, "start") == 0 && strcmp(type, "object") == 0)
 			cube->start_cube = sc_option_start_cube(SPI_getbinval(tup, desc, 4, &isnull));
 		else if (strcmp(key, "compact") == 0)

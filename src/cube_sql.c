@@ -32,7 +32,9 @@
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "pgstat.h"
+#include "avro.h"
 #include "positions.h"
+#include "registry.h"
 #include "stops.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
@@ -119,10 +121,12 @@ sc_create_format(const char *format, const char *name)
 		return SC_FORMAT_CSV;
 	if (strcmp(format, "jsonb") == 0)
 		return SC_FORMAT_JSONB;
+	if (strcmp(format, "avro") == 0)
+		return SC_FORMAT_AVRO;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
-			 errhint("Use 'json', 'jsonb' or 'csv'.")));
+			 errhint("Use 'json', 'jsonb', 'csv' or 'avro'.")));
 	return SC_FORMAT_JSON;		/* keep the compiler quiet */
 }
 
@@ -311,6 +315,92 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 	}
 }
 
+/* A key path as "a.b.c", for messages. */
+static char *
+sc_path_text(char **path, int pathlen)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < pathlen; i++)
+		appendStringInfo(&buf, "%s%s", i > 0 ? "." : "", path[i]);
+	return buf.data;
+}
+
+/*
+ * Format avro: the schema the cube reads is checked against its columns at
+ * creation, so that a column no field feeds is an error now rather than a
+ * column of NULLs: option "schema" (bare records), or the latest schema of
+ * option "subject" in the cluster's registry.  Without either, the cluster
+ * must have a registry, and each writer schema is met when its messages
+ * come (a column its schema lacks is NULL).
+ */
+static void
+sc_create_check_avro(ScCube *cube, const char *name)
+{
+	ScRegistryConn registry;
+	bool		has_registry = sc_cluster_registry(cube->cluster, &registry);
+	const char *text = cube->avro_schema;
+	const char *what = "option \"schema\"";
+	char	   *error = NULL;
+	ScAvroSchema *schema;
+
+	if (text == NULL && !has_registry)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube \"%s\" of format avro needs a schema registry or an Avro schema", name),
+				 errdetail("Kafka cluster \"%s\" has no schema.registry.url.", cube->cluster),
+				 errhint("Set schema.registry.url with streamcube_alter_cluster() for Confluent-framed messages, or give the schema of bare records in option \"schema\".")));
+	if (text == NULL && cube->avro_subject != NULL)
+	{
+		char		errbuf[512];
+		char	   *type = NULL;
+		int32		id;
+		char	   *latest = NULL;
+		ScRegistryStatus st = sc_registry_latest(&registry, cube->avro_subject, &id, &type, &latest,
+												 errbuf, sizeof(errbuf));
+
+		if (st == SC_REGISTRY_NOT_FOUND)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("subject \"%s\" does not exist in the schema registry of Kafka cluster \"%s\"",
+							cube->avro_subject, cube->cluster),
+					 errhint("Name the subject the topic's producers register under (Confluent's default: \"<topic>-value\").")));
+		if (st != SC_REGISTRY_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("the schema registry of Kafka cluster \"%s\" %s: %s", cube->cluster,
+							st == SC_REGISTRY_REFUSED ? "refuses the request" : "does not answer", errbuf)));
+		if (strcmp(type, "AVRO") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the latest schema of subject \"%s\" is a %s schema, not Avro", cube->avro_subject, type)));
+		text = latest;
+		what = psprintf("the latest schema of subject \"%s\" (id %d)", cube->avro_subject, id);
+	}
+	if (text == NULL)
+		return;
+	schema = sc_avro_parse(text, &error);
+	if (schema == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of cube \"%s\" is not a valid Avro schema: %s", what, name, error)));
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ScColumn   *col = &cube->columns[c];
+
+		if (col->meta != SC_META_NONE)
+			continue;
+		if (!sc_avro_has_path(schema, col->path, col->pathlen))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of cube \"%s\" has no field in %s", col->name, name, what),
+					 errdetail("It reads field \"%s\".", sc_path_text(col->path, col->pathlen)),
+					 errhint("Map it to a field with option \"fields\" ({\"%s\": \"record.field\"}), or drop it.",
+							 col->name)));
+	}
+}
+
 /*
  * Option start {"cube": name}: where each partition starts is where that
  * cube stops (a cut-over): its stop offset when it has a stop point, else
@@ -476,6 +566,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 						   kafka_cluster_id);
 	if (cube->end != NULL)
 		sc_stops_set(cube, cube->end);
+	if (cube->format == SC_FORMAT_AVRO)
+		sc_create_check_avro(cube, name);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));

@@ -24,6 +24,8 @@ sc_format_routine(ScFormat format)
 			return &sc_format_jsonb;
 		case SC_FORMAT_CSV:
 			return &sc_format_csv;
+		case SC_FORMAT_AVRO:
+			return &sc_format_avro;
 	}
 	elog(ERROR, "unknown message format %d", (int) format);
 	return NULL;				/* keep the compiler quiet */

@@ -50,6 +50,21 @@ typedef struct ScFormatRoutine
 	void	   *(*setup) (ScIngest *ing);
 
 	/*
+	 * Optional: before a batch is built, make ready what its messages need
+	 * from outside (format avro: their writer schemas, from the registry).
+	 * False, with *why, when that cannot be had now and the batch must
+	 * wait: not the messages' fault.  Runs in a transaction of its own,
+	 * connected to SPI.
+	 */
+	bool		(*prepare) (ScIngest *ing, const ScKafkaMessage *messages, int n, char **why);
+
+	/*
+	 * With prepare: has everything the messages need been made ready
+	 * already?  Runs on every batch, outside any transaction: memory only.
+	 */
+	bool		(*ready) (ScIngest *ing, const ScKafkaMessage *messages, int n);
+
+	/*
 	 * Append message m to out as one line, ending with "\n".  *ts receives
 	 * its time value.  False, with *error, when the message cannot be a
 	 * row; out may then hold part of a line, which the caller drops.  May
@@ -76,6 +91,7 @@ typedef struct ScFormatRoutine
 extern const ScFormatRoutine sc_format_json;
 extern const ScFormatRoutine sc_format_jsonb;
 extern const ScFormatRoutine sc_format_csv;
+extern const ScFormatRoutine sc_format_avro;
 
 extern const ScFormatRoutine *sc_format_routine(ScFormat format);
 

@@ -633,6 +633,20 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	JsonSemAction sem;
 	JsonParseErrorType res;
 	const char *time_value;
+	ScKafkaMessage unframed;
+
+	/*
+	 * JSON Schema serializers frame a message as Confluent's wire format
+	 * does: a 0 byte and a 4-byte schema id before the document.  No JSON
+	 * document starts with a 0 byte, so the frame is skipped unread.
+	 */
+	if (m->payload != NULL && m->len > 5 && m->payload[0] == '\0')
+	{
+		unframed = *m;
+		unframed.payload += 5;
+		unframed.len -= 5;
+		m = &unframed;
+	}
 
 	if (m->payload != NULL && jf->flat &&
 		sc_json_flat_scan(ing, jf, m->payload, m->payload + m->len) == SC_FLAT_OK)

@@ -158,6 +158,27 @@ sc_ingest_create(ScCube *cube)
 }
 
 /*
+ * Before a batch: what its messages need from outside the cube, made ready
+ * by the format (the writer schemas of format avro).  False, with *why,
+ * when the batch must wait for it.  Caller is connected to SPI, in a
+ * transaction of its own.
+ */
+bool
+sc_ingest_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why)
+{
+	if (ing->format->prepare == NULL)
+		return true;
+	return ing->format->prepare(ing, messages, n, why);
+}
+
+/* Is the batch ready without sc_ingest_prepare()?  Memory only. */
+bool
+sc_ingest_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
+{
+	return ing->format->prepare == NULL || ing->format->ready(ing, messages, n);
+}
+
+/*
  * After COMMIT, what the batch created and recorded is known; after an
  * abort, not.
  */

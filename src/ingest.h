@@ -36,6 +36,8 @@ extern void sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n,
 							ScBatchOutcome *outcome);
 extern void sc_ingest_prepare_windows(ScIngest *ing, int64 now);
 extern void sc_ingest_end_batch(ScIngest *ing, bool committed);
+extern bool sc_ingest_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why);
+extern bool sc_ingest_ready(ScIngest *ing, const ScKafkaMessage *messages, int n);
 extern void sc_ingest_forget_windows(ScIngest *ing);
 extern int	sc_ingest_missing_windows(ScIngest *ing);
 extern void sc_ingest_create_windows(ScIngest *ing);

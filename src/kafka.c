@@ -31,6 +31,7 @@
 
 #include "kafka.h"
 #include "miscadmin.h"
+#include "registry.h"
 #include "nodes/value.h"
 #include "portability/instr_time.h"
 #include "utils/timestamp.h"
@@ -318,6 +319,13 @@ sc_kafka_property_other_names(const char *name)
 	return names;
 }
 
+/* A property of the schema registry (format avro), not librdkafka's. */
+bool
+sc_kafka_registry_property(const char *name)
+{
+	return strncmp(name, "schema.registry.", 16) == 0;
+}
+
 /* Secrets, and the kinit command (it may quote one), are never shown. */
 bool
 sc_kafka_property_masked(const char *name)
@@ -399,9 +407,26 @@ bool
 sc_kafka_check_property(const char *name, const char *value,
 						char *errbuf, size_t errlen)
 {
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_conf_t *conf;
 	rd_kafka_conf_res_t res;
 
+	if (sc_kafka_registry_property(name))
+	{
+		if (strcmp(name, "schema.registry.url") == 0)
+			return sc_registry_check_urls(value, errbuf, errlen);
+		if (strcmp(name, "schema.registry.basic.auth.user.info") == 0 && strchr(value, ':') == NULL)
+		{
+			strlcpy(errbuf, "must be user:password", errlen);
+			return false;
+		}
+		if (value[0] == '\0')
+		{
+			strlcpy(errbuf, "must not be empty", errlen);
+			return false;
+		}
+		return true;
+	}
+	conf = rd_kafka_conf_new();
 	res = rd_kafka_conf_set(conf, name, value, errbuf, errlen);
 	rd_kafka_conf_destroy(conf);
 
@@ -436,6 +461,8 @@ sc_kafka_conf_build(const ScKafkaConnInfo *conn, ScKafkaEvents *events,
 	{
 		ScKafkaProperty *prop = lfirst(lc);
 
+		if (sc_kafka_registry_property(prop->name))
+			continue;			/* streamcube's own, for the schema registry */
 		if (rd_kafka_conf_set(conf, prop->name, prop->value, errbuf, errlen) != RD_KAFKA_CONF_OK)
 		{
 			sc_kafka_trim(errbuf);

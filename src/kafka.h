@@ -97,6 +97,7 @@ extern ScPropertyClass sc_kafka_property_class(const char *name, const char *val
 extern ScPropertyClass sc_kafka_config_class(List *properties);
 extern const char *sc_kafka_property_class_name(ScPropertyClass cls);
 extern bool sc_kafka_property_masked(const char *name);
+extern bool sc_kafka_registry_property(const char *name);
 extern const char *sc_kafka_property_canonical(const char *name);
 extern List *sc_kafka_property_other_names(const char *name);
 extern List *sc_kafka_property_names(void);

@@ -2,7 +2,10 @@
  * librdkafka 2.0.2 properties by class; strcmp() order, for bsearch().
  * "topic.X" entries exist because rd_kafka_conf_set() hands unknown global
  * names to the default topic conf, and rd_kafka_topic_conf_set() strips a
- * leading "topic.".  Names not listed here must be refused.
+ * leading "topic.".  Names not listed here must be refused.  The
+ * "schema.registry." ones are streamcube's own (the schema registry of
+ * format avro, named as Confluent's clients name them): never given to
+ * librdkafka.
  */
 {"acks", SC_PROP_PRODUCER},                                          /* alias of request.required.acks */
 {"allow.auto.create.topics", SC_PROP_ALLOWED},
@@ -127,6 +130,9 @@
 {"sasl.oauthbearer.token.endpoint.url", SC_PROP_ALLOWED},            /* curl limited to http/https, no redirects; refused by Debian's build */
 {"sasl.password", SC_PROP_SECRET},
 {"sasl.username", SC_PROP_ALLOWED},
+{"schema.registry.basic.auth.user.info", SC_PROP_SECRET},          /* streamcube's: the registry's user:password (format avro) */
+{"schema.registry.ssl.ca.location", SC_PROP_READS_FILE},             /* streamcube's: CA file for an https registry */
+{"schema.registry.url", SC_PROP_ALLOWED},                            /* streamcube's: the registry's URLs (http, https only) */
 {"security.protocol", SC_PROP_ALLOWED},                              /* SASL_* + default GSSAPI: kinit runs only if keytab set (else rd_kafka_new fails) unless relogin=0 */
 {"session.timeout.ms", SC_PROP_ALLOWED},
 {"socket.blocking.max.ms", SC_PROP_ALLOWED},

@@ -93,6 +93,7 @@ typedef struct ScReceiver
 	int64	   *next_ts;		/* Kafka timestamp of the first message held, -1 */
 	int64	   *last_ts;		/* Kafka timestamp of the last message committed, -1 */
 	bool		stop_told;		/* told the catalog that its partitions are there */
+	long		prepare_backoff_ms; /* waiting for what a batch needs (a registry); 0 */
 	int64		assignment_epoch;	/* the cube's, when the assignment was read */
 	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
 	int			known_partitions;	/* partitions the cube knows (checkpoints) */
@@ -167,6 +168,7 @@ sc_receiver_detach(int code, Datum arg)
 
 static void sc_receiver_publish_stats(void);
 static void sc_receiver_lock_positions(const int64 *newpos);
+static bool sc_receiver_prepare(int n);
 
 /* Publish positions, watermarks (from the consumer's cache) and throughput. */
 static void
@@ -1626,6 +1628,12 @@ sc_receiver_process(int n)
 	sc_receiver_sort(receiver.messages, n);
 	n = sc_receiver_drop_duplicates(n);
 
+	if (!sc_ingest_ready(receiver.ing, receiver.messages, n) && !sc_receiver_prepare(n))
+	{
+		pfree(newpos);
+		return;					/* the messages wait, carried */
+	}
+
 	receiver.carried = n;		/* kept if the cube changed: see begin_work */
 	if (!sc_receiver_begin_work("ingesting a batch"))
 	{
@@ -1688,6 +1696,41 @@ sc_receiver_process(int n)
 		sc_receiver_commit();
 		sc_ingest_end_batch(receiver.ing, true);
 	}
+}
+
+/*
+ * What the batch's messages need from outside the cube (format avro: their
+ * writer schemas, from the schema registry), in a transaction of its own,
+ * so that what the registry gave is kept whatever the batch does.  When it
+ * cannot be had now (the registry does not answer), no message is the
+ * worse for it: all of them wait, in order, carried to the next try, and
+ * the receiver says why in last_error and waits a back-off (doubling from
+ * 250 ms to 30 s; a pause or a stop still wakes it).
+ */
+static bool
+sc_receiver_prepare(int n)
+{
+	char	   *why = NULL;
+	bool		ready;
+
+	sc_receiver_begin("resolving message schemas");
+	SPI_connect();
+	ready = sc_ingest_prepare(receiver.ing, receiver.messages, n, &why);
+	SPI_finish();
+	sc_receiver_commit();
+	if (ready)
+	{
+		receiver.prepare_backoff_ms = 0;
+		return true;
+	}
+	receiver.carried = n;
+	if (receiver.prepare_backoff_ms == 0)
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s waits: %s", receiver.cube->qualified, why)));
+	sc_receiver_warn(why);
+	receiver.prepare_backoff_ms = Min(Max(receiver.prepare_backoff_ms * 2, 250), 30000);
+	sc_receiver_wait(receiver.prepare_backoff_ms);
+	return false;
 }
 
 /*

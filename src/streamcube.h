@@ -280,5 +280,7 @@ extern void sc_ownership_install_hook(void);
  */
 struct ScKafkaConnInfo;
 extern struct ScKafkaConnInfo *sc_cluster_conninfo(const char *name);
+struct ScRegistryConn;
+extern bool sc_cluster_registry(const char *name, struct ScRegistryConn *registry);
 
 #endif							/* STREAMCUBE_H */
