@@ -880,6 +880,106 @@ sc_avro_path_record(const ScAvroNode *t)
 	return record;
 }
 
+/* The classes of text a type writes (SC_AVRO_CLASS_*), its name into name. */
+static int
+sc_avro_type_classes(const ScAvroNode *t, StringInfo name)
+{
+	int			classes = 0;
+
+	switch (t->logical)
+	{
+		case SC_AVRO_DATE:
+			appendStringInfoString(name, "date");
+			return SC_AVRO_CLASS_TIME;
+		case SC_AVRO_TIME_MILLIS:
+		case SC_AVRO_TIME_MICROS:
+			appendStringInfoString(name, "time");
+			return SC_AVRO_CLASS_TIME;
+		case SC_AVRO_TS_MILLIS:
+		case SC_AVRO_TS_MICROS:
+		case SC_AVRO_LOCAL_TS_MILLIS:
+		case SC_AVRO_LOCAL_TS_MICROS:
+			appendStringInfoString(name, "timestamp");
+			return SC_AVRO_CLASS_TIME;
+		case SC_AVRO_DECIMAL:
+			appendStringInfoString(name, "decimal");
+			return SC_AVRO_CLASS_NUMBER;
+		case SC_AVRO_PLAIN:
+			break;
+	}
+	switch (t->kind)
+	{
+		case SC_AVRO_NULL:
+			appendStringInfoString(name, "null");
+			return 0;
+		case SC_AVRO_BOOLEAN:
+			classes = SC_AVRO_CLASS_BOOL;
+			break;
+		case SC_AVRO_INT:
+		case SC_AVRO_LONG:
+		case SC_AVRO_FLOAT:
+		case SC_AVRO_DOUBLE:
+			classes = SC_AVRO_CLASS_NUMBER;
+			break;
+		case SC_AVRO_STRING:
+		case SC_AVRO_ENUM:
+			classes = SC_AVRO_CLASS_STRING;
+			break;
+		case SC_AVRO_BYTES:
+		case SC_AVRO_FIXED:
+			classes = SC_AVRO_CLASS_BYTES;
+			break;
+		case SC_AVRO_RECORD:
+		case SC_AVRO_ARRAY:
+		case SC_AVRO_MAP:
+			classes = SC_AVRO_CLASS_JSON;
+			break;
+		case SC_AVRO_UNION:
+			for (int i = 0; i < t->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoString(name, " or ");
+				classes |= sc_avro_type_classes(t->types[i], name);
+			}
+			return classes;
+	}
+	appendStringInfoString(name, sc_avro_kind_names[t->kind]);
+	return classes;
+}
+
+/*
+ * The classes of text the field at path writes (SC_AVRO_CLASS_*, a union's
+ * branches together), and its type's name into *type_name; -1 when the
+ * schema has no field there.
+ */
+int
+sc_avro_path_classes(const ScAvroSchema *schema, char **path, int pathlen, char **type_name)
+{
+	const ScAvroNode *record = schema->top;
+	const ScAvroNode *field = record;
+	StringInfoData name;
+
+	for (int l = 0; l < pathlen; l++)
+	{
+		field = NULL;
+		if (record == NULL)
+			return -1;
+		for (int i = 0; i < record->n && field == NULL; i++)
+			if (strcmp(record->names[i], path[l]) == 0)
+				field = record->types[i];
+		if (field == NULL)
+			return -1;
+		record = sc_avro_path_record(field);
+	}
+	initStringInfo(&name);
+	{
+		int			classes = sc_avro_type_classes(field, &name);
+
+		*type_name = name.data;
+		return classes;
+	}
+}
+
 /*
  * Does the schema have a field at path, names into nested records (through
  * unions of null and a record)?  For checks at a cube's creation.

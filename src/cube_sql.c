@@ -33,6 +33,7 @@
 #include "parser/parser.h"
 #include "pgstat.h"
 #include "avro.h"
+#include "format.h"
 #include "positions.h"
 #include "registry.h"
 #include "stops.h"
@@ -399,6 +400,11 @@ sc_create_check_avro(ScCube *cube, const char *name)
 					 errhint("Map it to a field with option \"fields\" ({\"%s\": \"record.field\"}), or drop it.",
 							 col->name)));
 	}
+	if ((error = sc_avro_misfit(cube, schema)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("in %s of cube \"%s\", %s", what, name, error),
+				 errhint("Give the column a type that takes the field (text takes any), or map another field to it with option \"fields\".")));
 }
 
 /*

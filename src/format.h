@@ -93,6 +93,9 @@ extern const ScFormatRoutine sc_format_jsonb;
 extern const ScFormatRoutine sc_format_csv;
 extern const ScFormatRoutine sc_format_avro;
 
+struct ScAvroSchema;
+extern char *sc_avro_misfit(const ScCube *cube, const struct ScAvroSchema *schema);
+
 extern const ScFormatRoutine *sc_format_routine(ScFormat format);
 
 /* Writing values into a line (format.c), in the routine's encoding. */

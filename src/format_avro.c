@@ -32,7 +32,9 @@
 #include "format.h"
 #include "ingest_internal.h"
 #include "registry.h"
+#include "catalog/pg_type_d.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 /* One writer schema, by id: how it feeds the cube, or why it cannot. */
@@ -60,7 +62,78 @@ typedef struct ScAvroFormat
 	bool	   *isnull;
 } ScAvroFormat;
 
-/* The paths of the decoded columns: names into nested records, or the whole record. */
+/*
+ * The classes of text (SC_AVRO_CLASS_*) a column of a type takes: a text
+ * column any; json and jsonb what is JSON; other types their own class,
+ * and a string (its input function decides).
+ */
+static int
+sc_avro_column_classes(Oid type)
+{
+	Oid			base = getBaseType(type);
+	char		category;
+	bool		preferred;
+
+	if (base == JSONOID || base == JSONBOID)
+		return SC_AVRO_CLASS_JSON | SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_BOOL;
+	if (base == BYTEAOID)
+		return SC_AVRO_CLASS_BYTES | SC_AVRO_CLASS_STRING;
+	get_type_category_preferred(base, &category, &preferred);
+	switch (category)
+	{
+		case TYPCATEGORY_STRING:
+			return ~0;
+		case TYPCATEGORY_NUMERIC:
+			return SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_STRING;
+		case TYPCATEGORY_BOOLEAN:
+			return SC_AVRO_CLASS_BOOL | SC_AVRO_CLASS_STRING;
+		case TYPCATEGORY_DATETIME:
+			return SC_AVRO_CLASS_TIME | SC_AVRO_CLASS_STRING;
+		default:
+			return SC_AVRO_CLASS_STRING;
+	}
+}
+
+/*
+ * Why a field of a schema cannot become its column (a boolean for a bigint
+ * column, a record for a timestamp), or NULL when every one can.  A field
+ * the schema lacks is no misfit (its column is NULL).
+ */
+char *
+sc_avro_misfit(const ScCube *cube, const ScAvroSchema *schema)
+{
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ScColumn   *col = &cube->columns[c];
+		int			pathlen = col->meta == SC_META_VALUE ? 0 : col->pathlen;
+		char	   *type_name = NULL;
+		int			classes;
+
+		if (col->meta != SC_META_NONE && col->meta != SC_META_VALUE)
+			continue;
+		classes = sc_avro_path_classes(schema, col->path, pathlen, &type_name);
+		if (classes > 0 && (classes & ~sc_avro_column_classes(col->type)) != 0)
+		{
+			StringInfoData path;
+
+			initStringInfo(&path);
+			for (int l = 0; l < pathlen; l++)
+				appendStringInfo(&path, "%s%s", l > 0 ? "." : "", col->path[l]);
+			return psprintf("field \"%s\" (%s) cannot become column \"%s\" (%s)",
+							pathlen > 0 ? path.data : "the whole record", type_name,
+							col->name, format_type_be(col->type));
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The plan of a writer schema for the cube's decoded columns (names into
+ * nested records, or the whole record); NULL and *error when the schema
+ * cannot be read, or a field's type cannot become its column's: every
+ * message of that schema is then a dead letter saying which field and
+ * which column.
+ */
 static ScAvroPlan *
 sc_avro_make_plan(ScIngest *ing, ScAvroFormat *af, const char *schema_text, char **error)
 {
@@ -70,6 +143,11 @@ sc_avro_make_plan(ScIngest *ing, ScAvroFormat *af, const char *schema_text, char
 	int		   *pathlens = palloc(sizeof(int) * Max(1, af->ndecoded));
 
 	if (schema == NULL)
+	{
+		*error = psprintf("not a valid Avro schema: %s", *error);
+		return NULL;
+	}
+	if ((*error = sc_avro_misfit(cube, schema)) != NULL)
 		return NULL;
 	for (int k = 0; k < af->ndecoded; k++)
 	{
@@ -111,7 +189,7 @@ sc_avro_setup(ScIngest *ing)
 	{
 		af->own.plan = sc_avro_make_plan(ing, af, cube->avro_schema, &af->own.error);
 		if (af->own.plan == NULL)
-			af->own.error = psprintf("the cube's Avro schema cannot be read: %s", af->own.error);
+			af->own.error = psprintf("the cube's option \"schema\": %s", af->own.error);
 		return af;
 	}
 	af->writers = hash_create("streamcube avro writers", 16, &ctl,
@@ -147,7 +225,7 @@ sc_avro_remember(ScIngest *ing, ScAvroFormat *af, int32 id, const char *type, co
 	else if (strcmp(type, "AVRO") != 0)
 		w->error = psprintf("schema id %d is a %s schema, not Avro", id, type);
 	else if ((w->plan = sc_avro_make_plan(ing, af, text, &error)) == NULL)
-		w->error = psprintf("schema id %d cannot be read: %s", id, error);
+		w->error = psprintf("schema id %d: %s", id, error);
 	MemoryContextSwitchTo(old);
 }
 

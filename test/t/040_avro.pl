@@ -218,6 +218,17 @@ like($errors[1], qr/not in the Confluent wire format/, 'a message that is not fr
 like($errors[2], qr/invalid Avro record \(schema id $id1\)/, 'a truncated record');
 is(q1("SELECT count(*) FROM av"), 1600, 'no row from them');
 
+# a field whose type cannot become its column's: every message of that schema
+my @v5_fields = map { $_->{name} eq 'qty' ? { name => 'qty', type => 'boolean' } : $_ } @v3_fields;
+my $v5 = $json->encode({ type => 'record', name => 'Event', namespace => 'sc', fields => \@v5_fields });
+my @r5 = map { { %$_, qty => JSON::PP::true } } @{ records(3000, 2, 3) };
+my $p5 = sc_registry_produce($topic, format => 'avro', schema => $v5, subject => "$topic-wrong", records => \@r5);
+is(q1("SELECT streamcube_wait('av', '60 s')"), 't', 'messages of a misfit schema passed');
+is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube = 'av'::regclass "
+		  . "AND error = 'schema id $p5->{schema_ids}[0]: field \"qty\" (boolean) cannot become column \"qty\" (bigint)'"),
+	2, 'a field that cannot become its column: dead letters naming the schema id, the field and the column');
+is(q1("SELECT count(*) FROM av"), 1600, 'no row from them either');
+
 # ---------------------------------------------------------------------
 # 6. registry settings
 # ---------------------------------------------------------------------
