@@ -258,6 +258,22 @@ is(scalar(grep { /s3cret/ && !/ LOG:  statement: / } split /\n/, slurp_file($nod
 ($rc, $out, $err) = $node->psql('postgres', "SELECT streamcube_check_cluster('k2')");
 unlike($err, qr/s3cret/, 'nor in what streamcube_check_cluster says');
 
+# checks at creation against the subject's latest schema (v4)
+for my $case ([ 'ts timestamptz, nothere int', qr/42703.*column "nothere" of cube "chk" has no field in the latest schema of subject/s ],
+	[ 'ts timestamptz, "user" int', qr/42804.*field "user" \(record\) cannot become column "user" \(integer\)/s ])
+{
+	($rc, $out, $err) = $node->psql('postgres',
+		"SELECT streamcube_create_cube('chk', 'k', '$topic', '$case->[0]', 'ts', '1 hour', 'avro', "
+		  . "'{\"subject\": \"$topic-value\"}')", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, $case->[1], "creation checks the subject's latest schema: $case->[0]");
+}
+($rc, $out, $err) = $node->psql('postgres',
+	"SELECT streamcube_create_cube('chk', 'k', '$topic', 'ts timestamptz', 'ts', '1 hour', 'avro', "
+	  . "'{\"subject\": \"no-such-subject\"}')", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/42704.*subject "no-such-subject" does not exist/s, 'a subject the registry does not have');
+is(q1("SELECT streamcube_create_cube('chk', 'k', '$topic', 'ts timestamptz, country text, note text', 'ts', '1 hour', 'avro', "
+		  . "'{\"subject\": \"$topic-value\"}') IS NOT NULL"), 't', 'columns the latest schema feeds: created');
+
 # ---------------------------------------------------------------------
 # 7. JSON Schema framing, read by format json
 # ---------------------------------------------------------------------
