@@ -274,6 +274,17 @@ like($err, qr/42704.*subject "no-such-subject" does not exist/s, 'a subject the 
 is(q1("SELECT streamcube_create_cube('chk', 'k', '$topic', 'ts timestamptz, country text, note text', 'ts', '1 hour', 'avro', "
 		  . "'{\"subject\": \"$topic-value\"}') IS NOT NULL"), 't', 'columns the latest schema feeds: created');
 
+# an https registry, with its CA (a file the server reads: superusers)
+q1("SELECT streamcube_add_cluster('k3', '$ENV{SC_KAFKA}', "
+	  . "'{\"schema.registry.url\": \"$ENV{SC_REGISTRY_HTTPS}\", \"schema.registry.ssl.ca.location\": \"$ENV{SC_REGISTRY_CA_PEM}\"}')");
+($rc, $out, $err) = $node->psql('postgres', "SELECT count(*) > 0 FROM streamcube_check_cluster('k3')");
+is($out, 't', 'streamcube_check_cluster reaches an https registry with its CA');
+q1("SELECT streamcube_alter_cluster('k3', properties => '{\"schema.registry.ssl.ca.location\": null}')");
+($rc, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM streamcube_check_cluster('k3')",
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/08000.*schema registry of Kafka cluster "k3" refuses the request/s,
+	'without the CA the certificate is refused, and streamcube_check_cluster says so');
+
 # ---------------------------------------------------------------------
 # 7. JSON Schema framing, read by format json
 # ---------------------------------------------------------------------
@@ -309,6 +320,42 @@ q1("SELECT streamcube_create_cube('bare', 'k', '$btopic', 'ts timestamptz, v big
 is(q1("SELECT streamcube_wait('bare', '60 s')"), 't', 'bare Avro records of option schema');
 is(q1("SELECT count(*), sum(v), min(ts) = to_timestamp($base_ms / 1000.0) + interval '1 microsecond' FROM bare"),
 	'20|210|t', '... decoded with it (timestamp-micros to the microsecond)');
+
+# ---------------------------------------------------------------------
+# 9. every other mapping rule, on one bare record made by hand
+# ---------------------------------------------------------------------
+my $ltopic = sc_topic('avro_types');
+sc_create_topic($ltopic, 1);
+my $types_schema = $json->encode({ type => 'record', name => 'T', fields => [
+		{ name => 'ts', type => { type => 'long', logicalType => 'timestamp-millis' } },
+		{ name => 'd', type => { type => 'int', logicalType => 'date' } },
+		{ name => 'price', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } },
+		{ name => 'id', type => { type => 'string', logicalType => 'uuid' } },
+		{ name => 'raw', type => 'bytes' },
+		{ name => 'tod', type => { type => 'long', logicalType => 'time-micros' } },
+		{ name => 'attrs', type => { type => 'map', values => 'long' } },
+		{ name => 'ok', type => 'boolean' },
+		{ name => 'f', type => 'float' },
+		{ name => 'h', type => { type => 'fixed', name => 'H', size => 2 } } ] });
+sub avro_str { my ($s) = @_; return zigzag(length($s)) . unpack('H*', $s); }
+my $rec = zigzag($base_ms)                        # ts
+  . zigzag(20423)                                  # 2025-12-01
+  . zigzag(2) . 'cf2c'                              # -12500 unscaled: -125.00
+  . avro_str('123e4567-e89b-12d3-a456-426614174000')
+  . zigzag(3) . '00ff10'                            # bytes
+  . zigzag((13 * 3600 + 14 * 60 + 15) * 1000000 + 500)   # 13:14:15.0005
+  . zigzag(2) . avro_str('a') . zigzag(1) . avro_str('b') . zigzag(-2) . '00'    # {"a": 1, "b": -2}
+  . '01'                                            # true
+  . '0000c03f'                                      # 1.5f
+  . 'beef';                                         # fixed
+raw_kafka('raw', $ltopic, $rec);
+q1("SELECT streamcube_create_cube('types', 'k', '$ltopic', "
+	  . "'ts timestamptz, d date, price numeric, id uuid, raw bytea, tod time, attrs jsonb, ok boolean, f real, h bytea', "
+	  . "'ts', '1 hour', 'avro', '{\"schema\": $types_schema}')");
+is(q1("SELECT streamcube_wait('types', '60 s')"), 't', 'a record of every other logical and complex type');
+is(q1("SELECT d, price, id, raw, tod, attrs, ok, f, h FROM types"),
+	"2025-12-01|-125.00|123e4567-e89b-12d3-a456-426614174000|\\x00ff10|13:14:15.0005|{\"a\": 1, \"b\": -2}|t|1.5|\\xbeef",
+	'date, decimal (exact, its scale), uuid, bytes, time-micros, map as jsonb, boolean, float, fixed');
 
 $node->stop;
 done_testing();
