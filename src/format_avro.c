@@ -15,7 +15,10 @@
  * Schema ids are resolved before a batch is built (sc_avro_prepare): from
  * memory, then from streamcube.schemas (written the first time the
  * registry gave a schema, so a receiver restarted while the registry is
- * down goes on for the ids it has seen), then from the registry.  A
+ * down goes on for the ids it has seen), then from the registry.  What an
+ * id is (its schema's text) is kept for the receiver's life; how it feeds
+ * the columns (its plan) for the cube's set-up, and made again from the
+ * text, without I/O, when the table changes under a batch.  A
  * registry that does not answer is nobody's fault: the batch waits (the
  * receiver keeps its messages, says why in last_error, tries again with a
  * back-off), and no message becomes a dead letter for it.  An id the
@@ -36,6 +39,18 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+
+/* What a schema id is, as the registry said: for the receiver's life. */
+typedef struct ScAvroText
+{
+	int32		id;				/* hash key */
+	char	   *type;			/* AVRO, PROTOBUF, JSON; NULL when not found */
+	char	   *text;
+	char	   *not_found;		/* why it is not there */
+} ScAvroText;
+
+static HTAB *sc_avro_texts = NULL;
+static char *sc_avro_texts_registry = NULL; /* the registry URLs they are of */
 
 /* One writer schema, by id: how it feeds the cube, or why it cannot. */
 typedef struct ScAvroWriter
@@ -195,6 +210,24 @@ sc_avro_setup(ScIngest *ing)
 	af->writers = hash_create("streamcube avro writers", 16, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	af->has_registry = sc_cluster_registry(cube->cluster, &af->registry);
+
+	/* Ids are of one registry: another one's are other schemas. */
+	if (sc_avro_texts != NULL &&
+		(!af->has_registry || strcmp(sc_avro_texts_registry, af->registry.urls) != 0))
+	{
+		hash_destroy(sc_avro_texts);
+		sc_avro_texts = NULL;
+		pfree(sc_avro_texts_registry);
+	}
+	if (sc_avro_texts == NULL && af->has_registry)
+	{
+		HASHCTL		tctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScAvroText),
+		.hcxt = TopMemoryContext};
+
+		sc_avro_texts = hash_create("streamcube avro schemas", 16, &tctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		sc_avro_texts_registry = MemoryContextStrdup(TopMemoryContext, af->registry.urls);
+	}
 	return af;
 }
 
@@ -209,24 +242,46 @@ sc_avro_id(const ScKafkaMessage *m)
 	return (int32) (((uint32) p[1] << 24) | ((uint32) p[2] << 16) | ((uint32) p[3] << 8) | p[4]);
 }
 
-/* Remember what an id is, in the set-up's memory. */
+/* Remember what an id is, for the receiver's life. */
 static void
-sc_avro_remember(ScIngest *ing, ScAvroFormat *af, int32 id, const char *type, const char *text,
-				 const char *not_found)
+sc_avro_remember(int32 id, const char *type, const char *text, const char *not_found)
 {
-	MemoryContext old = MemoryContextSwitchTo(af->cxt);
-	ScAvroWriter *w = hash_search(af->writers, &id, HASH_ENTER, NULL);
+	ScAvroText *t = hash_search(sc_avro_texts, &id, HASH_ENTER, NULL);
+
+	t->type = type ? MemoryContextStrdup(TopMemoryContext, type) : NULL;
+	t->text = text ? MemoryContextStrdup(TopMemoryContext, text) : NULL;
+	t->not_found = not_found ? MemoryContextStrdup(TopMemoryContext, not_found) : NULL;
+}
+
+/*
+ * How the writer schema of id feeds the cube: planned once per set-up,
+ * from what the id is (prepare made it known; nothing is asked here).
+ */
+static const ScAvroWriter *
+sc_avro_writer(ScIngest *ing, ScAvroFormat *af, int32 id)
+{
+	bool		found;
+	ScAvroWriter *w = hash_search(af->writers, &id, HASH_ENTER, &found);
+	ScAvroText *t;
+	MemoryContext old;
 	char	   *error = NULL;
 
+	if (found)
+		return w;
+	old = MemoryContextSwitchTo(af->cxt);
 	w->plan = NULL;
 	w->error = NULL;
-	if (not_found != NULL)
-		w->error = pstrdup(not_found);
-	else if (strcmp(type, "AVRO") != 0)
-		w->error = psprintf("schema id %d is a %s schema, not Avro", id, type);
-	else if ((w->plan = sc_avro_make_plan(ing, af, text, &error)) == NULL)
+	t = sc_avro_texts ? hash_search(sc_avro_texts, &id, HASH_FIND, NULL) : NULL;
+	if (t == NULL)
+		w->error = psprintf("schema id %d is not known", id);	/* not reached: prepare */
+	else if (t->not_found != NULL)
+		w->error = pstrdup(t->not_found);
+	else if (strcmp(t->type, "AVRO") != 0)
+		w->error = psprintf("schema id %d is a %s schema, not Avro", id, t->type);
+	else if ((w->plan = sc_avro_make_plan(ing, af, t->text, &error)) == NULL)
 		w->error = psprintf("schema id %d: %s", id, error);
 	MemoryContextSwitchTo(old);
+	return w;
 }
 
 /* Is every schema id of the batch known already? */
@@ -244,7 +299,7 @@ sc_avro_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
 
 		if (id < 0 || id == last)
 			continue;
-		if (hash_search(af->writers, &id, HASH_FIND, NULL) == NULL)
+		if (sc_avro_texts == NULL || hash_search(sc_avro_texts, &id, HASH_FIND, NULL) == NULL)
 			return false;
 		last = id;
 	}
@@ -276,7 +331,7 @@ sc_avro_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why
 		char		errbuf[512];
 		ScRegistryStatus st;
 
-		if (id < 0 || hash_search(af->writers, &id, HASH_FIND, NULL) != NULL)
+		if (id < 0 || (sc_avro_texts != NULL && hash_search(sc_avro_texts, &id, HASH_FIND, NULL) != NULL))
 			continue;
 		if (!af->has_registry)
 		{
@@ -290,14 +345,14 @@ sc_avro_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why
 						"WHERE registry = $1 AND schema_id = $2", 2, types, args, NULL, true, 0);
 		if (SPI_processed > 0)
 		{
-			sc_avro_remember(ing, af, id, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+			sc_avro_remember(id, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
 							 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), NULL);
 			continue;
 		}
 		st = sc_registry_schema(&af->registry, id, &type, &text, &refs, errbuf, sizeof(errbuf));
 		if (st == SC_REGISTRY_NOT_FOUND)
 		{
-			sc_avro_remember(ing, af, id, NULL, NULL,
+			sc_avro_remember(id, NULL, NULL,
 							 psprintf("schema id %d does not exist in the schema registry", id));
 			continue;
 		}
@@ -316,7 +371,7 @@ sc_avro_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why
 			sc_catalog_exec("INSERT INTO streamcube.schemas (registry, schema_id, schema_type, schema) "
 							"VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", 4, t, v, NULL, false, 0);
 		}
-		sc_avro_remember(ing, af, id, type, text, NULL);
+		sc_avro_remember(id, type, text, NULL);
 	}
 	return true;
 }
@@ -340,12 +395,7 @@ sc_avro_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 			*error = "message is not in the Confluent wire format (a 0 byte, then a 4-byte schema id)";
 			return false;
 		}
-		w = hash_search(af->writers, &id, HASH_FIND, NULL);
-		if (w == NULL)
-		{
-			*error = psprintf("schema id %d is not known", id);
-			return false;
-		}
+		w = sc_avro_writer(ing, af, id);
 		datum += 5;
 		len -= 5;
 	}

@@ -357,5 +357,22 @@ is(q1("SELECT d, price, id, raw, tod, attrs, ok, f, h FROM types"),
 	"2025-12-01|-125.00|123e4567-e89b-12d3-a456-426614174000|\\x00ff10|13:14:15.0005|{\"a\": 1, \"b\": -2}|t|1.5|\\xbeef",
 	'date, decimal (exact, its scale), uuid, bytes, time-micros, map as jsonb, boolean, float, fixed');
 
+# ---------------------------------------------------------------------
+# 10. a column added to the table later: filled from the messages whose
+#     writer schema has the field (the known ids are planned again)
+# ---------------------------------------------------------------------
+q1("ALTER TABLE av ADD COLUMN region text");
+my @v6_fields = (@v3_fields, { name => 'region', type => 'string' });
+my $v6 = $json->encode({ type => 'record', name => 'Event', namespace => 'sc', fields => \@v6_fields });
+sc_registry_produce($topic, format => 'avro', schema => $v6,
+	records => [ map { { %$_, region => "r$_->{user}{id}" } } @{ records(4000, 50, 3) } ]);
+sc_registry_produce($topic, format => 'avro', schema => $v3, records => records(4050, 50, 3));
+is(q1("SELECT streamcube_wait('av', '60 s')"), 't', 'consumed after ALTER TABLE ADD COLUMN');
+is(q1("SELECT count(*) FILTER (WHERE region = 'r' || user_id), count(*) FILTER (WHERE user_id >= 5050 AND region IS NULL), "
+		  . "count(*) FILTER (WHERE user_id < 5000 AND region IS NOT NULL) FROM av"),
+	'50|50|0', 'the new column is filled from the new field, NULL under the schemas without it');
+is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube = 'av'::regclass AND error LIKE '%not known%'"), 0,
+	'no message is a dead letter for the change of the table');
+
 $node->stop;
 done_testing();
