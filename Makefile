@@ -16,6 +16,7 @@ OBJS = \
 	src/shmem.o \
 	src/kafka.o \
 	src/avro.o \
+	src/protobuf.o \
 	src/registry.o \
 	src/catalog.o \
 	src/ownership.o \

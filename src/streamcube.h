@@ -18,6 +18,7 @@
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
  *	kafka.c			the only file that includes librdkafka
  *	avro.c			Avro binary decoding by a writer schema (avro.h)
+ *	protobuf.c		Protobuf decoding by a schema file and its imports (protobuf.h)
  *	registry.c		the only file that includes curl: schema registry requests
  * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
