@@ -40,7 +40,7 @@ OBJS = \
 	src/format_meta.o \
 	src/format_json.o \
 	src/format_csv.o \
-	src/format_avro.o \
+	src/format_registry.o \
 	src/ingest_windows.o \
 	src/ingest_copy.o \
 	src/ingest_direct.o \

@@ -15,9 +15,9 @@
 --   offset per partition ("latest", offsets, a time) and then pauses the
 --   cube by itself; streamcube.stop_offsets keeps them, and the view
 --   streamcube.stops shows how far each partition is from its stop.
--- - Format avro: Avro records, Confluent-framed with the schemas of the
---   cluster's schema registry (kept in streamcube.schemas), or bare
---   records of the schema in the cube's options.
+-- - Formats avro and protobuf: Confluent-framed, with the schemas of the
+--   cluster's schema registry (kept in streamcube.schemas); Avro also as
+--   bare records of the schema in the cube's options.
 --
 -- sql/streamcube--0.3.0.sql is sql/streamcube--0.2.0.sql followed by the
 -- body of this file: a fresh 0.3.0 and an updated one are the same.
@@ -309,10 +309,10 @@ COMMENT ON VIEW streamcube.cube_status IS
     'Per cube the caller may read: paused and why, its stop point, and what streamcube_seal_due() would do now, unbounded: windows to seal, sealed partitions to merge, partitions past retention';
 
 -- ---------------------------------------------------------------------
--- 0.3.0: format avro, and the schemas the registry gave
+-- 0.3.0: formats avro and protobuf, and the schemas the registry gave
 -- ---------------------------------------------------------------------
 ALTER TABLE streamcube.cubes DROP CONSTRAINT cubes_format_check,
-    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv', 'avro'));
+    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv', 'avro', 'protobuf'));
 
 -- Writer schemas by id, as a schema registry gave them: the first time a
 -- receiver meets an id it asks the registry, and keeps the answer here, so
@@ -323,10 +323,11 @@ CREATE TABLE streamcube.schemas (
     schema_id   integer NOT NULL,
     schema_type text NOT NULL,               -- AVRO, PROTOBUF or JSON
     schema      text NOT NULL,
+    refs        jsonb NOT NULL DEFAULT '[]', -- Protobuf: the files it imports, [{"name", "schema"}]
     fetched_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (registry, schema_id)
 );
 REVOKE ALL ON streamcube.schemas FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('streamcube.schemas', '');
 COMMENT ON TABLE streamcube.schemas IS
-    'Writer schemas by registry and id, as the schema registry gave them to the receivers (format avro)';
+    'Writer schemas by registry and id, as the schema registry gave them to the receivers (formats avro and protobuf)';

@@ -958,10 +958,10 @@ COMMENT ON VIEW streamcube.cube_status IS
     'Per cube the caller may read: paused and why, its stop point, and what streamcube_seal_due() would do now, unbounded: windows to seal, sealed partitions to merge, partitions past retention';
 
 -- ---------------------------------------------------------------------
--- 0.3.0: format avro, and the schemas the registry gave
+-- 0.3.0: formats avro and protobuf, and the schemas the registry gave
 -- ---------------------------------------------------------------------
 ALTER TABLE streamcube.cubes DROP CONSTRAINT cubes_format_check,
-    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv', 'avro'));
+    ADD CONSTRAINT cubes_format_check CHECK (format IN ('json', 'jsonb', 'csv', 'avro', 'protobuf'));
 
 -- Writer schemas by id, as a schema registry gave them: the first time a
 -- receiver meets an id it asks the registry, and keeps the answer here, so
@@ -972,10 +972,11 @@ CREATE TABLE streamcube.schemas (
     schema_id   integer NOT NULL,
     schema_type text NOT NULL,               -- AVRO, PROTOBUF or JSON
     schema      text NOT NULL,
+    refs        jsonb NOT NULL DEFAULT '[]', -- Protobuf: the files it imports, [{"name", "schema"}]
     fetched_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (registry, schema_id)
 );
 REVOKE ALL ON streamcube.schemas FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('streamcube.schemas', '');
 COMMENT ON TABLE streamcube.schemas IS
-    'Writer schemas by registry and id, as the schema registry gave them to the receivers (format avro)';
+    'Writer schemas by registry and id, as the schema registry gave them to the receivers (formats avro and protobuf)';

@@ -312,7 +312,8 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 
 		cube->format = strcmp(format, "csv") == 0 ? SC_FORMAT_CSV :
 			strcmp(format, "jsonb") == 0 ? SC_FORMAT_JSONB :
-			strcmp(format, "avro") == 0 ? SC_FORMAT_AVRO : SC_FORMAT_JSON;
+			strcmp(format, "avro") == 0 ? SC_FORMAT_AVRO :
+			strcmp(format, "protobuf") == 0 ? SC_FORMAT_PROTOBUF : SC_FORMAT_JSON;
 	}
 	options = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 10, &isnull));
 	cube->options_text = SPI_getvalue(tup, desc, 10);

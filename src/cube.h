@@ -20,7 +20,8 @@ typedef enum ScFormat
 	SC_FORMAT_JSON,
 	SC_FORMAT_CSV,
 	SC_FORMAT_JSONB,			/* json, and the whole document in a jsonb column */
-	SC_FORMAT_AVRO				/* Avro: Confluent-framed with a registry, or bare records */
+	SC_FORMAT_AVRO,				/* Avro: Confluent-framed with a registry, or bare records */
+	SC_FORMAT_PROTOBUF			/* Protobuf, Confluent-framed with a registry */
 } ScFormat;
 
 /* Where a column's value comes from, besides the payload (option "fields"). */

@@ -826,10 +826,12 @@ static void
 sc_option_avro(ScCube *cube, const char *key, HeapTuple tup, TupleDesc desc, const char *type,
 			   bool validate)
 {
-	if (validate && cube->format != SC_FORMAT_AVRO)
+	if (validate && cube->format != SC_FORMAT_AVRO &&
+		(cube->format != SC_FORMAT_PROTOBUF || strcmp(key, "schema") == 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cube option \"%s\" applies to format avro only", key)));
+				 errmsg("cube option \"%s\" applies to format %s only", key,
+						strcmp(key, "schema") == 0 ? "avro" : "avro or protobuf")));
 	if (strcmp(key, "subject") == 0)
 	{
 		if (strcmp(type, "string") != 0)

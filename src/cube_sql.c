@@ -35,6 +35,7 @@
 #include "avro.h"
 #include "format.h"
 #include "positions.h"
+#include "protobuf.h"
 #include "registry.h"
 #include "stops.h"
 #include "storage/latch.h"
@@ -124,10 +125,12 @@ sc_create_format(const char *format, const char *name)
 		return SC_FORMAT_JSONB;
 	if (strcmp(format, "avro") == 0)
 		return SC_FORMAT_AVRO;
+	if (strcmp(format, "protobuf") == 0)
+		return SC_FORMAT_PROTOBUF;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown message format \"%s\" for cube \"%s\"", format, name),
-			 errhint("Use 'json', 'jsonb', 'csv' or 'avro'.")));
+			 errhint("Use 'json', 'jsonb', 'csv', 'avro' or 'protobuf'.")));
 	return SC_FORMAT_JSON;		/* keep the compiler quiet */
 }
 
@@ -329,27 +332,33 @@ sc_path_text(char **path, int pathlen)
 }
 
 /*
- * Format avro: the schema the cube reads is checked against its columns at
- * creation, so that a column no field feeds is an error now rather than a
- * column of NULLs: option "schema" (bare records), or the latest schema of
- * option "subject" in the cluster's registry.  Without either, the cluster
- * must have a registry, and each writer schema is met when its messages
- * come (a column its schema lacks is NULL).
+ * Formats avro and protobuf: the schema the cube reads is checked against
+ * its columns at creation, so that a column no field feeds is an error now
+ * rather than a column of NULLs: option "schema" (bare Avro records), or
+ * the latest schema of option "subject" in the cluster's registry (for
+ * Protobuf, its first message type).  Without either, the cluster must
+ * have a registry, and each writer schema is met when its messages come (a
+ * column its schema lacks is NULL).
  */
 static void
-sc_create_check_avro(ScCube *cube, const char *name)
+sc_create_check_schema(ScCube *cube, const char *name)
 {
+	bool		protobuf = cube->format == SC_FORMAT_PROTOBUF;
+	const char *want = protobuf ? "PROTOBUF" : "AVRO";
+	ScProtoSchema *proto = NULL;
+	int			first[1] = {0};
 	ScRegistryConn registry;
 	bool		has_registry = sc_cluster_registry(cube->cluster, &registry);
 	const char *text = cube->avro_schema;
 	const char *what = "option \"schema\"";
 	char	   *error = NULL;
-	ScAvroSchema *schema;
+	ScAvroSchema *schema = NULL;
 
 	if (text == NULL && !has_registry)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cube \"%s\" of format avro needs a schema registry or an Avro schema", name),
+				 protobuf ? errmsg("cube \"%s\" of format protobuf needs a schema registry", name)
+				 : errmsg("cube \"%s\" of format avro needs a schema registry or an Avro schema", name),
 				 errdetail("Kafka cluster \"%s\" has no schema.registry.url.", cube->cluster),
 				 errhint("Set schema.registry.url with streamcube_alter_cluster() for Confluent-framed messages, or give the schema of bare records in option \"schema\".")));
 	if (text == NULL && cube->avro_subject != NULL)
@@ -372,27 +381,34 @@ sc_create_check_avro(ScCube *cube, const char *name)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("the schema registry of Kafka cluster \"%s\" %s: %s", cube->cluster,
 							st == SC_REGISTRY_REFUSED ? "refuses the request" : "does not answer", errbuf)));
-		if (strcmp(type, "AVRO") != 0)
+		if (strcmp(type, want) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the latest schema of subject \"%s\" is a %s schema, not Avro", cube->avro_subject, type)));
+					 errmsg("the latest schema of subject \"%s\" is a %s schema, not %s",
+							cube->avro_subject, type, want)));
 		text = latest;
 		what = psprintf("the latest schema of subject \"%s\" (id %d)", cube->avro_subject, id);
 	}
 	if (text == NULL)
 		return;
-	schema = sc_avro_parse(text, &error);
-	if (schema == NULL)
+	if (protobuf)
+		proto = sc_proto_parse(text, 0, NULL, NULL, &error);
+	else
+		schema = sc_avro_parse(text, &error);
+	if (schema == NULL && proto == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s of cube \"%s\" is not a valid Avro schema: %s", what, name, error)));
+				 errmsg("%s of cube \"%s\" is not a valid %s schema: %s", what, name,
+						protobuf ? "Protobuf" : "Avro", error),
+				 protobuf ? errhint("A schema that imports other files than Google's well-known types is not checked at creation: create the cube without option \"subject\".") : 0));
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		ScColumn   *col = &cube->columns[c];
 
 		if (col->meta != SC_META_NONE)
 			continue;
-		if (!sc_avro_has_path(schema, col->path, col->pathlen))
+		if (protobuf ? !sc_proto_has_path(proto, first, 1, col->path, col->pathlen)
+			: !sc_avro_has_path(schema, col->path, col->pathlen))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of cube \"%s\" has no field in %s", col->name, name, what),
@@ -400,7 +416,7 @@ sc_create_check_avro(ScCube *cube, const char *name)
 					 errhint("Map it to a field with option \"fields\" ({\"%s\": \"record.field\"}), or drop it.",
 							 col->name)));
 	}
-	if ((error = sc_avro_misfit(cube, schema)) != NULL)
+	if (!protobuf && (error = sc_avro_misfit(cube, schema)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("in %s of cube \"%s\", %s", what, name, error),
@@ -572,8 +588,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 						   kafka_cluster_id);
 	if (cube->end != NULL)
 		sc_stops_set(cube, cube->end);
-	if (cube->format == SC_FORMAT_AVRO)
-		sc_create_check_avro(cube, name);
+	if (cube->format == SC_FORMAT_AVRO || cube->format == SC_FORMAT_PROTOBUF)
+		sc_create_check_schema(cube, name);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));

@@ -26,6 +26,8 @@ sc_format_routine(ScFormat format)
 			return &sc_format_csv;
 		case SC_FORMAT_AVRO:
 			return &sc_format_avro;
+		case SC_FORMAT_PROTOBUF:
+			return &sc_format_protobuf;
 	}
 	elog(ERROR, "unknown message format %d", (int) format);
 	return NULL;				/* keep the compiler quiet */

@@ -92,6 +92,7 @@ extern const ScFormatRoutine sc_format_json;
 extern const ScFormatRoutine sc_format_jsonb;
 extern const ScFormatRoutine sc_format_csv;
 extern const ScFormatRoutine sc_format_avro;
+extern const ScFormatRoutine sc_format_protobuf;
 
 struct ScAvroSchema;
 extern char *sc_avro_misfit(const ScCube *cube, const struct ScAvroSchema *schema);

@@ -1096,6 +1096,17 @@ ScRegistryStatus
 sc_registry_latest(const ScRegistryConn *conn, const char *subject, int32 *id,
 				   char **type, char **schema, char *errbuf, size_t errlen)
 {
+	return sc_registry_version(conn, subject, 0, id, type, schema, errbuf, errlen);
+}
+
+/*
+ * GET <url>/subjects/<subject>/versions/<version> (latest when version is
+ * 0 or less): what a Protobuf schema's references name.
+ */
+ScRegistryStatus
+sc_registry_version(const ScRegistryConn *conn, const char *subject, int32 version, int32 *id,
+					char **type, char **schema, char *errbuf, size_t errlen)
+{
 	MemoryContext callercxt = CurrentMemoryContext;
 	MemoryContext workcxt;
 	ScRegistryStatus status;
@@ -1130,7 +1141,8 @@ sc_registry_latest(const ScRegistryConn *conn, const char *subject, int32 *id,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory in libcurl")));
 	}
-	path = psprintf("/subjects/%s/versions/latest", escaped);
+	path = version > 0 ? psprintf("/subjects/%s/versions/%d", escaped, version)
+		: psprintf("/subjects/%s/versions/latest", escaped);
 	curl_free(escaped);
 
 	status = sc_registry_get(conn, path, &answer, &answer_len, errbuf, errlen);

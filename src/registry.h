@@ -74,6 +74,11 @@ extern ScRegistryStatus sc_registry_latest(const ScRegistryConn *conn,
 										   char **type, char **schema,
 										   char *errbuf, size_t errlen);
 
+/* The same for one version of the subject (latest when version <= 0). */
+extern ScRegistryStatus sc_registry_version(const ScRegistryConn *conn, const char *subject,
+											int32 version, int32 *id, char **type, char **schema,
+											char *errbuf, size_t errlen);
+
 /*
  * GET <url>/subjects: the registry answers (for streamcube_check_cluster).
  * A 404 here is SC_REGISTRY_REFUSED: the URL has no registry API.

@@ -41,48 +41,6 @@ sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
 q1("SELECT streamcube_alter_cluster('k', properties => '{\"schema.registry.url\": \"$ENV{SC_REGISTRY}\"}')");
 
-# A Python helper with the venv's confluent_kafka: copy raw messages from
-# one topic to another, or produce raw bytes given in hex.
-sub raw_kafka
-{
-	my (@args) = @_;
-	my $code = <<'PY';
-import sys
-from confluent_kafka import Consumer, Producer, TopicPartition
-bs, cmd = sys.argv[1], sys.argv[2]
-p = Producer({'bootstrap.servers': bs})
-if cmd == 'copy':
-    src, dst, n = sys.argv[3], sys.argv[4], int(sys.argv[5])
-    c = Consumer({'bootstrap.servers': bs, 'group.id': 'sc-copier', 'enable.auto.commit': False})
-    md = c.list_topics(src, timeout=10)
-    c.assign([TopicPartition(src, q, 0) for q in md.topics[src].partitions])
-    got = 0
-    while got < n:
-        m = c.poll(10)
-        if m is None:
-            break
-        if m.error():
-            continue
-        p.produce(dst, m.value(), partition=m.partition())
-        got += 1
-    c.close()
-else:
-    dst = sys.argv[3]
-    got = 0
-    for h in sys.argv[4:]:
-        p.produce(dst, bytes.fromhex(h), partition=0)
-        got += 1
-p.flush(30)
-print(got)
-PY
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'timeout', '-k', '5', '120', $ENV{SC_PYTHON}, '-c', $code, $ENV{SC_KAFKA}, @args ],
-		'<', \undef, '>', \$out, '2>', \$err)
-	  or die "raw_kafka @args failed: $out$err";
-	chomp $out;
-	return $out;
-}
-
 # ---------------------------------------------------------------------
 # 1. mapping
 # ---------------------------------------------------------------------
@@ -183,11 +141,11 @@ my $p4 = sc_registry_produce($scratch_new, format => 'avro', schema => $v4, subj
 
 sc_registry_stop();
 $node->restart;
-is(raw_kafka('copy', $scratch_known, $topic, 300), 300, 'with the registry down: 300 messages of a known id');
+is(sc_kafka_raw('copy', $scratch_known, $topic, 300), 300, 'with the registry down: 300 messages of a known id');
 is(q1("SELECT streamcube_wait('av', '60 s')"), 't', 'a restart with the registry down goes on for the ids already seen');
 is(q1("SELECT count(*) FROM av"), 1300, '... all of them');
 
-is(raw_kafka('copy', $scratch_new, $topic, 300), 300, 'then 300 messages of an id the cube has not seen');
+is(sc_kafka_raw('copy', $scratch_new, $topic, 300), 300, 'then 300 messages of an id the cube has not seen');
 my $t0 = time;
 my $waiting = 0;
 while (time - $t0 < 30)
@@ -209,7 +167,7 @@ is(q1("SELECT count(*) FROM streamcube.dead_letters"), 0, 'no dead letters');
 # ---------------------------------------------------------------------
 # 5. bad messages
 # ---------------------------------------------------------------------
-raw_kafka('raw', $topic, '000001869f0102', '7b7d', '00' . sprintf('%08x', $id1) . '02');
+sc_kafka_raw('raw', $topic, '000001869f0102', '7b7d', '00' . sprintf('%08x', $id1) . '02');
 is(q1("SELECT streamcube_wait('av', '60 s')"), 't', 'bad messages passed');
 my @errors = split /\n/, q1("SELECT error FROM streamcube.dead_letters WHERE cube = 'av'::regclass ORDER BY \"offset\"");
 is(scalar(@errors), 3, 'three dead letters');
@@ -314,7 +272,7 @@ sub zigzag
 	while ($z >= 0x80) { $h .= sprintf('%02x', ($z & 0x7f) | 0x80); $z >>= 7; }
 	return $h . sprintf('%02x', $z);
 }
-raw_kafka('raw', $btopic, map { zigzag($base_ms * 1000 + $_) . zigzag($_) } 1 .. 20);
+sc_kafka_raw('raw', $btopic, map { zigzag($base_ms * 1000 + $_) . zigzag($_) } 1 .. 20);
 q1("SELECT streamcube_create_cube('bare', 'k', '$btopic', 'ts timestamptz, v bigint', 'ts', '1 hour', 'avro', "
 	  . "'{\"schema\": $bare_schema}')");
 is(q1("SELECT streamcube_wait('bare', '60 s')"), 't', 'bare Avro records of option schema');
@@ -348,7 +306,7 @@ my $rec = zigzag($base_ms)                        # ts
   . '01'                                            # true
   . '0000c03f'                                      # 1.5f
   . 'beef';                                         # fixed
-raw_kafka('raw', $ltopic, $rec);
+sc_kafka_raw('raw', $ltopic, $rec);
 q1("SELECT streamcube_create_cube('types', 'k', '$ltopic', "
 	  . "'ts timestamptz, d date, price numeric, id uuid, raw bytea, tod time, attrs jsonb, ok boolean, f real, h bytea', "
 	  . "'ts', '1 hour', 'avro', '{\"schema\": $types_schema}')");

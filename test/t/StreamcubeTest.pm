@@ -824,4 +824,50 @@ sub sc_registry_start
 }
 push @EXPORT, 'sc_registry_start';
 
+# Raw messages with the test venv's confluent_kafka (SC_PYTHON):
+# sc_kafka_raw('copy', $from_topic, $to_topic, $n) copies n messages, each
+# to the same partition; sc_kafka_raw('raw', $topic, @hex) produces the
+# bytes of each hex string to partition 0.  Returns how many it produced.
+sub sc_kafka_raw
+{
+	my (@args) = @_;
+	my $code = <<'PY';
+import sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+bs, cmd = sys.argv[1], sys.argv[2]
+p = Producer({'bootstrap.servers': bs})
+if cmd == 'copy':
+    src, dst, n = sys.argv[3], sys.argv[4], int(sys.argv[5])
+    c = Consumer({'bootstrap.servers': bs, 'group.id': 'sc-copier', 'enable.auto.commit': False})
+    md = c.list_topics(src, timeout=10)
+    c.assign([TopicPartition(src, q, 0) for q in md.topics[src].partitions])
+    got = 0
+    while got < n:
+        m = c.poll(10)
+        if m is None:
+            break
+        if m.error():
+            continue
+        p.produce(dst, m.value(), partition=m.partition())
+        got += 1
+    c.close()
+else:
+    dst = sys.argv[3]
+    got = 0
+    for h in sys.argv[4:]:
+        p.produce(dst, bytes.fromhex(h), partition=0)
+        got += 1
+p.flush(30)
+print(got)
+PY
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'timeout', '-k', '5', '120', $ENV{SC_PYTHON}, '-c', $code, $ENV{SC_KAFKA}, @args ],
+		'<', \undef, '>', \$out, '2>', \$err)
+	  or die "sc_kafka_raw @args failed: $out$err";
+	chomp $out;
+	return $out;
+}
+
+push @EXPORT, 'sc_kafka_raw';
+
 1;

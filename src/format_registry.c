@@ -1,0 +1,670 @@
+/*-------------------------------------------------------------------------
+ *
+ * format_registry.c
+ *		The formats whose messages name their writer schema: avro and
+ *		protobuf in Confluent's wire format (byte 0, a 4-byte big-endian
+ *		schema id, for Protobuf the message-index array, then the
+ *		payload), with the schemas from the cluster's schema registry; and
+ *		bare Avro records of one schema given in the cube's option
+ *		"schema".
+ *
+ * Every message is decoded with its own writer schema (avro.c,
+ * protobuf.c), and its fields go to the columns by name (or by the
+ * "fields" paths into nested records and messages): a field the writer
+ * did not have is NULL, a field the cube does not map is skipped.  So
+ * schemas evolve under a running cube without anything to resolve: each
+ * id's plan (each message type's, for Protobuf) is made once.
+ *
+ * Schema ids are resolved before a batch is built (sc_framed_prepare):
+ * from memory, then from streamcube.schemas (written the first time the
+ * registry gave a schema, with the files a Protobuf schema imports, so a
+ * receiver restarted while the registry is down goes on for the ids it
+ * has seen), then from the registry.  What an id is (its schema's text)
+ * is kept for the receiver's life; how it feeds the columns (its plans)
+ * for the cube's set-up, and made again from the text, without I/O, when
+ * the table changes under a batch.  A registry that does not answer is
+ * nobody's fault: the batch waits (the receiver keeps its messages, says
+ * why in last_error, tries again with a back-off), and no message becomes
+ * a dead letter for it.  An id the registry says does not exist, or a
+ * schema that cannot feed the cube, makes its messages bad.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "avro.h"
+#include "protobuf.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "format.h"
+#include "ingest_internal.h"
+#include "registry.h"
+#include "catalog/pg_type_d.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+/* What a schema id is, as the registry said: for the receiver's life. */
+typedef struct ScSchemaText
+{
+	int32		id;				/* hash key */
+	char	   *type;			/* AVRO, PROTOBUF, JSON; NULL when not found */
+	char	   *text;
+	char	   *not_found;		/* why it is not there */
+	int			nrefs;			/* Protobuf: the files it imports */
+	char	  **ref_names;
+	char	  **ref_texts;
+} ScSchemaText;
+
+static HTAB *sc_schema_texts = NULL;
+static char *sc_schema_texts_registry = NULL; /* the registry URLs they are of */
+
+/* A Protobuf message type of a writer schema, by its message indexes. */
+typedef struct ScProtoType
+{
+	int			nindexes;
+	int			indexes[SC_PROTO_MAX_INDEXES];
+	ScProtoPlan *plan;			/* NULL when error says why it cannot */
+	char	   *error;
+	struct ScProtoType *next;
+} ScProtoType;
+
+/* One writer schema, by id: how it feeds the cube, or why it cannot. */
+typedef struct ScWriter
+{
+	int32		id;				/* hash key */
+	ScAvroPlan *plan;			/* avro; NULL when error says why it cannot */
+	ScProtoSchema *proto;		/* protobuf; NULL when error says why */
+	ScProtoType *types;			/* protobuf: the message types met */
+	char	   *error;
+} ScWriter;
+
+typedef struct ScRegFormat
+{
+	ScFormat	format;			/* SC_FORMAT_AVRO or SC_FORMAT_PROTOBUF */
+	const char *cluster;		/* the cube's Kafka cluster, for messages */
+	const char *type;			/* the registry's schemaType of the format */
+	bool		framed;			/* Confluent wire format; else bare records */
+	ScWriter own;			/* bare records: the cube's own schema */
+	HTAB	   *writers;		/* framed: id -> ScWriter */
+	ScRegistryConn registry;	/* framed: the cluster's registry */
+	bool		has_registry;
+	MemoryContext cxt;			/* where writers live: the cube's set-up */
+
+	/* the decoded columns: payload columns and the whole-record column */
+	int			ndecoded;
+	int		   *decoded_col;	/* decoded index -> cube column */
+	int		   *col_decoded;	/* cube column -> decoded index, -1 */
+	StringInfo *values;
+	bool	   *isnull;
+} ScRegFormat;
+
+/*
+ * The classes of text (SC_AVRO_CLASS_*) a column of a type takes: a text
+ * column any; json and jsonb what is JSON; other types their own class,
+ * and a string (its input function decides).
+ */
+static int
+sc_avro_column_classes(Oid type)
+{
+	Oid			base = getBaseType(type);
+	char		category;
+	bool		preferred;
+
+	if (base == JSONOID || base == JSONBOID)
+		return SC_AVRO_CLASS_JSON | SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_BOOL;
+	if (base == BYTEAOID)
+		return SC_AVRO_CLASS_BYTES | SC_AVRO_CLASS_STRING;
+	get_type_category_preferred(base, &category, &preferred);
+	switch (category)
+	{
+		case TYPCATEGORY_STRING:
+			return ~0;
+		case TYPCATEGORY_NUMERIC:
+			return SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_STRING;
+		case TYPCATEGORY_BOOLEAN:
+			return SC_AVRO_CLASS_BOOL | SC_AVRO_CLASS_STRING;
+		case TYPCATEGORY_DATETIME:
+			return SC_AVRO_CLASS_TIME | SC_AVRO_CLASS_STRING;
+		default:
+			return SC_AVRO_CLASS_STRING;
+	}
+}
+
+/*
+ * Why a field of a schema cannot become its column (a boolean for a bigint
+ * column, a record for a timestamp), or NULL when every one can.  A field
+ * the schema lacks is no misfit (its column is NULL).
+ */
+char *
+sc_avro_misfit(const ScCube *cube, const ScAvroSchema *schema)
+{
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		ScColumn   *col = &cube->columns[c];
+		int			pathlen = col->meta == SC_META_VALUE ? 0 : col->pathlen;
+		char	   *type_name = NULL;
+		int			classes;
+
+		if (col->meta != SC_META_NONE && col->meta != SC_META_VALUE)
+			continue;
+		classes = sc_avro_path_classes(schema, col->path, pathlen, &type_name);
+		if (classes > 0 && (classes & ~sc_avro_column_classes(col->type)) != 0)
+		{
+			StringInfoData path;
+
+			initStringInfo(&path);
+			for (int l = 0; l < pathlen; l++)
+				appendStringInfo(&path, "%s%s", l > 0 ? "." : "", col->path[l]);
+			return psprintf("field \"%s\" (%s) cannot become column \"%s\" (%s)",
+							pathlen > 0 ? path.data : "the whole record", type_name,
+							col->name, format_type_be(col->type));
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The plan of a writer schema for the cube's decoded columns (names into
+ * nested records, or the whole record); NULL and *error when the schema
+ * cannot be read, or a field's type cannot become its column's: every
+ * message of that schema is then a dead letter saying which field and
+ * which column.
+ */
+static ScAvroPlan *
+sc_avro_make_plan(ScIngest *ing, ScRegFormat *af, const char *schema_text, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScAvroSchema *schema = sc_avro_parse(schema_text, error);
+	char	 ***paths = palloc(sizeof(char **) * Max(1, af->ndecoded));
+	int		   *pathlens = palloc(sizeof(int) * Max(1, af->ndecoded));
+
+	if (schema == NULL)
+	{
+		*error = psprintf("not a valid Avro schema: %s", *error);
+		return NULL;
+	}
+	if ((*error = sc_avro_misfit(cube, schema)) != NULL)
+		return NULL;
+	for (int k = 0; k < af->ndecoded; k++)
+	{
+		ScColumn   *col = &cube->columns[af->decoded_col[k]];
+
+		paths[k] = col->path;
+		pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
+	}
+	return sc_avro_plan(schema, af->ndecoded, paths, pathlens, error);
+}
+
+static void *
+sc_framed_setup(ScIngest *ing)
+{
+	ScCube	   *cube = ing->cube;
+	ScRegFormat *af = palloc0(sizeof(ScRegFormat));
+	HASHCTL		ctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScWriter),
+	.hcxt = CurrentMemoryContext};
+
+	af->cxt = CurrentMemoryContext;
+	af->format = cube->format;
+	af->cluster = cube->cluster;
+	af->type = cube->format == SC_FORMAT_PROTOBUF ? "PROTOBUF" : "AVRO";
+	af->decoded_col = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	af->col_decoded = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		af->col_decoded[c] = -1;
+		if (cube->columns[c].meta == SC_META_NONE || cube->columns[c].meta == SC_META_VALUE)
+		{
+			af->col_decoded[c] = af->ndecoded;
+			af->decoded_col[af->ndecoded++] = c;
+		}
+	}
+	af->values = palloc(sizeof(StringInfo) * Max(af->ndecoded, 1));
+	af->isnull = palloc(sizeof(bool) * Max(af->ndecoded, 1));
+	for (int k = 0; k < af->ndecoded; k++)
+		af->values[k] = makeStringInfo();
+
+	af->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
+	if (!af->framed)
+	{
+		af->own.plan = sc_avro_make_plan(ing, af, cube->avro_schema, &af->own.error);
+		if (af->own.plan == NULL)
+			af->own.error = psprintf("the cube's option \"schema\": %s", af->own.error);
+		return af;
+	}
+	af->writers = hash_create("streamcube avro writers", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	af->has_registry = sc_cluster_registry(cube->cluster, &af->registry);
+
+	/* Ids are of one registry: another one's are other schemas. */
+	if (sc_schema_texts != NULL &&
+		(!af->has_registry || strcmp(sc_schema_texts_registry, af->registry.urls) != 0))
+	{
+		hash_destroy(sc_schema_texts);
+		sc_schema_texts = NULL;
+		pfree(sc_schema_texts_registry);
+	}
+	if (sc_schema_texts == NULL && af->has_registry)
+	{
+		HASHCTL		tctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScSchemaText),
+		.hcxt = TopMemoryContext};
+
+		sc_schema_texts = hash_create("streamcube avro schemas", 16, &tctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		sc_schema_texts_registry = MemoryContextStrdup(TopMemoryContext, af->registry.urls);
+	}
+	return af;
+}
+
+/* The writer schema id of a framed message; -1 when it is not framed. */
+static int32
+sc_framed_id(const ScKafkaMessage *m)
+{
+	const unsigned char *p = (const unsigned char *) m->payload;
+
+	if (p == NULL || m->len < 5 || p[0] != 0)
+		return -1;
+	return (int32) (((uint32) p[1] << 24) | ((uint32) p[2] << 16) | ((uint32) p[3] << 8) | p[4]);
+}
+
+/*
+ * Remember what an id is, for the receiver's life; refs is the files a
+ * Protobuf schema imports, a jsonb datum [{"name": ..., "schema": ...}]
+ * (or 0).  Caller is connected to SPI.
+ */
+static void
+sc_schema_remember(int32 id, const char *type, const char *text, Datum refs,
+				   const char *not_found)
+{
+	ScSchemaText *t = hash_search(sc_schema_texts, &id, HASH_ENTER, NULL);
+
+	t->type = type ? MemoryContextStrdup(TopMemoryContext, type) : NULL;
+	t->text = text ? MemoryContextStrdup(TopMemoryContext, text) : NULL;
+	t->not_found = not_found ? MemoryContextStrdup(TopMemoryContext, not_found) : NULL;
+	t->nrefs = 0;
+	if (refs != (Datum) 0)
+	{
+		Oid			argtype = JSONBOID;
+
+		if (SPI_execute_with_args("SELECT r->>'name', r->>'schema' FROM jsonb_array_elements($1) r",
+								  1, &argtype, &refs, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the references of schema id %d", id);
+		t->nrefs = (int) SPI_processed;
+		t->ref_names = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * Max(t->nrefs, 1));
+		t->ref_texts = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * Max(t->nrefs, 1));
+		for (int i = 0; i < t->nrefs; i++)
+		{
+			t->ref_names[i] = MemoryContextStrdup(TopMemoryContext,
+												  SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+			t->ref_texts[i] = MemoryContextStrdup(TopMemoryContext,
+												  SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		}
+	}
+}
+
+/*
+ * The files a Protobuf schema imports, as the registry names them in its
+ * references [{"name", "subject", "version"}]: fetched by subject and
+ * version, into a jsonb datum [{"name", "schema"}] kept with the schema.
+ * Returns false, with *why, when the registry does not give one now.
+ */
+static bool
+sc_schema_fetch_refs(ScRegFormat *af, int32 id, const char *references, Datum *refs, char **why)
+{
+	Oid			argtype = TEXTOID;
+	Datum		arg = CStringGetTextDatum(references ? references : "[]");
+	StringInfoData buf;
+	uint64		n;
+	SPITupleTable *tab;
+
+	if (SPI_execute_with_args("SELECT r->>'name', r->>'subject', coalesce((r->>'version')::int, 0) "
+							  "FROM jsonb_array_elements($1::jsonb) r",
+							  1, &argtype, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the references of schema id %d", id);
+	n = SPI_processed;
+	tab = SPI_tuptable;
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (uint64 i = 0; i < n; i++)
+	{
+		char	   *name = SPI_getvalue(tab->vals[i], tab->tupdesc, 1);
+		char	   *subject = SPI_getvalue(tab->vals[i], tab->tupdesc, 2);
+		bool		isnull;
+		int32		version = DatumGetInt32(SPI_getbinval(tab->vals[i], tab->tupdesc, 3, &isnull));
+		int32		ref_id;
+		char	   *type = NULL;
+		char	   *text = NULL;
+		char		errbuf[512];
+		ScRegistryStatus st = sc_registry_version(&af->registry, subject, version, &ref_id, &type, &text,
+												  errbuf, sizeof(errbuf));
+
+		if (st != SC_REGISTRY_OK)
+		{
+			*why = psprintf("schema registry of Kafka cluster \"%s\" %s (schema id %d imports \"%s\", subject \"%s\" version %d): %s",
+							af->cluster,
+							st == SC_REGISTRY_UNAVAILABLE ? "does not answer" :
+							st == SC_REGISTRY_NOT_FOUND ? "has no such schema" : "refuses the request",
+							id, name ? name : "", subject ? subject : "", version, errbuf);
+			return false;
+		}
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfoString(&buf, "{\"name\":");
+		escape_json(&buf, name ? name : "");
+		appendStringInfoString(&buf, ",\"schema\":");
+		escape_json(&buf, text);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoChar(&buf, ']');
+	*refs = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	return true;
+}
+
+/*
+ * How the writer schema of id feeds the cube: planned once per set-up,
+ * from what the id is (prepare made it known; nothing is asked here).
+ */
+static ScWriter *
+sc_writer(ScIngest *ing, ScRegFormat *af, int32 id)
+{
+	bool		found;
+	ScWriter *w = hash_search(af->writers, &id, HASH_ENTER, &found);
+	ScSchemaText *t;
+	MemoryContext old;
+	char	   *error = NULL;
+
+	if (found)
+		return w;
+	old = MemoryContextSwitchTo(af->cxt);
+	w->plan = NULL;
+	w->proto = NULL;
+	w->types = NULL;
+	w->error = NULL;
+	t = sc_schema_texts ? hash_search(sc_schema_texts, &id, HASH_FIND, NULL) : NULL;
+	if (t == NULL)
+		w->error = psprintf("schema id %d is not known", id);	/* not reached: prepare */
+	else if (t->not_found != NULL)
+		w->error = pstrdup(t->not_found);
+	else if (strcmp(t->type, af->type) != 0)
+		w->error = psprintf("schema id %d is a %s schema, not %s", id, t->type, af->type);
+	else if (af->format == SC_FORMAT_PROTOBUF)
+	{
+		w->proto = sc_proto_parse(t->text, t->nrefs, (const char *const *) t->ref_names,
+								  (const char *const *) t->ref_texts, &error);
+		if (w->proto == NULL)
+			w->error = psprintf("schema id %d: not a valid Protobuf schema: %s", id, error);
+	}
+	else if ((w->plan = sc_avro_make_plan(ing, af, t->text, &error)) == NULL)
+		w->error = psprintf("schema id %d: %s", id, error);
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+/*
+ * The plan of the Protobuf message type at the message's indexes: made
+ * once per writer and type.  NULL with *error when it cannot be.
+ */
+static ScProtoPlan *
+sc_proto_type_plan(ScIngest *ing, ScRegFormat *af, ScWriter *w, int32 id, const int *indexes,
+				   int nindexes, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScProtoType *pt;
+	MemoryContext old;
+	char	 ***paths;
+	int		   *pathlens;
+	char	   *err = NULL;
+
+	for (pt = w->types; pt != NULL; pt = pt->next)
+		if (pt->nindexes == nindexes && memcmp(pt->indexes, indexes, sizeof(int) * nindexes) == 0)
+			break;
+	if (pt == NULL)
+	{
+		old = MemoryContextSwitchTo(af->cxt);
+		pt = palloc0(sizeof(ScProtoType));
+		pt->nindexes = nindexes;
+		memcpy(pt->indexes, indexes, sizeof(int) * nindexes);
+		paths = palloc(sizeof(char **) * Max(1, af->ndecoded));
+		pathlens = palloc(sizeof(int) * Max(1, af->ndecoded));
+		for (int k = 0; k < af->ndecoded; k++)
+		{
+			ScColumn   *col = &cube->columns[af->decoded_col[k]];
+
+			paths[k] = col->path;
+			pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
+		}
+		pt->plan = sc_proto_plan(w->proto, indexes, nindexes, af->ndecoded, paths, pathlens, &err);
+		if (pt->plan == NULL)
+			pt->error = psprintf("schema id %d: %s", id, err);
+		pt->next = w->types;
+		w->types = pt;
+		MemoryContextSwitchTo(old);
+	}
+	*error = pt->error;
+	return pt->plan;
+}
+
+/* Is every schema id of the batch known already? */
+static bool
+sc_framed_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
+{
+	ScRegFormat *af = ing->format_state;
+	int32		last = -1;
+
+	if (!af->framed)
+		return true;
+	for (int i = 0; i < n; i++)
+	{
+		int32		id = sc_framed_id(&messages[i]);
+
+		if (id < 0 || id == last)
+			continue;
+		if (sc_schema_texts == NULL || hash_search(sc_schema_texts, &id, HASH_FIND, NULL) == NULL)
+			return false;
+		last = id;
+	}
+	return true;
+}
+
+/*
+ * Before a batch: every schema id its messages carry is known, from
+ * memory, streamcube.schemas or the registry.  False, with *why, when the
+ * registry is needed and does not answer (or refuses): the batch waits.
+ * Caller is connected to SPI, in a transaction of its own (what the
+ * registry gives is kept in streamcube.schemas at its COMMIT).
+ */
+static bool
+sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why)
+{
+	ScRegFormat *af = ing->format_state;
+
+	if (!af->framed)
+		return true;
+	for (int i = 0; i < n; i++)
+	{
+		int32		id = sc_framed_id(&messages[i]);
+		Oid			types[2] = {TEXTOID, INT4OID};
+		Datum		args[2];
+		char	   *type = NULL,
+				   *text = NULL,
+				   *refs = NULL;
+		char		errbuf[512];
+		ScRegistryStatus st;
+
+		if (id < 0 || (sc_schema_texts != NULL && hash_search(sc_schema_texts, &id, HASH_FIND, NULL) != NULL))
+			continue;
+		if (!af->has_registry)
+		{
+			*why = psprintf("message at partition %d offset " INT64_FORMAT " carries schema id %d, but Kafka cluster \"%s\" has no schema.registry.url",
+							messages[i].partition, messages[i].offset, id, ing->cube->cluster);
+			return false;
+		}
+		args[0] = CStringGetTextDatum(af->registry.urls);
+		args[1] = Int32GetDatum(id);
+		sc_catalog_exec("SELECT schema_type, schema, refs FROM streamcube.schemas "
+						"WHERE registry = $1 AND schema_id = $2", 2, types, args, NULL, true, 0);
+		if (SPI_processed > 0)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+
+			sc_schema_remember(id, SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2),
+							   SPI_getbinval(tup, desc, 3, &isnull), NULL);
+			continue;
+		}
+		st = sc_registry_schema(&af->registry, id, &type, &text, &refs, errbuf, sizeof(errbuf));
+		if (st == SC_REGISTRY_NOT_FOUND)
+		{
+			sc_schema_remember(id, NULL, NULL, (Datum) 0,
+							   psprintf("schema id %d does not exist in the schema registry", id));
+			continue;
+		}
+		if (st != SC_REGISTRY_OK)
+		{
+			*why = psprintf("schema registry of Kafka cluster \"%s\" %s (schema id %d): %s",
+							ing->cube->cluster,
+							st == SC_REGISTRY_UNAVAILABLE ? "does not answer" : "refuses the request",
+							id, errbuf);
+			return false;
+		}
+		{
+			Oid			t[5] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, JSONBOID};
+			Datum		v[5] = {args[0], args[1], CStringGetTextDatum(type), CStringGetTextDatum(text), 0};
+
+			/* A Protobuf schema's imports are part of what it is. */
+			v[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
+			if (strcmp(type, "PROTOBUF") == 0 && !sc_schema_fetch_refs(af, id, refs, &v[4], why))
+				return false;
+			sc_catalog_exec("INSERT INTO streamcube.schemas (registry, schema_id, schema_type, schema, refs) "
+							"VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING", 5, t, v, NULL, false, 0);
+			sc_schema_remember(id, type, text, v[4], NULL);
+		}
+	}
+	return true;
+}
+
+static bool
+sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+{
+	ScCube	   *cube = ing->cube;
+	ScRegFormat *af = ing->format_state;
+	ScWriter   *w = &af->own;
+	const char *datum = m->payload;
+	size_t		len = m->len;
+	int32		id = -1;
+	char	   *err = NULL;
+
+	if (af->framed)
+	{
+		id = sc_framed_id(m);
+		if (id < 0)
+		{
+			*error = "message is not in the Confluent wire format (a 0 byte, then a 4-byte schema id)";
+			return false;
+		}
+		w = sc_writer(ing, af, id);
+		datum += 5;
+		len -= 5;
+	}
+	if (w->error != NULL)
+	{
+		*error = w->error;
+		return false;
+	}
+	for (int k = 0; k < af->ndecoded; k++)
+		resetStringInfo(af->values[k]);
+	if (af->format == SC_FORMAT_PROTOBUF)
+	{
+		int			indexes[SC_PROTO_MAX_INDEXES];
+		int			nindexes;
+		size_t		consumed;
+		ScProtoPlan *plan;
+
+		if (!sc_proto_read_indexes(datum, len, indexes, SC_PROTO_MAX_INDEXES, &nindexes, &consumed))
+		{
+			*error = psprintf("invalid Protobuf message (schema id %d): its message-index array is malformed", id);
+			return false;
+		}
+		if ((plan = sc_proto_type_plan(ing, af, w, id, indexes, nindexes, error)) == NULL)
+			return false;
+		if (!sc_proto_decode(plan, datum + consumed, len - consumed, af->values, af->isnull, &err))
+		{
+			*error = psprintf("invalid Protobuf message (schema id %d): %s", id, err);
+			return false;
+		}
+	}
+	else if (!sc_avro_decode(w->plan, datum, len, af->values, af->isnull, &err))
+	{
+		*error = id >= 0 ? psprintf("invalid Avro record (schema id %d): %s", id, err)
+			: psprintf("invalid Avro record: %s", err);
+		return false;
+	}
+
+	/* The time value. */
+	if (cube->columns[cube->time_index].meta == SC_META_TIMESTAMP)
+	{
+		if (!sc_meta_time(ing, m, ts, error))
+			return false;
+	}
+	else
+	{
+		int			k = af->col_decoded[cube->time_index];
+
+		if (k < 0 || af->isnull[k])
+		{
+			*error = psprintf("time column \"%s\" is null or missing%s",
+							  cube->columns[cube->time_index].name,
+							  id >= 0 ? psprintf(" (schema id %d)", id) : "");
+			return false;
+		}
+		if (!sc_parse_time(cube, af->values[k]->data, ts, error))
+		{
+			*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
+			return false;
+		}
+	}
+
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		int			k = af->col_decoded[c];
+
+		if (c > 0)
+			appendStringInfoChar(out, '\t');
+		if (k < 0)
+		{
+			if (!sc_meta_append(ing, out, c, m, error))
+				return false;
+		}
+		else if (af->isnull[k])
+			appendBinaryStringInfo(out, "\\N", 2);
+		else
+			sc_line_text_bytes(out, af->values[k]->data, af->values[k]->len);
+	}
+	sc_line_position(out, '\t', m);
+	return true;
+}
+
+const ScFormatRoutine sc_format_protobuf = {
+	.name = "protobuf",
+	.encoding = SC_LINE_TEXT,
+	.setup = sc_framed_setup,
+	.prepare = sc_framed_prepare,
+	.ready = sc_framed_ready,
+	.line = sc_framed_line,
+	.split = sc_line_split_text,
+	.datum = NULL,
+};
+
+const ScFormatRoutine sc_format_avro = {
+	.name = "avro",
+	.encoding = SC_LINE_TEXT,
+	.setup = sc_framed_setup,
+	.prepare = sc_framed_prepare,
+	.ready = sc_framed_ready,
+	.line = sc_framed_line,
+	.split = sc_line_split_text,
+	.datum = NULL,
+};
