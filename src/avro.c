@@ -880,7 +880,7 @@ sc_avro_path_record(const ScAvroNode *t)
 	return record;
 }
 
-/* The classes of text a type writes (SC_AVRO_CLASS_*), its name into name. */
+/* The classes of text a type writes (SC_VALUE_*), its name into name. */
 static int
 sc_avro_type_classes(const ScAvroNode *t, StringInfo name)
 {
@@ -890,20 +890,20 @@ sc_avro_type_classes(const ScAvroNode *t, StringInfo name)
 	{
 		case SC_AVRO_DATE:
 			appendStringInfoString(name, "date");
-			return SC_AVRO_CLASS_TIME;
+			return SC_VALUE_TIME;
 		case SC_AVRO_TIME_MILLIS:
 		case SC_AVRO_TIME_MICROS:
 			appendStringInfoString(name, "time");
-			return SC_AVRO_CLASS_TIME;
+			return SC_VALUE_TIME;
 		case SC_AVRO_TS_MILLIS:
 		case SC_AVRO_TS_MICROS:
 		case SC_AVRO_LOCAL_TS_MILLIS:
 		case SC_AVRO_LOCAL_TS_MICROS:
 			appendStringInfoString(name, "timestamp");
-			return SC_AVRO_CLASS_TIME;
+			return SC_VALUE_TIME;
 		case SC_AVRO_DECIMAL:
 			appendStringInfoString(name, "decimal");
-			return SC_AVRO_CLASS_NUMBER;
+			return SC_VALUE_NUMBER;
 		case SC_AVRO_PLAIN:
 			break;
 	}
@@ -913,26 +913,26 @@ sc_avro_type_classes(const ScAvroNode *t, StringInfo name)
 			appendStringInfoString(name, "null");
 			return 0;
 		case SC_AVRO_BOOLEAN:
-			classes = SC_AVRO_CLASS_BOOL;
+			classes = SC_VALUE_BOOL;
 			break;
 		case SC_AVRO_INT:
 		case SC_AVRO_LONG:
 		case SC_AVRO_FLOAT:
 		case SC_AVRO_DOUBLE:
-			classes = SC_AVRO_CLASS_NUMBER;
+			classes = SC_VALUE_NUMBER;
 			break;
 		case SC_AVRO_STRING:
 		case SC_AVRO_ENUM:
-			classes = SC_AVRO_CLASS_STRING;
+			classes = SC_VALUE_STRING;
 			break;
 		case SC_AVRO_BYTES:
 		case SC_AVRO_FIXED:
-			classes = SC_AVRO_CLASS_BYTES;
+			classes = SC_VALUE_BYTES;
 			break;
 		case SC_AVRO_RECORD:
 		case SC_AVRO_ARRAY:
 		case SC_AVRO_MAP:
-			classes = SC_AVRO_CLASS_JSON;
+			classes = SC_VALUE_JSON;
 			break;
 		case SC_AVRO_UNION:
 			for (int i = 0; i < t->n; i++)
@@ -948,7 +948,7 @@ sc_avro_type_classes(const ScAvroNode *t, StringInfo name)
 }
 
 /*
- * The classes of text the field at path writes (SC_AVRO_CLASS_*, a union's
+ * The classes of text the field at path writes (SC_VALUE_*, a union's
  * branches together), and its type's name into *type_name; -1 when the
  * schema has no field there.
  */

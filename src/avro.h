@@ -46,14 +46,7 @@ extern ScAvroPlan *sc_avro_plan(const ScAvroSchema *schema, int ncolumns,
 								char **const *paths, const int *pathlens,
 								char **error);
 
-/* The classes of text a value may be written as (sc_avro_path_classes). */
-#define SC_AVRO_CLASS_BOOL		0x01
-#define SC_AVRO_CLASS_NUMBER	0x02
-#define SC_AVRO_CLASS_STRING	0x04
-#define SC_AVRO_CLASS_BYTES		0x08
-#define SC_AVRO_CLASS_TIME		0x10
-#define SC_AVRO_CLASS_JSON		0x20
-
+/* The classes of text a value may be written as: SC_VALUE_* (streamcube.h). */
 extern int	sc_avro_path_classes(const ScAvroSchema *schema, char **path, int pathlen,
 								 char **type_name);
 

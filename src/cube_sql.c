@@ -416,7 +416,7 @@ sc_create_check_schema(ScCube *cube, const char *name)
 					 errhint("Map it to a field with option \"fields\" ({\"%s\": \"record.field\"}), or drop it.",
 							 col->name)));
 	}
-	if (!protobuf && (error = sc_avro_misfit(cube, schema)) != NULL)
+	if ((error = sc_schema_misfit(cube, schema, proto, first, 1)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("in %s of cube \"%s\", %s", what, name, error),

@@ -95,7 +95,9 @@ extern const ScFormatRoutine sc_format_avro;
 extern const ScFormatRoutine sc_format_protobuf;
 
 struct ScAvroSchema;
-extern char *sc_avro_misfit(const ScCube *cube, const struct ScAvroSchema *schema);
+struct ScProtoSchema;
+extern char *sc_schema_misfit(const ScCube *cube, const struct ScAvroSchema *avro,
+							  const struct ScProtoSchema *proto, const int *indexes, int nindexes);
 
 extern const ScFormatRoutine *sc_format_routine(ScFormat format);
 

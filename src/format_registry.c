@@ -102,7 +102,7 @@ typedef struct ScRegFormat
 } ScRegFormat;
 
 /*
- * The classes of text (SC_AVRO_CLASS_*) a column of a type takes: a text
+ * The classes of text (SC_VALUE_*) a column of a type takes: a text
  * column any; json and jsonb what is JSON; other types their own class,
  * and a string (its input function decides).
  */
@@ -114,32 +114,35 @@ sc_avro_column_classes(Oid type)
 	bool		preferred;
 
 	if (base == JSONOID || base == JSONBOID)
-		return SC_AVRO_CLASS_JSON | SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_BOOL;
+		return SC_VALUE_JSON | SC_VALUE_NUMBER | SC_VALUE_BOOL;
 	if (base == BYTEAOID)
-		return SC_AVRO_CLASS_BYTES | SC_AVRO_CLASS_STRING;
+		return SC_VALUE_BYTES | SC_VALUE_STRING;
 	get_type_category_preferred(base, &category, &preferred);
 	switch (category)
 	{
 		case TYPCATEGORY_STRING:
 			return ~0;
 		case TYPCATEGORY_NUMERIC:
-			return SC_AVRO_CLASS_NUMBER | SC_AVRO_CLASS_STRING;
+			return SC_VALUE_NUMBER | SC_VALUE_STRING;
 		case TYPCATEGORY_BOOLEAN:
-			return SC_AVRO_CLASS_BOOL | SC_AVRO_CLASS_STRING;
+			return SC_VALUE_BOOL | SC_VALUE_STRING;
 		case TYPCATEGORY_DATETIME:
-			return SC_AVRO_CLASS_TIME | SC_AVRO_CLASS_STRING;
+			return SC_VALUE_TIME | SC_VALUE_STRING;
 		default:
-			return SC_AVRO_CLASS_STRING;
+			return SC_VALUE_STRING;
 	}
 }
 
 /*
  * Why a field of a schema cannot become its column (a boolean for a bigint
- * column, a record for a timestamp), or NULL when every one can.  A field
- * the schema lacks is no misfit (its column is NULL).
+ * column, a record for a timestamp), or NULL when every one can: of the
+ * Avro schema avro, or of the message type at indexes of the Protobuf
+ * schema proto.  A field the schema lacks is no misfit (its column is
+ * NULL).
  */
 char *
-sc_avro_misfit(const ScCube *cube, const ScAvroSchema *schema)
+sc_schema_misfit(const ScCube *cube, const ScAvroSchema *avro, const ScProtoSchema *proto,
+				 const int *indexes, int nindexes)
 {
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
@@ -150,7 +153,8 @@ sc_avro_misfit(const ScCube *cube, const ScAvroSchema *schema)
 
 		if (col->meta != SC_META_NONE && col->meta != SC_META_VALUE)
 			continue;
-		classes = sc_avro_path_classes(schema, col->path, pathlen, &type_name);
+		classes = avro != NULL ? sc_avro_path_classes(avro, col->path, pathlen, &type_name)
+			: sc_proto_path_classes(proto, indexes, nindexes, col->path, pathlen, &type_name);
 		if (classes > 0 && (classes & ~sc_avro_column_classes(col->type)) != 0)
 		{
 			StringInfoData path;
@@ -186,7 +190,7 @@ sc_avro_make_plan(ScIngest *ing, ScRegFormat *af, const char *schema_text, char 
 		*error = psprintf("not a valid Avro schema: %s", *error);
 		return NULL;
 	}
-	if ((*error = sc_avro_misfit(cube, schema)) != NULL)
+	if ((*error = sc_schema_misfit(cube, schema, NULL, NULL, 0)) != NULL)
 		return NULL;
 	for (int k = 0; k < af->ndecoded; k++)
 	{
@@ -435,7 +439,8 @@ sc_proto_type_plan(ScIngest *ing, ScRegFormat *af, ScWriter *w, int32 id, const 
 			paths[k] = col->path;
 			pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
 		}
-		pt->plan = sc_proto_plan(w->proto, indexes, nindexes, af->ndecoded, paths, pathlens, &err);
+		if ((err = sc_schema_misfit(cube, NULL, w->proto, indexes, nindexes)) == NULL)
+			pt->plan = sc_proto_plan(w->proto, indexes, nindexes, af->ndecoded, paths, pathlens, &err);
 		if (pt->plan == NULL)
 			pt->error = psprintf("schema id %d: %s", id, err);
 		pt->next = w->types;

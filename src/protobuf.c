@@ -2708,6 +2708,47 @@ sc_pb_field_named(const ScPbMessage *m, const char *name)
 	return -1;
 }
 
+/* The classes of text (SC_VALUE_*) a field writes; its type's name into name. */
+static int
+sc_pb_field_classes(const ScPbField *f, StringInfo name)
+{
+	if (f->label == SC_PB_LABEL_REPEATED)
+	{
+		appendStringInfo(name, "repeated %s", f->message && f->message->map_entry ? "map" : sc_pb_type_names[f->type]);
+		return SC_VALUE_JSON;
+	}
+	if (f->message != NULL)
+	{
+		appendStringInfoString(name, f->message->fullname);
+		switch (f->message->wkt)
+		{
+			case SC_PB_WKT_TIMESTAMP:
+				return SC_VALUE_TIME;
+			case SC_PB_WKT_DURATION:
+				return SC_VALUE_STRING;
+			case SC_PB_WKT_WRAPPER:
+				resetStringInfo(name);
+				return f->message->nfields > 0
+					? sc_pb_field_classes(&f->message->fields[0], name) : SC_VALUE_JSON;
+			default:
+				return SC_VALUE_JSON;
+		}
+	}
+	appendStringInfoString(name, sc_pb_type_names[f->type]);
+	switch (f->type)
+	{
+		case SC_PB_BOOL:
+			return SC_VALUE_BOOL;
+		case SC_PB_STRING:
+		case SC_PB_ENUM:
+			return SC_VALUE_STRING;
+		case SC_PB_BYTES:
+			return SC_VALUE_BYTES;
+		default:
+			return SC_VALUE_NUMBER;
+	}
+}
+
 /* A field a path may go on into: a singular message (or group). */
 static inline bool
 sc_pb_path_message(const ScPbField *f)
@@ -2730,6 +2771,46 @@ sc_proto_has_path(const ScProtoSchema *schema, const int *indexes, int nindexes,
 		m = sc_pb_path_message(&m->fields[i]) ? m->fields[i].message : NULL;
 	}
 	return m != NULL || pathlen > 0;
+}
+
+/*
+ * The classes of text (SC_VALUE_*) the field at path of the message type at
+ * indexes writes, and its type's name into *type_name; -1 when there is
+ * no such field.  pathlen 0: the whole message (JSON).
+ */
+int
+sc_proto_path_classes(const ScProtoSchema *schema, const int *indexes, int nindexes,
+					  char **path, int pathlen, char **type_name)
+{
+	const ScPbMessage *m = sc_pb_indexed(schema, indexes, nindexes);
+	const ScPbField *f = NULL;
+	StringInfoData name;
+
+	if (m == NULL)
+		return -1;
+	for (int l = 0; l < pathlen; l++)
+	{
+		int			i;
+
+		if (m == NULL || (i = sc_pb_field_named(m, path[l])) < 0)
+			return -1;
+		f = &m->fields[i];
+		m = sc_pb_path_message(f) ? f->message : NULL;
+	}
+	initStringInfo(&name);
+	*type_name = name.data;
+	if (f == NULL)
+	{
+		appendStringInfoString(&name, "message");
+		*type_name = name.data;
+		return SC_VALUE_JSON;
+	}
+	{
+		int			classes = sc_pb_field_classes(f, &name);
+
+		*type_name = name.data;
+		return classes;
+	}
 }
 
 static ScPbPlanMsg *

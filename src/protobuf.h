@@ -76,6 +76,13 @@ extern ScProtoPlan *sc_proto_plan(const ScProtoSchema *schema, const int *indexe
 								  int nindexes, int ncolumns, char **const *paths,
 								  const int *pathlens, char **error);
 
+/*
+ * The classes of text (SC_VALUE_*, streamcube.h) the field at path writes,
+ * and the name of its type; -1 when the type has no such field.
+ */
+extern int	sc_proto_path_classes(const ScProtoSchema *schema, const int *indexes, int nindexes,
+								  char **path, int pathlen, char **type_name);
+
 /* Does the message type at indexes have a field at path? */
 extern bool sc_proto_has_path(const ScProtoSchema *schema, const int *indexes,
 							  int nindexes, char **path, int pathlen);

@@ -66,6 +66,17 @@
  */
 #define SC_LIBRARY_VERSION "0.3.0"
 
+/*
+ * The classes of text a format with schemas (avro, protobuf) writes for a
+ * value, which decide what a column of a type can take from it.
+ */
+#define SC_VALUE_BOOL	0x01
+#define SC_VALUE_NUMBER	0x02
+#define SC_VALUE_STRING	0x04
+#define SC_VALUE_BYTES	0x08
+#define SC_VALUE_TIME	0x10
+#define SC_VALUE_JSON	0x20
+
 /* Name of the schema holding catalogs and views. */
 #define SC_SCHEMA "streamcube"
 /* Role whose members may manage clusters and cubes. */

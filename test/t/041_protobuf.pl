@@ -21,6 +21,7 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use StreamcubeTest;
@@ -160,6 +161,16 @@ my @errors = split /\n/, q1("SELECT error FROM streamcube.dead_letters WHERE cub
 is(scalar(@errors), 2, 'two dead letters');
 like($errors[0], qr/schema id 99999 does not exist in the schema registry/, 'an id the registry does not have');
 like($errors[1], qr/invalid Protobuf message \(schema id \d+\)/, 'a truncated message');
+
+# a field whose type cannot become its column's: every message of that type
+(my $v5 = $v1) =~ s/  int32 qty = 4;/  bool qty = 4;/;
+my @r5 = map { { %$_, qty => JSON::PP::true } } @{ records(600, 2, 1) };
+my $p5 = sc_registry_produce($topic, format => 'protobuf', schema => $v5, message => 'Event',
+	subject => "$topic-wrong", records => \@r5);
+is(q1("SELECT streamcube_wait('pb', '60 s')"), 't', 'messages of a misfit schema passed');
+is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube = 'pb'::regclass "
+		  . "AND error = 'schema id $p5->{schema_ids}[0]: field \"qty\" (bool) cannot become column \"qty\" (integer)'"),
+	2, 'a field that cannot become its column: dead letters naming the schema id, the field and the column');
 
 $node->stop;
 done_testing();
