@@ -1,7 +1,7 @@
 /*
  * sckafka.c — the streamcube test bench's Kafka tool (librdkafka 2.0.2).
  *
- * One small binary, six jobs, so that tests and the quickstart never need a
+ * One small binary, seven jobs, so that tests and the quickstart never need a
  * JVM just to poke at Kafka:
  *
  *   mock          runs a librdkafka mock cluster (N brokers on random loopback
@@ -25,9 +25,11 @@
  *   committed     prints the offsets a consumer group has committed for a
  *                 topic (the mock has no Admin API for Kafka's own tools).
  *   produce       generates events of the demo cube (event time, two text
- *                 dimensions, two numeric measures) as JSON or CSV, message i
- *                 going to partition i % P, so per-partition counts and (with
- *                 --start-ts) event-time windows are known in advance.
+ *                 dimensions, two numeric measures) as JSON, CSV or bare Avro
+ *                 records, message i going to partition i % P, so
+ *                 per-partition counts and (with --start-ts) event-time
+ *                 windows are known in advance.
+ *   avro-schema   prints the Avro schema of produce --format avro's records.
  *
  * The main thread does everything; librdkafka's callbacks (delivery reports)
  * are served from rd_kafka_poll()/rd_kafka_flush() on that same thread.
@@ -73,9 +75,10 @@ static const char *const usage_text =
 	"  sckafka add-partitions --bootstrap B NAME TOTAL\n"
 	"  sckafka committed --bootstrap B --group G --topic T [--timeout MS]\n"
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
-	"               [--format json|csv] [--partitions P] [--shape wide|narrow]\n"
+	"               [--format json|csv|avro] [--partitions P] [--shape wide|narrow]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
 	"               [--transactional-id ID [--end commit|abort|hold]] [--meta]\n"
+	"  sckafka avro-schema [--shape wide|narrow]\n"
 	"  sckafka --help\n"
 	"\n"
 	"mock\n"
@@ -148,8 +151,13 @@ static const char *const usage_text =
 	"    json: {\"ts\":\"2026-11-29T08:00:00.123Z\",\"country\":\"de\","
 	"\"device\":\"ios\",\"amount\":12.34,\"qty\":3}\n"
 	"    csv:  2026-11-29T08:00:00.123Z,de,ios,12.34,3\n"
+	"    avro: one record of the schema avro-schema prints, bare (no\n"
+	"          Confluent framing), in Avro's binary encoding: ts a long\n"
+	"          (timestamp-millis), country and device strings, amount a\n"
+	"          double (12.34), qty an int\n"
 	"  --shape narrow gives three fields instead: ts, k (k00..k99) and v,\n"
-	"  a bigint: {\"ts\":\"...\",\"k\":\"k42\",\"v\":7919} or ts,k42,7919.\n"
+	"  a bigint: {\"ts\":\"...\",\"k\":\"k42\",\"v\":7919} or ts,k42,7919\n"
+	"  (in Avro: ts, k a string, v a long).\n"
 	"  ts is UTC with milliseconds: with --start-ts, ts = start + i * MS\n"
 	"  (--step-ms, default 1000), else the wall clock. country is one of\n"
 	"  de fr us gb jp br in es, device one of ios android web desktop,\n"
@@ -168,6 +176,14 @@ static const char *const usage_text =
 	"  are told apart); headers trace-id: \"t-<i>\", then source: \"sckafka\",\n"
 	"  then, when i %% 5 == 0, trace-id again: \"t-<i>-last\", and when\n"
 	"  i %% 3 == 0 a header \"empty\" without a value.\n"
+	"\n"
+	"avro-schema\n"
+	"  Prints the Avro schema (JSON, one line) of the records that produce\n"
+	"  --format avro writes for the same --shape (default wide), e.g. for a\n"
+	"  cube's option schema: {\"schema\": <that line>}. The same events in\n"
+	"  every format: the same --seed gives the same values, and amount's\n"
+	"  double is the number the JSON has (its shortest text drops a\n"
+	"  trailing zero: 952.6 for 952.60).\n"
 	"\n"
 	"exit status: 0 ok, 1 Kafka or runtime failure, 2 usage error\n";
 
@@ -1300,6 +1316,60 @@ next_random(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
+/*
+ * Avro's binary encoding of the produced events (bare records, no
+ * framing): a long or an int is its zig-zag varint, a string its length
+ * (a long) then its bytes, a double 8 bytes little-endian.  Each writer
+ * returns the position after what it wrote.
+ */
+static const char avro_schema_wide[] =
+	"{\"type\":\"record\",\"name\":\"event\",\"namespace\":\"sckafka\",\"fields\":["
+	"{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
+	"{\"name\":\"country\",\"type\":\"string\"},"
+	"{\"name\":\"device\",\"type\":\"string\"},"
+	"{\"name\":\"amount\",\"type\":\"double\"},"
+	"{\"name\":\"qty\",\"type\":\"int\"}]}";
+static const char avro_schema_narrow[] =
+	"{\"type\":\"record\",\"name\":\"event_narrow\",\"namespace\":\"sckafka\",\"fields\":["
+	"{\"name\":\"ts\",\"type\":{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}},"
+	"{\"name\":\"k\",\"type\":\"string\"},"
+	"{\"name\":\"v\",\"type\":\"long\"}]}";
+
+static char *
+avro_long(char *o, int64_t v)
+{
+	uint64_t	z = ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+
+	while (z >= 0x80)
+	{
+		*o++ = (char) (0x80 | (z & 0x7f));
+		z >>= 7;
+	}
+	*o++ = (char) z;
+	return o;
+}
+
+static char *
+avro_string(char *o, const char *str)
+{
+	size_t		len = strlen(str);
+
+	o = avro_long(o, (int64_t) len);
+	memcpy(o, str, len);
+	return o + len;
+}
+
+static char *
+avro_double(char *o, double d)
+{
+	uint64_t	bits;
+
+	memcpy(&bits, &d, sizeof(bits));
+	for (int b = 0; b < 8; b++)
+		*o++ = (char) (bits >> (8 * b));
+	return o;
+}
+
 /* Writes "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) for epoch milliseconds. */
 static void
 format_ts(int64_t epoch_ms, char *out, size_t outsize)
@@ -1392,7 +1462,10 @@ cmd_produce(int argc, char **argv)
 	rd_kafka_error_t *txn_error;
 	long long	count = -1;
 	long long	rate = 0;
-	bool		csv = false;
+	enum
+	{
+		FORMAT_JSON, FORMAT_CSV, FORMAT_AVRO
+	}			format = FORMAT_JSON;
 	long long	partitions = 0;		/* 0: all of the topic's */
 	bool		deterministic_ts = false;
 	long long	start_ts = 0;
@@ -1430,12 +1503,14 @@ cmd_produce(int argc, char **argv)
 				break;
 			case 'f':
 				if (strcmp(optarg, "csv") == 0)
-					csv = true;
+					format = FORMAT_CSV;
 				else if (strcmp(optarg, "json") == 0)
-					csv = false;
+					format = FORMAT_JSON;
+				else if (strcmp(optarg, "avro") == 0)
+					format = FORMAT_AVRO;
 				else
-					fail(EXIT_USAGE, "produce: --format is json or csv, not "
-						 "'%s'", optarg);
+					fail(EXIT_USAGE, "produce: --format is json, csv or avro, "
+						 "not '%s'", optarg);
 				break;
 			case 'p':
 				partitions = option_int("--partitions", optarg, 1, 100000);
@@ -1529,6 +1604,7 @@ cmd_produce(int argc, char **argv)
 		const char *device;
 		int64_t		amount_cents;
 		int			qty;
+		int64_t		ts_ms;
 
 		/* Pace: message i is due at t0 + i / rate. */
 		if (rate > 0)
@@ -1546,18 +1622,38 @@ cmd_produce(int argc, char **argv)
 		device = devices[next_random(&rng) % lengthof(devices)];
 		amount_cents = 1 + (int64_t) (next_random(&rng) % 99999);
 		qty = 1 + (int) (next_random(&rng) % 10);
-		if (deterministic_ts)
-			format_ts(start_ts * 1000 + i * step_ms, ts, sizeof(ts));
-		else
-			format_ts(wall_clock_ms(), ts, sizeof(ts));
+		ts_ms = deterministic_ts ? start_ts * 1000 + i * step_ms : wall_clock_ms();
+		format_ts(ts_ms, ts, sizeof(ts));
 
-		if (narrow && csv)
+		if (format == FORMAT_AVRO)
+		{
+			char	   *o = avro_long(value, ts_ms);
+
+			if (narrow)
+			{
+				char		k[8];
+
+				snprintf(k, sizeof(k), "k%02d", (int) (amount_cents % 100));
+				o = avro_string(o, k);
+				o = avro_long(o, amount_cents * 7919);
+			}
+			else
+			{
+				o = avro_string(o, country);
+				o = avro_string(o, device);
+				/* the double nearest to the JSON's number: the same text */
+				o = avro_double(o, (double) amount_cents / 100.0);
+				o = avro_long(o, qty);
+			}
+			len = (int) (o - value);
+		}
+		else if (narrow && format == FORMAT_CSV)
 			len = snprintf(value, sizeof(value), "%s,k%02d,%" PRId64,
 						   ts, (int) (amount_cents % 100), amount_cents * 7919);
 		else if (narrow)
 			len = snprintf(value, sizeof(value), "{\"ts\":\"%s\",\"k\":\"k%02d\",\"v\":%" PRId64 "}",
 						   ts, (int) (amount_cents % 100), amount_cents * 7919);
-		else if (csv)
+		else if (format == FORMAT_CSV)
 			len = snprintf(value, sizeof(value),
 						   "%s,%s,%s,%" PRId64 ".%02" PRId64 ",%d",
 						   ts, country, device, amount_cents / 100,
@@ -1577,7 +1673,7 @@ cmd_produce(int argc, char **argv)
 			const char *keyptr = i % 7 == 6 ? NULL : key;
 			size_t		keysize = i % 7 == 6 ? 0 : (size_t) keylen;
 			rd_kafka_headers_t *headers = rd_kafka_headers_new(4);
-			int64_t		ms = (deterministic_ts ? start_ts * 1000 + i * step_ms : wall_clock_ms()) + 3600000;
+			int64_t		ms = ts_ms + 3600000;
 
 			snprintf(trace, sizeof(trace), "t-%lld", (long long) i);
 			rd_kafka_header_add(headers, "trace-id", -1, trace, -1);
@@ -1687,6 +1783,47 @@ cmd_produce(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------
+ * avro-schema: the schema of produce --format avro's records
+ * ------------------------------------------------------------------------ */
+
+static int
+cmd_avro_schema(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"shape", required_argument, NULL, 'w'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	bool		narrow = false;
+	int			opt;
+
+	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'w':
+				if (strcmp(optarg, "narrow") == 0)
+					narrow = true;
+				else if (strcmp(optarg, "wide") == 0)
+					narrow = false;
+				else
+					fail(EXIT_USAGE, "avro-schema: --shape is wide or narrow, "
+						 "not '%s'", optarg);
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				bad_option("avro-schema", opt, argv);
+		}
+	}
+	if (optind != argc)
+		fail(EXIT_USAGE, "avro-schema: unexpected argument '%s'", argv[optind]);
+	puts(narrow ? avro_schema_narrow : avro_schema_wide);
+	return fflush(stdout) == 0 ? 0 : EXIT_KAFKA;
+}
+
+/* ------------------------------------------------------------------------
  * committed: a group's committed offsets, without joining the group
  * ------------------------------------------------------------------------ */
 
@@ -1786,7 +1923,7 @@ main(int argc, char **argv)
 {
 	if (argc < 2)
 		fail(EXIT_USAGE, "no command (mock, create-topic, delete-topic, "
-			 "add-partitions, committed, produce); see --help");
+			 "add-partitions, committed, produce, avro-schema); see --help");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 		strcmp(argv[1], "help") == 0)
 	{
@@ -1808,8 +1945,10 @@ main(int argc, char **argv)
 		return cmd_committed(argc - 1, argv + 1);
 	if (strcmp(argv[1], "produce") == 0)
 		return cmd_produce(argc - 1, argv + 1);
+	if (strcmp(argv[1], "avro-schema") == 0)
+		return cmd_avro_schema(argc - 1, argv + 1);
 
 	fail(EXIT_USAGE, "unknown command '%s' (mock, create-topic, delete-topic, "
-		 "add-partitions, committed, produce, --help)", argv[1]);
+		 "add-partitions, committed, produce, avro-schema, --help)", argv[1]);
 	return EXIT_USAGE;
 }
