@@ -178,12 +178,12 @@ sc_schema_misfit(const ScCube *cube, const ScAvroSchema *avro, const ScProtoSche
  * which column.
  */
 static ScAvroPlan *
-sc_avro_make_plan(ScIngest *ing, ScRegFormat *af, const char *schema_text, char **error)
+sc_avro_make_plan(ScIngest *ing, ScRegFormat *rf, const char *schema_text, char **error)
 {
 	ScCube	   *cube = ing->cube;
 	ScAvroSchema *schema = sc_avro_parse(schema_text, error);
-	char	 ***paths = palloc(sizeof(char **) * Max(1, af->ndecoded));
-	int		   *pathlens = palloc(sizeof(int) * Max(1, af->ndecoded));
+	char	 ***paths = palloc(sizeof(char **) * Max(1, rf->ndecoded));
+	int		   *pathlens = palloc(sizeof(int) * Max(1, rf->ndecoded));
 
 	if (schema == NULL)
 	{
@@ -192,74 +192,74 @@ sc_avro_make_plan(ScIngest *ing, ScRegFormat *af, const char *schema_text, char 
 	}
 	if ((*error = sc_schema_misfit(cube, schema, NULL, NULL, 0)) != NULL)
 		return NULL;
-	for (int k = 0; k < af->ndecoded; k++)
+	for (int k = 0; k < rf->ndecoded; k++)
 	{
-		ScColumn   *col = &cube->columns[af->decoded_col[k]];
+		ScColumn   *col = &cube->columns[rf->decoded_col[k]];
 
 		paths[k] = col->path;
 		pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
 	}
-	return sc_avro_plan(schema, af->ndecoded, paths, pathlens, error);
+	return sc_avro_plan(schema, rf->ndecoded, paths, pathlens, error);
 }
 
 static void *
 sc_framed_setup(ScIngest *ing)
 {
 	ScCube	   *cube = ing->cube;
-	ScRegFormat *af = palloc0(sizeof(ScRegFormat));
+	ScRegFormat *rf = palloc0(sizeof(ScRegFormat));
 	HASHCTL		ctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScWriter),
 	.hcxt = CurrentMemoryContext};
 
-	af->cxt = CurrentMemoryContext;
-	af->format = cube->format;
-	af->cluster = cube->cluster;
-	af->type = cube->format == SC_FORMAT_PROTOBUF ? "PROTOBUF" : "AVRO";
-	af->decoded_col = palloc(sizeof(int) * Max(cube->ncolumns, 1));
-	af->col_decoded = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	rf->cxt = CurrentMemoryContext;
+	rf->format = cube->format;
+	rf->cluster = cube->cluster;
+	rf->type = cube->format == SC_FORMAT_PROTOBUF ? "PROTOBUF" : "AVRO";
+	rf->decoded_col = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	rf->col_decoded = palloc(sizeof(int) * Max(cube->ncolumns, 1));
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
-		af->col_decoded[c] = -1;
+		rf->col_decoded[c] = -1;
 		if (cube->columns[c].meta == SC_META_NONE || cube->columns[c].meta == SC_META_VALUE)
 		{
-			af->col_decoded[c] = af->ndecoded;
-			af->decoded_col[af->ndecoded++] = c;
+			rf->col_decoded[c] = rf->ndecoded;
+			rf->decoded_col[rf->ndecoded++] = c;
 		}
 	}
-	af->values = palloc(sizeof(StringInfo) * Max(af->ndecoded, 1));
-	af->isnull = palloc(sizeof(bool) * Max(af->ndecoded, 1));
-	for (int k = 0; k < af->ndecoded; k++)
-		af->values[k] = makeStringInfo();
+	rf->values = palloc(sizeof(StringInfo) * Max(rf->ndecoded, 1));
+	rf->isnull = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
+	for (int k = 0; k < rf->ndecoded; k++)
+		rf->values[k] = makeStringInfo();
 
-	af->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
-	if (!af->framed)
+	rf->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
+	if (!rf->framed)
 	{
-		af->own.plan = sc_avro_make_plan(ing, af, cube->avro_schema, &af->own.error);
-		if (af->own.plan == NULL)
-			af->own.error = psprintf("the cube's option \"schema\": %s", af->own.error);
-		return af;
+		rf->own.plan = sc_avro_make_plan(ing, rf, cube->avro_schema, &rf->own.error);
+		if (rf->own.plan == NULL)
+			rf->own.error = psprintf("the cube's option \"schema\": %s", rf->own.error);
+		return rf;
 	}
-	af->writers = hash_create("streamcube avro writers", 16, &ctl,
+	rf->writers = hash_create("streamcube writer schemas", 16, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	af->has_registry = sc_cluster_registry(cube->cluster, &af->registry);
+	rf->has_registry = sc_cluster_registry(cube->cluster, &rf->registry);
 
 	/* Ids are of one registry: another one's are other schemas. */
 	if (sc_schema_texts != NULL &&
-		(!af->has_registry || strcmp(sc_schema_texts_registry, af->registry.urls) != 0))
+		(!rf->has_registry || strcmp(sc_schema_texts_registry, rf->registry.urls) != 0))
 	{
 		hash_destroy(sc_schema_texts);
 		sc_schema_texts = NULL;
 		pfree(sc_schema_texts_registry);
 	}
-	if (sc_schema_texts == NULL && af->has_registry)
+	if (sc_schema_texts == NULL && rf->has_registry)
 	{
 		HASHCTL		tctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScSchemaText),
 		.hcxt = TopMemoryContext};
 
-		sc_schema_texts = hash_create("streamcube avro schemas", 16, &tctl,
+		sc_schema_texts = hash_create("streamcube schema texts", 16, &tctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		sc_schema_texts_registry = MemoryContextStrdup(TopMemoryContext, af->registry.urls);
+		sc_schema_texts_registry = MemoryContextStrdup(TopMemoryContext, rf->registry.urls);
 	}
-	return af;
+	return rf;
 }
 
 /* The writer schema id of a framed message; -1 when it is not framed. */
@@ -315,7 +315,7 @@ sc_schema_remember(int32 id, const char *type, const char *text, Datum refs,
  * Returns false, with *why, when the registry does not give one now.
  */
 static bool
-sc_schema_fetch_refs(ScRegFormat *af, int32 id, const char *references, Datum *refs, char **why)
+sc_schema_fetch_refs(ScRegFormat *rf, int32 id, const char *references, Datum *refs, char **why)
 {
 	Oid			argtype = TEXTOID;
 	Datum		arg = CStringGetTextDatum(references ? references : "[]");
@@ -341,13 +341,13 @@ sc_schema_fetch_refs(ScRegFormat *af, int32 id, const char *references, Datum *r
 		char	   *type = NULL;
 		char	   *text = NULL;
 		char		errbuf[512];
-		ScRegistryStatus st = sc_registry_version(&af->registry, subject, version, &ref_id, &type, &text,
+		ScRegistryStatus st = sc_registry_version(&rf->registry, subject, version, &ref_id, &type, &text,
 												  errbuf, sizeof(errbuf));
 
 		if (st != SC_REGISTRY_OK)
 		{
 			*why = psprintf("schema registry of Kafka cluster \"%s\" %s (schema id %d imports \"%s\", subject \"%s\" version %d): %s",
-							af->cluster,
+							rf->cluster,
 							st == SC_REGISTRY_UNAVAILABLE ? "does not answer" :
 							st == SC_REGISTRY_NOT_FOUND ? "has no such schema" : "refuses the request",
 							id, name ? name : "", subject ? subject : "", version, errbuf);
@@ -371,17 +371,17 @@ sc_schema_fetch_refs(ScRegFormat *af, int32 id, const char *references, Datum *r
  * from what the id is (prepare made it known; nothing is asked here).
  */
 static ScWriter *
-sc_writer(ScIngest *ing, ScRegFormat *af, int32 id)
+sc_writer(ScIngest *ing, ScRegFormat *rf, int32 id)
 {
 	bool		found;
-	ScWriter *w = hash_search(af->writers, &id, HASH_ENTER, &found);
+	ScWriter *w = hash_search(rf->writers, &id, HASH_ENTER, &found);
 	ScSchemaText *t;
 	MemoryContext old;
 	char	   *error = NULL;
 
 	if (found)
 		return w;
-	old = MemoryContextSwitchTo(af->cxt);
+	old = MemoryContextSwitchTo(rf->cxt);
 	w->plan = NULL;
 	w->proto = NULL;
 	w->types = NULL;
@@ -391,16 +391,16 @@ sc_writer(ScIngest *ing, ScRegFormat *af, int32 id)
 		w->error = psprintf("schema id %d is not known", id);	/* not reached: prepare */
 	else if (t->not_found != NULL)
 		w->error = pstrdup(t->not_found);
-	else if (strcmp(t->type, af->type) != 0)
-		w->error = psprintf("schema id %d is a %s schema, not %s", id, t->type, af->type);
-	else if (af->format == SC_FORMAT_PROTOBUF)
+	else if (strcmp(t->type, rf->type) != 0)
+		w->error = psprintf("schema id %d is a %s schema, not %s", id, t->type, rf->type);
+	else if (rf->format == SC_FORMAT_PROTOBUF)
 	{
 		w->proto = sc_proto_parse(t->text, t->nrefs, (const char *const *) t->ref_names,
 								  (const char *const *) t->ref_texts, &error);
 		if (w->proto == NULL)
 			w->error = psprintf("schema id %d: not a valid Protobuf schema: %s", id, error);
 	}
-	else if ((w->plan = sc_avro_make_plan(ing, af, t->text, &error)) == NULL)
+	else if ((w->plan = sc_avro_make_plan(ing, rf, t->text, &error)) == NULL)
 		w->error = psprintf("schema id %d: %s", id, error);
 	MemoryContextSwitchTo(old);
 	return w;
@@ -411,7 +411,7 @@ sc_writer(ScIngest *ing, ScRegFormat *af, int32 id)
  * once per writer and type.  NULL with *error when it cannot be.
  */
 static ScProtoPlan *
-sc_proto_type_plan(ScIngest *ing, ScRegFormat *af, ScWriter *w, int32 id, const int *indexes,
+sc_proto_type_plan(ScIngest *ing, ScRegFormat *rf, ScWriter *w, int32 id, const int *indexes,
 				   int nindexes, char **error)
 {
 	ScCube	   *cube = ing->cube;
@@ -426,21 +426,21 @@ sc_proto_type_plan(ScIngest *ing, ScRegFormat *af, ScWriter *w, int32 id, const 
 			break;
 	if (pt == NULL)
 	{
-		old = MemoryContextSwitchTo(af->cxt);
+		old = MemoryContextSwitchTo(rf->cxt);
 		pt = palloc0(sizeof(ScProtoType));
 		pt->nindexes = nindexes;
 		memcpy(pt->indexes, indexes, sizeof(int) * nindexes);
-		paths = palloc(sizeof(char **) * Max(1, af->ndecoded));
-		pathlens = palloc(sizeof(int) * Max(1, af->ndecoded));
-		for (int k = 0; k < af->ndecoded; k++)
+		paths = palloc(sizeof(char **) * Max(1, rf->ndecoded));
+		pathlens = palloc(sizeof(int) * Max(1, rf->ndecoded));
+		for (int k = 0; k < rf->ndecoded; k++)
 		{
-			ScColumn   *col = &cube->columns[af->decoded_col[k]];
+			ScColumn   *col = &cube->columns[rf->decoded_col[k]];
 
 			paths[k] = col->path;
 			pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
 		}
 		if ((err = sc_schema_misfit(cube, NULL, w->proto, indexes, nindexes)) == NULL)
-			pt->plan = sc_proto_plan(w->proto, indexes, nindexes, af->ndecoded, paths, pathlens, &err);
+			pt->plan = sc_proto_plan(w->proto, indexes, nindexes, rf->ndecoded, paths, pathlens, &err);
 		if (pt->plan == NULL)
 			pt->error = psprintf("schema id %d: %s", id, err);
 		pt->next = w->types;
@@ -455,10 +455,10 @@ sc_proto_type_plan(ScIngest *ing, ScRegFormat *af, ScWriter *w, int32 id, const 
 static bool
 sc_framed_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
 {
-	ScRegFormat *af = ing->format_state;
+	ScRegFormat *rf = ing->format_state;
 	int32		last = -1;
 
-	if (!af->framed)
+	if (!rf->framed)
 		return true;
 	for (int i = 0; i < n; i++)
 	{
@@ -483,9 +483,9 @@ sc_framed_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
 static bool
 sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why)
 {
-	ScRegFormat *af = ing->format_state;
+	ScRegFormat *rf = ing->format_state;
 
-	if (!af->framed)
+	if (!rf->framed)
 		return true;
 	for (int i = 0; i < n; i++)
 	{
@@ -500,13 +500,13 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 
 		if (id < 0 || (sc_schema_texts != NULL && hash_search(sc_schema_texts, &id, HASH_FIND, NULL) != NULL))
 			continue;
-		if (!af->has_registry)
+		if (!rf->has_registry)
 		{
 			*why = psprintf("message at partition %d offset " INT64_FORMAT " carries schema id %d, but Kafka cluster \"%s\" has no schema.registry.url",
 							messages[i].partition, messages[i].offset, id, ing->cube->cluster);
 			return false;
 		}
-		args[0] = CStringGetTextDatum(af->registry.urls);
+		args[0] = CStringGetTextDatum(rf->registry.urls);
 		args[1] = Int32GetDatum(id);
 		sc_catalog_exec("SELECT schema_type, schema, refs FROM streamcube.schemas "
 						"WHERE registry = $1 AND schema_id = $2", 2, types, args, NULL, true, 0);
@@ -520,7 +520,7 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 							   SPI_getbinval(tup, desc, 3, &isnull), NULL);
 			continue;
 		}
-		st = sc_registry_schema(&af->registry, id, &type, &text, &refs, errbuf, sizeof(errbuf));
+		st = sc_registry_schema(&rf->registry, id, &type, &text, &refs, errbuf, sizeof(errbuf));
 		if (st == SC_REGISTRY_NOT_FOUND)
 		{
 			sc_schema_remember(id, NULL, NULL, (Datum) 0,
@@ -541,7 +541,7 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 
 			/* A Protobuf schema's imports are part of what it is. */
 			v[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
-			if (strcmp(type, "PROTOBUF") == 0 && !sc_schema_fetch_refs(af, id, refs, &v[4], why))
+			if (strcmp(type, "PROTOBUF") == 0 && !sc_schema_fetch_refs(rf, id, refs, &v[4], why))
 				return false;
 			sc_catalog_exec("INSERT INTO streamcube.schemas (registry, schema_id, schema_type, schema, refs) "
 							"VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING", 5, t, v, NULL, false, 0);
@@ -555,14 +555,14 @@ static bool
 sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
 	ScCube	   *cube = ing->cube;
-	ScRegFormat *af = ing->format_state;
-	ScWriter   *w = &af->own;
+	ScRegFormat *rf = ing->format_state;
+	ScWriter   *w = &rf->own;
 	const char *datum = m->payload;
 	size_t		len = m->len;
 	int32		id = -1;
 	char	   *err = NULL;
 
-	if (af->framed)
+	if (rf->framed)
 	{
 		id = sc_framed_id(m);
 		if (id < 0)
@@ -570,7 +570,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			*error = "message is not in the Confluent wire format (a 0 byte, then a 4-byte schema id)";
 			return false;
 		}
-		w = sc_writer(ing, af, id);
+		w = sc_writer(ing, rf, id);
 		datum += 5;
 		len -= 5;
 	}
@@ -579,9 +579,9 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 		*error = w->error;
 		return false;
 	}
-	for (int k = 0; k < af->ndecoded; k++)
-		resetStringInfo(af->values[k]);
-	if (af->format == SC_FORMAT_PROTOBUF)
+	for (int k = 0; k < rf->ndecoded; k++)
+		resetStringInfo(rf->values[k]);
+	if (rf->format == SC_FORMAT_PROTOBUF)
 	{
 		int			indexes[SC_PROTO_MAX_INDEXES];
 		int			nindexes;
@@ -593,15 +593,15 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			*error = psprintf("invalid Protobuf message (schema id %d): its message-index array is malformed", id);
 			return false;
 		}
-		if ((plan = sc_proto_type_plan(ing, af, w, id, indexes, nindexes, error)) == NULL)
+		if ((plan = sc_proto_type_plan(ing, rf, w, id, indexes, nindexes, error)) == NULL)
 			return false;
-		if (!sc_proto_decode(plan, datum + consumed, len - consumed, af->values, af->isnull, &err))
+		if (!sc_proto_decode(plan, datum + consumed, len - consumed, rf->values, rf->isnull, &err))
 		{
 			*error = psprintf("invalid Protobuf message (schema id %d): %s", id, err);
 			return false;
 		}
 	}
-	else if (!sc_avro_decode(w->plan, datum, len, af->values, af->isnull, &err))
+	else if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, &err))
 	{
 		*error = id >= 0 ? psprintf("invalid Avro record (schema id %d): %s", id, err)
 			: psprintf("invalid Avro record: %s", err);
@@ -616,16 +616,16 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 	}
 	else
 	{
-		int			k = af->col_decoded[cube->time_index];
+		int			k = rf->col_decoded[cube->time_index];
 
-		if (k < 0 || af->isnull[k])
+		if (k < 0 || rf->isnull[k])
 		{
 			*error = psprintf("time column \"%s\" is null or missing%s",
 							  cube->columns[cube->time_index].name,
 							  id >= 0 ? psprintf(" (schema id %d)", id) : "");
 			return false;
 		}
-		if (!sc_parse_time(cube, af->values[k]->data, ts, error))
+		if (!sc_parse_time(cube, rf->values[k]->data, ts, error))
 		{
 			*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 			return false;
@@ -634,7 +634,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
-		int			k = af->col_decoded[c];
+		int			k = rf->col_decoded[c];
 
 		if (c > 0)
 			appendStringInfoChar(out, '\t');
@@ -643,10 +643,10 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			if (!sc_meta_append(ing, out, c, m, error))
 				return false;
 		}
-		else if (af->isnull[k])
+		else if (rf->isnull[k])
 			appendBinaryStringInfo(out, "\\N", 2);
 		else
-			sc_line_text_bytes(out, af->values[k]->data, af->values[k]->len);
+			sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
 	}
 	sc_line_position(out, '\t', m);
 	return true;
