@@ -9,10 +9,33 @@ LEAD seconds of the stream (argument 1, default 0), left out of the
 measured part as test/bench/ingest leaves it out of the receiver's figures,
 so the two can be compared second by second.
 The event's ts is the first CSV field or the JSON key "ts" (UTC, ISO 8601
-with milliseconds and a trailing Z, as test/tools/sckafka writes it)."""
+with milliseconds and a trailing Z, as test/tools/sckafka writes it).
+With a second argument "avro", stdin holds bare Avro records instead, each
+after its length as `kcat -f '%R%s'` prints them (4 bytes, big-endian), and
+the ts is the record's first field, a timestamp-millis long (a zig-zag
+varint)."""
 import calendar
+import struct
 import sys
 import time
+
+
+def avro_records(stream):
+    """Yields (time read, event time in s) of each length-prefixed record."""
+    while True:
+        head = stream.read(4)
+        if len(head) < 4:
+            return
+        (n,) = struct.unpack(">i", head)
+        record = stream.read(n) if n > 0 else b""
+        now = time.time()
+        u = shift = 0
+        for b in record:
+            u |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        yield now, ((u >> 1) ^ -(u & 1)) / 1000.0
 
 
 def p(values, q):
@@ -21,7 +44,10 @@ def p(values, q):
 
 lead = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
 rows = []   # (event time in s, latency in ms)
-for line in sys.stdin:
+avro = len(sys.argv) > 2 and sys.argv[2] == "avro"
+for now, secs in avro_records(sys.stdin.buffer) if avro else ():
+    rows.append((secs, (now - secs) * 1000.0))
+for line in () if avro else sys.stdin:
     now = time.time()
     if line.startswith("{"):
         i = line.index('"ts":"') + 6
