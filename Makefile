@@ -15,6 +15,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/kafka.o \
+	src/json_text.o \
 	src/avro.o \
 	src/protobuf.o \
 	src/registry.o \

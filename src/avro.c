@@ -1448,60 +1448,6 @@ sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
  * ----------------------------------------------------------------
  */
 
-/* s, len bytes of valid UTF-8 without NUL, as a JSON string. */
-static void
-sc_avro_json_string(StringInfo out, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t		run = 0;
-
-	enlargeStringInfo(out, len + 2);
-	appendStringInfoCharMacro(out, '"');
-	for (size_t i = 0; i < len; i++)
-	{
-		unsigned char c = s[i];
-		char		esc[7];
-		int			n = 2;
-
-		if (likely(c >= 0x20 && c != '"' && c != '\\'))
-			continue;
-		appendBinaryStringInfo(out, s + run, i - run);
-		run = i + 1;
-		esc[0] = '\\';
-		switch (c)
-		{
-			case '"':
-			case '\\':
-				esc[1] = c;
-				break;
-			case '\b':
-				esc[1] = 'b';
-				break;
-			case '\f':
-				esc[1] = 'f';
-				break;
-			case '\n':
-				esc[1] = 'n';
-				break;
-			case '\r':
-				esc[1] = 'r';
-				break;
-			case '\t':
-				esc[1] = 't';
-				break;
-			default:
-				memcpy(esc + 1, "u00", 3);
-				esc[4] = hex[c >> 4];
-				esc[5] = hex[c & 15];
-				n = 6;
-				break;
-		}
-		appendBinaryStringInfo(out, esc, n);
-	}
-	appendBinaryStringInfo(out, s + run, len - run);
-	appendStringInfoCharMacro(out, '"');
-}
-
 /* bytea's input: "\x" and lowercase hex; in JSON, the backslash escaped. */
 static void
 sc_avro_hex(StringInfo out, const uint8 *b, int64 n, bool json)
@@ -1885,7 +1831,7 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 					return sc_avro_fail(d, "a string that is not valid UTF-8 (or holds a NUL)");
 				d->p += n;
 				if (json)
-					sc_avro_json_string(out, s, n);
+					sc_json_string_bytes(out, s, n);
 				else
 					appendBinaryStringInfo(out, s, n);
 				return true;
@@ -1918,7 +1864,7 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				if (unlikely(v < 0 || v >= t->n))
 					return sc_avro_fail(d, "enum index %d out of range (%d symbols)", v, t->n);
 				if (json)
-					sc_avro_json_string(out, t->names[v], strlen(t->names[v]));
+					sc_json_string_bytes(out, t->names[v], strlen(t->names[v]));
 				else
 					appendStringInfoString(out, t->names[v]);
 				return true;
@@ -1968,7 +1914,7 @@ sc_avro_json_blocks(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
 					return sc_avro_fail_item(d, item);
 				}
 				d->p += n;
-				sc_avro_json_string(out, key, n);
+				sc_json_string_bytes(out, key, n);
 				appendStringInfoCharMacro(out, ':');
 			}
 			if (!sc_avro_json(d, t->items, out))

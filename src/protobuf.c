@@ -341,60 +341,6 @@ sc_pb_le64(const uint8 *p)
  * ----------------------------------------------------------------
  */
 
-/* s, len bytes of valid UTF-8 without NUL, as a JSON string. */
-static void
-sc_pb_json_string(StringInfo out, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t		run = 0;
-
-	enlargeStringInfo(out, len + 2);
-	appendStringInfoCharMacro(out, '"');
-	for (size_t i = 0; i < len; i++)
-	{
-		unsigned char c = s[i];
-		char		esc[7];
-		int			n = 2;
-
-		if (likely(c >= 0x20 && c != '"' && c != '\\'))
-			continue;
-		appendBinaryStringInfo(out, s + run, i - run);
-		run = i + 1;
-		esc[0] = '\\';
-		switch (c)
-		{
-			case '"':
-			case '\\':
-				esc[1] = c;
-				break;
-			case '\b':
-				esc[1] = 'b';
-				break;
-			case '\f':
-				esc[1] = 'f';
-				break;
-			case '\n':
-				esc[1] = 'n';
-				break;
-			case '\r':
-				esc[1] = 'r';
-				break;
-			case '\t':
-				esc[1] = 't';
-				break;
-			default:
-				memcpy(esc + 1, "u00", 3);
-				esc[4] = hex[c >> 4];
-				esc[5] = hex[c & 15];
-				n = 6;
-				break;
-		}
-		appendBinaryStringInfo(out, esc, n);
-	}
-	appendBinaryStringInfo(out, s + run, len - run);
-	appendStringInfoCharMacro(out, '"');
-}
-
 /* bytea's input: "\x" and lowercase hex. */
 static void
 sc_pb_hex(StringInfo out, const uint8 *b, size_t n)
@@ -489,7 +435,7 @@ sc_pb_json_key(const char *name)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	sc_pb_json_string(&buf, name, strlen(name));
+	sc_json_string_bytes(&buf, name, strlen(name));
 	appendStringInfoChar(&buf, ':');
 	return buf.data;
 }
@@ -2354,7 +2300,7 @@ sc_pb_defaults(ScPbParse *ps, const ScPbMessage *m, ScPbField *f)
 				bad = "string (valid UTF-8 without NUL)";
 			if (v != NULL)
 				appendBinaryStringInfo(&text, v, f->deflen);
-			sc_pb_json_string(&json, text.data, text.len);
+			sc_json_string_bytes(&json, text.data, text.len);
 			break;
 		case SC_PB_BYTES:
 			{
@@ -2393,7 +2339,7 @@ sc_pb_defaults(ScPbParse *ps, const ScPbMessage *m, ScPbField *f)
 				if (name != NULL)
 				{
 					appendStringInfoString(&text, name);
-					sc_pb_json_string(&json, name, strlen(name));
+					sc_json_string_bytes(&json, name, strlen(name));
 				}
 				else
 					appendStringInfoChar(&text, '0');	/* an enum of no values */
@@ -3481,7 +3427,7 @@ sc_pb_scalar(ScPbDecoder *d, int type, const ScPbEnum *e, const uint8 **pp,
 					out->len += pg_ltoa(v, out->data + out->len);
 				}
 				else if (json)
-					sc_pb_json_string(out, name, strlen(name));
+					sc_json_string_bytes(out, name, strlen(name));
 				else
 					appendStringInfoString(out, name);
 				return true;
@@ -3491,7 +3437,7 @@ sc_pb_scalar(ScPbDecoder *d, int type, const ScPbEnum *e, const uint8 **pp,
 			if (unlikely(!pg_verify_mbstr(PG_UTF8, (const char *) p, end - p, true)))
 				return sc_pb_fail(d, p, "a string that is not valid UTF-8 (or holds a NUL)");
 			if (json)
-				sc_pb_json_string(out, (const char *) p, end - p);
+				sc_json_string_bytes(out, (const char *) p, end - p);
 			else
 				appendBinaryStringInfo(out, (const char *) p, end - p);
 			return true;

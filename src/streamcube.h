@@ -17,6 +17,7 @@
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
  *	kafka.c			the only file that includes librdkafka
+ *	json_text.c		the JSON string escape the decoders share
  *	avro.c			Avro binary decoding by a writer schema (avro.h)
  *	protobuf.c		Protobuf decoding by a schema file and its imports (protobuf.h)
  *	registry.c		the only file that includes curl: schema registry requests
@@ -76,6 +77,10 @@
 #define SC_VALUE_BYTES	0x08
 #define SC_VALUE_TIME	0x10
 #define SC_VALUE_JSON	0x20
+
+/* json_text.c: s, len bytes of valid UTF-8 without NUL, as a JSON string. */
+struct StringInfoData;
+extern void sc_json_string_bytes(struct StringInfoData *out, const char *s, size_t len);
 
 /* Name of the schema holding catalogs and views. */
 #define SC_SCHEMA "streamcube"
