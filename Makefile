@@ -32,6 +32,7 @@ OBJS = \
 	src/segments.o \
 	src/rewrite.o \
 	src/sealed.o \
+	src/rollups.o \
 	src/seal.o \
 	src/compact.o \
 	src/maintenance.o \
@@ -47,9 +48,11 @@ OBJS = \
 	src/ingest_direct.o \
 	src/ingest_write.o \
 	src/ingest.o \
+	src/ingest_rollup.o \
 	src/receiver.o \
 	src/reassign.o \
-	src/consumers.o
+	src/consumers.o \
+	src/rollup_sql.o
 
 # -Wextra, less the two warnings that PostgreSQL's own headers and
 # PG_FUNCTION_ARGS trigger.

@@ -980,3 +980,117 @@ REVOKE ALL ON streamcube.schemas FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('streamcube.schemas', '');
 COMMENT ON TABLE streamcube.schemas IS
     'Writer schemas by registry and id, as the schema registry gave them to the receivers (formats avro and protobuf)';
+
+-- ---------------------------------------------------------------------
+-- 0.3.0: roll-ups (streamcube_create_rollup): pre-aggregated tables that
+-- receivers keep in the batch's transaction, partitioned like the cube
+-- ---------------------------------------------------------------------
+CREATE TABLE streamcube.rollup_catalog (
+    rollup_id   serial PRIMARY KEY,
+    cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    relid       regclass NOT NULL UNIQUE,     -- the roll-up's table
+    granularity interval NOT NULL,            -- width of a bucket; divides the cube's window
+    dimensions  name[] NOT NULL,              -- cube columns, also columns of the roll-up
+    measures    jsonb NOT NULL,               -- {"name": "aggregate(column)", ...} as given
+    retention   interval,                     -- drop its windows older than this (NULL: keep)
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    created_by  name NOT NULL DEFAULT current_user
+);
+REVOKE ALL ON streamcube.rollup_catalog FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.rollup_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamcube.rollup_catalog_rollup_id_seq', '');
+
+-- One row per window of the cube the roll-up has a partition for: UNLOGGED
+-- while the cube's window is active, logged (a twin swapped in by the
+-- same seal) once it is sealed.  A window's row outlives the cube's window
+-- when the roll-up keeps longer than the cube.
+CREATE TABLE streamcube.rollup_windows (
+    rollup_id    integer NOT NULL REFERENCES streamcube.rollup_catalog ON DELETE CASCADE,
+    window_start timestamptz NOT NULL,
+    window_end   timestamptz NOT NULL CHECK (window_end > window_start),
+    state        text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'sealed')),
+    relid        regclass NOT NULL,
+    PRIMARY KEY (rollup_id, window_start)
+);
+REVOKE ALL ON streamcube.rollup_windows FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.rollup_windows', '');
+
+CREATE FUNCTION streamcube_create_rollup(cube text, name text, granularity interval,
+                                         dimensions text[], measures jsonb,
+                                         options jsonb DEFAULT '{}')
+    RETURNS regclass LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_create_rollup';
+COMMENT ON FUNCTION streamcube_create_rollup(text, text, interval, text[], jsonb, jsonb) IS
+    'Create a roll-up of a cube: a table of one row per bucket of granularity and dimensions, with one column per measure ({"name": "count(*)" | "count(c)" | "sum(c)" | "min(c)" | "max(c)" | "avg(c)" | "hll(c)" | "tdigest(c)"}), filled from the rows the cube holds and kept by its receivers in the same transaction as the rows; option retention';
+
+CREATE FUNCTION streamcube_drop_rollup(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_drop_rollup';
+COMMENT ON FUNCTION streamcube_drop_rollup(text) IS
+    'Drop a roll-up and its table; the cube is left as it is';
+
+-- The roll-ups of the cubes the caller may read: definition, and sizes
+-- from the statistics (estimates, as pg_stat_user_tables gives them).
+CREATE VIEW streamcube.rollups AS
+SELECT r.relid AS rollup,
+       c.relid AS cube,
+       r.granularity,
+       r.dimensions,
+       r.measures,
+       r.retention,
+       (SELECT pg_catalog.count(*) FROM streamcube.rollup_windows w WHERE w.rollup_id = r.rollup_id)::integer AS windows,
+       s.rows,
+       s.bytes,
+       cs.rows AS cube_rows,
+       CASE WHEN s.rows > 0 THEN round(cs.rows::numeric / s.rows, 1) END AS rows_per_rollup_row,
+       r.created_at
+FROM streamcube.rollup_catalog r
+JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL (
+    SELECT pg_catalog.sum(coalesce(st.n_live_tup, 0))::bigint AS rows,
+           pg_catalog.sum(pg_catalog.pg_total_relation_size(i.inhrelid))::bigint AS bytes
+    FROM pg_catalog.pg_inherits i
+    LEFT JOIN pg_catalog.pg_stat_all_tables st ON st.relid = i.inhrelid
+    WHERE i.inhparent = r.relid) s
+CROSS JOIN LATERAL (
+    SELECT pg_catalog.sum(coalesce(st.n_live_tup, 0))::bigint AS rows
+    FROM pg_catalog.pg_inherits i
+    LEFT JOIN pg_catalog.pg_stat_all_tables st ON st.relid = i.inhrelid
+    WHERE i.inhparent = c.relid) cs
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.rollups TO PUBLIC;
+COMMENT ON VIEW streamcube.rollups IS
+    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, estimated rows and bytes, the cube''s estimated rows and how many cube rows one roll-up row stands for';
+
+-- DROP TABLE of a roll-up forgets it (receivers stop keeping it); DROP
+-- TABLE of one of its partitions forgets that window.
+CREATE OR REPLACE FUNCTION streamcube._on_sql_drop() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    forgotten integer;
+BEGIN
+    DELETE FROM streamcube.segment_catalog s
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = s.relid::oid;
+
+    DELETE FROM streamcube.rollup_windows w
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = w.relid::oid;
+
+    WITH gone AS (
+        DELETE FROM streamcube.rollup_catalog r
+        USING pg_event_trigger_dropped_objects() d
+        WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = r.relid::oid
+        RETURNING r.cube_id)
+    UPDATE streamcube.cubes c SET config_version = c.config_version + 1
+    FROM gone WHERE gone.cube_id = c.cube_id;
+
+    DELETE FROM streamcube.cubes c
+    USING pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = c.relid::oid;
+    GET DIAGNOSTICS forgotten = ROW_COUNT;
+    IF forgotten > 0 THEN
+        PERFORM streamcube._wake_launcher();
+    END IF;
+END
+$$;

@@ -58,6 +58,7 @@
 #include "compact.h"
 #include "sealed.h"
 #include "rewrite.h"
+#include "rollup.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -99,6 +100,7 @@ struct ScCompactJob
 	char	   *new_name;		/* its name until the swap */
 	Oid			new_relid;
 	int64		rows;
+	List	   *rollup_merges;	/* the roll-ups' partitions of the bucket (rollups.c) */
 };
 
 /* ----------------------------------------------------------------
@@ -148,16 +150,15 @@ sc_compact_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *
 	}
 }
 
-/* The name of a bucket's partition: the cube's name, clipped, and its start. */
+/* What a bucket's partition is named after its start: "_20261201", "_202612". */
 static char *
-sc_compact_name(const ScCube *cube, int level, int64 start)
+sc_compact_stamp(const ScCube *cube, int level, int64 start)
 {
 	const ScCompactLevel *l = &cube->compact[level];
 	struct pg_tm tm;
 	fsec_t		fsec;
 	char		stamp[32];
 	int			year;
-	int			room;
 
 	timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL);
 	year = tm.tm_year > 0 ? tm.tm_year : -(tm.tm_year - 1);
@@ -170,7 +171,17 @@ sc_compact_name(const ScCube *cube, int level, int64 start)
 				 tm.tm_hour, tm.tm_min);
 	if (tm.tm_year <= 0)
 		strlcat(stamp, "bc", sizeof(stamp));
-	room = pg_mbcliplen(cube->relname, strlen(cube->relname), NAMEDATALEN - 1 - (int) strlen(stamp));
+	return pstrdup(stamp);
+}
+
+/* The name of a bucket's partition: the cube's name, clipped, and its start. */
+static char *
+sc_compact_name(const ScCube *cube, int level, int64 start)
+{
+	char	   *stamp = sc_compact_stamp(cube, level, start);
+	int			room = pg_mbcliplen(cube->relname, strlen(cube->relname),
+									NAMEDATALEN - 1 - (int) strlen(stamp));
+
 	return psprintf("%.*s%s", room, cube->relname, stamp);
 }
 
@@ -390,6 +401,22 @@ sc_compact_copy(ScCompactJob *job)
 		}
 	}
 
+	/* The roll-ups' partitions of the bucket, locked and copied alike. */
+	{
+		MemoryContext old = MemoryContextSwitchTo(cube->mcxt);
+		bool		ok;
+
+		job->rollup_merges = sc_rollup_compact_copy(cube, job->start, job->end,
+													sc_compact_stamp(cube, job->level, job->start), &ok);
+		MemoryContextSwitchTo(old);
+		if (!ok)
+		{
+			for (int j = 0; j < job->nsources; j++)
+				UnlockRelationOid(job->sources[j], ShareLock);
+			return false;
+		}
+	}
+
 	job->final_base = MemoryContextStrdup(cube->mcxt, sc_compact_name(cube, job->level, job->start));
 	job->new_name = MemoryContextStrdup(cube->mcxt,
 										sc_free_name(nsp, psprintf("%s_compacting", job->final_base)));
@@ -520,6 +547,7 @@ sc_compact_swap_fn(void *arg)
 	 * row must find its window sealed, not create one inside the bucket.
 	 */
 	sc_segment_set_compacted(cube, job->start, job->end, job->new_relid);
+	sc_rollup_compact_swap(cube, job->rollup_merges, job->start, job->end);
 
 	/* The sealed view no longer reads them (sc_compact_finish). */
 	for (int i = 0; i < job->nsources; i++)
@@ -587,6 +615,7 @@ sc_compact_drop_new(ScCube *cube, ScCompactJob *job)
 	sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
 						  quote_qualified_identifier(cube->schema, job->new_name)));
 	sc_as_owner_leave(&as);
+	sc_rollup_compact_cleanup(job->rollup_merges);
 }
 
 /*

@@ -14,6 +14,7 @@
 #include "streamcube.h"
 
 #include "cube_catalog.h"
+#include "rollup.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -23,6 +24,7 @@
 #include "fmgr.h"
 #include "kafka.h"
 #include "cube.h"
+#include "rollup.h"
 #include "positions.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -204,6 +206,14 @@ sc_cube_check_table(const ScCube *cube, const ScCube *before)
 							"then call streamcube_resume('%s')",
 							why, sc_cube_name_literal(cube), sc_cube_name_literal(cube));
 	}
+	foreach(lc, cube->rollups)
+	{
+		const char *why = sc_rollup_problem(cube, lfirst(lc));
+
+		if (why != NULL)
+			return psprintf("%s; add the column back, or drop the roll-up (streamcube_drop_rollup), "
+							"then call streamcube_resume('%s')", why, sc_cube_name_literal(cube));
+	}
 	return NULL;
 }
 
@@ -248,6 +258,29 @@ sc_cube_find_stranger(ScCube *cube)
 	if (SPI_processed > 0)
 		cube->stranger = MemoryContextStrdup(cube->mcxt,
 											 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+}
+
+/*
+ * The cube's roll-ups, and a key that changes when they do (a roll-up
+ * created or dropped: a receiver then reads its cube again).
+ */
+static void
+sc_cube_load_rollups(ScCube *cube)
+{
+	StringInfoData key;
+	ListCell   *lc;
+	MemoryContext old = MemoryContextSwitchTo(cube->mcxt);
+
+	cube->rollups = sc_rollups_load(cube);
+	initStringInfo(&key);
+	foreach(lc, cube->rollups)
+	{
+		ScRollup   *r = lfirst(lc);
+
+		appendStringInfo(&key, "%d:%u ", r->rollup_id, r->relid);
+	}
+	cube->rollups_key = key.data;
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -336,6 +369,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 				 errhint("Restore the table as streamcube_create_cube() made it, or drop the cube.")));
 	sc_cube_parse_options(cube, options, false);
 	sc_cube_find_stranger(cube);
+	sc_cube_load_rollups(cube);
 	SPI_finish();
 	cube->broken = sc_cube_check_table(cube, NULL);
 	return cube;

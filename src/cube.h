@@ -11,6 +11,7 @@
 
 #include "streamcube.h"
 
+#include "access/attnum.h"
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
@@ -125,6 +126,9 @@ typedef struct ScCube
 	char	   *csv_null;
 	List	   *replica_sets;	/* at creation: sets the partitions are dealt to */
 	bool		assign_new_partitions;	/* option new_partitions: assign, not ignore */
+	bool		keep_rows;		/* option raw_rows: false keeps only the roll-ups */
+	List	   *rollups;		/* ScRollup (rollup.h), by rollup_id */
+	char	   *rollups_key;	/* their ids and tables, to notice a change */
 
 	/* state that changes while the cube runs */
 	bool		paused;
@@ -146,6 +150,7 @@ extern int32 sc_cube_for_action(const char *name, const char *action, Oid *relid
 extern char *sc_cube_check_table(const ScCube *cube, const ScCube *before);
 extern const char *sc_cube_name_literal(const ScCube *cube);
 extern bool sc_drop_pending_step(void);
+extern void sc_drop_table(Oid relid, Oid owner, const char *what);
 
 /*
  * Most partitions one transaction drops: a cube with more is dropped by
@@ -164,6 +169,7 @@ extern char *sc_cube_meta_type_problem(const ScCube *cube, const ScColumn *col, 
 /* segments.c */
 extern int64 sc_cube_time(const ScCube *cube, TimestampTz t);
 extern int64 sc_window_start(const ScCube *cube, int64 ts);
+extern int64 sc_bucket_start(int64 ts, int64 width);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
 extern bool sc_segment_ensure(const ScCube *cube, int64 window_start);
@@ -172,6 +178,7 @@ extern void sc_segment_set_partition(const ScCube *cube, int64 start, Oid relid)
 extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);
 extern void sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);
+extern char *sc_window_partition_name(Oid nsp, const char *base, int64 start);
 
 /* What a receiver needs to know of one window. */
 typedef struct ScWindowState

@@ -278,3 +278,18 @@ sc_cube_row_set_sealed_view(int32 cube_id, const char *view)
 						2, t, v, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the sealed view");
 }
+
+/*
+ * Something receivers must read again changed beside the row (a roll-up
+ * created or dropped): bump config_version.
+ */
+void
+sc_cube_row_touch(int32 cube_id)
+{
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(cube_id)};
+
+	sc_catalog_exec("UPDATE streamcube.cubes SET config_version = config_version + 1 WHERE cube_id = $1",
+					1, t, v, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}

@@ -42,7 +42,7 @@
 
 static const char *const valid_options =
 "start, end, grace, late, retention, bad_message, tombstones, early_rejection_period, "
-"late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, "
+"late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, raw_rows, "
 "delimiter, quote, null, schema, subject";
 
 /*
@@ -753,6 +753,7 @@ sc_options_defaults(ScCube *cube)
 	cube->csv_null = "";
 	cube->replica_sets = list_make1("default");
 	cube->assign_new_partitions = true;
+	cube->keep_rows = true;
 
 	/*
 	 * Windows of an hour or less merge into days, unless "compact" says
@@ -860,6 +861,7 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		strcmp(key, "early_rejection_period") != 0 &&
 		strcmp(key, "late_rejection_period") != 0 &&
 		strcmp(key, "new_partitions") != 0 && strcmp(key, "progress_group") != 0 &&
+		strcmp(key, "raw_rows") != 0 &&
 		strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
 		strcmp(key, "null") != 0)
 		ereport(ERROR,
@@ -898,6 +900,8 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		cube->assign_new_partitions = !sc_option_choice(key, value, "assign", "ignore");
 	else if (strcmp(key, "progress_group") == 0)
 		cube->progress_group = sc_option_progress_group(value, validate);
+	else if (strcmp(key, "raw_rows") == 0)
+		cube->keep_rows = !sc_option_choice(key, value, "keep", "none");
 	else
 	{
 		if (validate && cube->format != SC_FORMAT_CSV)

@@ -25,6 +25,7 @@
 #include "commands/extension.h"
 #include "cube.h"
 #include "cube_catalog.h"
+#include "rollup.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "kafka.h"
@@ -617,66 +618,31 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 				owner,
 				view;
 	int32		cube_id;
+	List	   *rollups;
+	ListCell   *lc;
 
 	SPI_connect();
 	cube_id = sc_cube_for_action(name, "drop", &relid, &owner);
+	rollups = sc_cube_rollup_tables(cube_id);
 	/* Waits for a batch or a seal in flight; the view as it is then. */
 	view = sc_cube_row_delete(cube_id);
 	if (!keep_data)
 	{
-		StringInfoData sql;
-		ScAsOwner	as;
-		int64		partitions;
-		bool		isnull;
-
-		if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = $1",
-								  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
-								  NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not count the partitions of cube \"%s\"", name);
-		partitions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-
-		initStringInfo(&sql);
 		/* The sealed view goes first: it depends on the sealed windows. */
 		if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
-			appendStringInfo(&sql, "DROP VIEW %s; ",
-							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
-														get_rel_name(view)));
-		/* More partitions than one transaction may lock: the launcher drops them in steps. */
-		if (partitions <= SC_DROP_STEP)
-			appendStringInfo(&sql, "DROP TABLE %s",
-							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-														get_rel_name(relid)));
-
-		/* An administrator who does not own the table drops it as its owner. */
-		sc_as_owner_enter(&as, owner);
-		if (sql.len > 0)
-			SPI_execute(sql.data, false, 0);
-		sc_as_owner_leave(&as);
-
-		if (partitions > SC_DROP_STEP)
 		{
-			ScPrivilegeSave save;
-			char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-															   get_rel_name(relid));
+			ScAsOwner	as;
 
-			sc_catalog_enter(&save);
-			if (SPI_execute_with_args("INSERT INTO streamcube.pending_drops (relid, name, owner, requested_by) "
-									  "VALUES ($1, $2, $3, $4)",
-									  4, (Oid[]) {OIDOID, TEXTOID, OIDOID, NAMEOID},
-									  (Datum[]) {ObjectIdGetDatum(relid), CStringGetTextDatum(qualified),
-										  ObjectIdGetDatum(owner),
-									  DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
-									  NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not record the drop of cube \"%s\"", name);
-			sc_catalog_leave(&save);
-			ereport(NOTICE,
-					(errmsg("cube \"%s\" is dropped; its table %s has " INT64_FORMAT " partitions and goes in steps",
-							name, qualified, partitions),
-					 errdetail("One transaction cannot lock that many partitions under max_locks_per_transaction; "
-							   "the launcher drops %d of them per transaction, then the table.",
-							   SC_DROP_STEP),
-					 errhint("streamcube.pending_drops lists the table until it is gone.")));
+			sc_as_owner_enter(&as, owner);
+			SPI_execute(psprintf("DROP VIEW %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
+															get_rel_name(view))), false, 0);
+			sc_as_owner_leave(&as);
 		}
+		/* Its roll-ups (their catalog rows went with the cube's), then the cube. */
+		foreach(lc, rollups)
+			sc_drop_table(lfirst_oid(lc), owner, psprintf("roll-up of cube \"%s\"", name));
+		sc_drop_table(relid, owner, psprintf("cube \"%s\"", name));
 	}
 	SPI_finish();
 	sc_launcher_wakeup_at_commit();

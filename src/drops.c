@@ -170,3 +170,57 @@ sc_drop_pending_step(void)
 	PG_END_TRY();
 	return more;
 }
+
+/*
+ * Drop a partitioned table of a cube (the cube's, a roll-up's) as its
+ * owner: at once when it has at most SC_DROP_STEP partitions, else listed
+ * in streamcube.pending_drops for the launcher, with a NOTICE that says so
+ * (what names it: "cube \"events\"").  The caller is connected to SPI.
+ */
+void
+sc_drop_table(Oid relid, Oid owner, const char *what)
+{
+	char	   *qualified;
+	int64		partitions;
+	bool		isnull;
+	ScAsOwner	as;
+	ScPrivilegeSave save;
+
+	if (get_rel_name(relid) == NULL)
+		return;					/* gone already */
+	qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										   get_rel_name(relid));
+	if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = $1",
+							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
+							  NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not count the partitions of %s", qualified);
+	partitions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+	if (partitions <= SC_DROP_STEP)
+	{
+		/* An administrator who does not own the table drops it as its owner. */
+		sc_as_owner_enter(&as, owner);
+		SPI_execute(psprintf("DROP TABLE %s", qualified), false, 0);
+		sc_as_owner_leave(&as);
+		return;
+	}
+
+	/* More partitions than one transaction may lock: the launcher drops them in steps. */
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("INSERT INTO streamcube.pending_drops (relid, name, owner, requested_by) "
+							  "VALUES ($1, $2, $3, $4)",
+							  4, (Oid[]) {OIDOID, TEXTOID, OIDOID, NAMEOID},
+							  (Datum[]) {ObjectIdGetDatum(relid), CStringGetTextDatum(qualified),
+								  ObjectIdGetDatum(owner),
+							  DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
+							  NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the drop of %s", qualified);
+	sc_catalog_leave(&save);
+	ereport(NOTICE,
+			(errmsg("%s is dropped; its table %s has " INT64_FORMAT " partitions and goes in steps",
+					what, qualified, partitions),
+			 errdetail("One transaction cannot lock that many partitions under max_locks_per_transaction; "
+					   "the launcher drops %d of them per transaction, then the table.",
+					   SC_DROP_STEP),
+			 errhint("streamcube.pending_drops lists the table until it is gone.")));
+}

@@ -21,7 +21,8 @@
  *	2. The lines are written (ingest_write.c): by the direct path or the
  *	   COPY fallback, bad rows isolated by bisection.
  *	3. What the rows tell the catalog is recorded (ingest_windows.c: first
- *	   offsets of windows, sealed_upto of late rows).
+ *	   offsets of windows, sealed_upto of late rows), and the rows are
+ *	   merged into the cube's roll-ups (ingest_rollup.c).
  *	4. Bad messages before the cut become dead letters, with their key;
  *	   under policy "pause" the batch ends just before the first of them.
  *
@@ -118,7 +119,10 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 		ing->cube_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube ingest setup",
 											  ALLOCSET_SMALL_SIZES);
 	else
+	{
+		sc_rollup_ingest_release(ing);
 		MemoryContextReset(ing->cube_cxt);
+	}
 	old = MemoryContextSwitchTo(ing->cube_cxt);
 
 	ing->cube = cube;
@@ -127,6 +131,7 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	ing->format_state = ing->format->setup(ing);
 	sc_copy_setup(ing);
 	sc_direct_reset(ing);		/* input functions: looked up again when needed */
+	sc_rollup_ingest_setup(ing);
 	MemoryContextSwitchTo(old);
 }
 
@@ -517,6 +522,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	first_bad = (stop < n && !deferred) ? stop : n;
 
 	/* 2. Write the lines; isolate what the table rejects. */
+	sc_rollup_batch_begin(ing, b->nlines);
 	stop_line = sc_batch_write(ing, pause);
 	if (stop_line >= 0)
 		first_bad = Min(first_bad, b->line_msg[stop_line]);
@@ -530,8 +536,17 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	outcome->rows_direct = b->rows_direct;
 	outcome->rows_copy = b->rows_copy;
 
-	/* 3. What the rows tell the catalog. */
+	/* 3. What the rows tell the catalog and the roll-ups. */
 	sc_windows_record(ing, written);
+	if (ing->rollup.active && written > 0)
+	{
+		bool	   *use;
+
+		/* Lines the COPY fallback wrote are formed again for their values. */
+		if (sc_rollup_lines_used(ing, written, &use))
+			sc_direct_capture_lines(ing, written, use);
+		sc_rollup_merge_batch(ing, written, use);
+	}
 
 	/* 4. Dead letters; the bad message that pauses the cube. */
 	sc_batch_dead_letters(ing, outcome);

@@ -200,6 +200,7 @@ typedef struct ScDirectRun
 	EState	   *estate;
 	ResultRelInfo *root;
 	List	   *targets;		/* ScDirectTarget: the partitions written */
+	ScDirectTarget *parent_target;	/* rows formed for the cube's table, not written */
 	bool		time_fast;		/* the time column takes the parsed value */
 	char	  **fields;			/* of the current line */
 	StringInfoData buf;			/* the current line, split in place */
@@ -210,10 +211,72 @@ typedef struct ScDirectRun
 static void
 sc_direct_end(ScDirectRun *run)
 {
+	ScDirectTarget *pt = run->parent_target;
+
+	if (pt != NULL)
+	{
+		for (int i = 0; i < SC_DIRECT_FLUSH && pt->slots[i] != NULL; i++)
+			ExecDropSingleTupleTableSlot(pt->slots[i]);
+		FreeTupleDesc(pt->slot_desc);
+	}
 	sc_direct_close(run->targets);
 	FreeExecutorState(run->estate);
 	free_parsestate(run->pstate);
 	table_close(run->parent, NoLock);
+}
+
+/* Open the cube's table for a run. */
+static void
+sc_direct_open(ScIngest *ing, ScDirectRun *run)
+{
+	memset(run, 0, sizeof(*run));
+	run->parent = table_open(ing->cube->relid, RowExclusiveLock);
+	run->pstate = sc_insert_parsestate(ing, run->parent);
+	run->estate = CreateExecutorState();
+	ExecInitRangeTable(run->estate, run->pstate->p_rtable);
+	run->estate->es_output_cid = GetCurrentCommandId(true);
+	run->root = makeNode(ResultRelInfo);
+	InitResultRelInfo(run->root, run->parent, 1, NULL, 0);
+}
+
+/* The rest of a run's set-up, once its targets are known. */
+static void
+sc_direct_ready(ScIngest *ing, ScDirectRun *run)
+{
+	Form_pg_attribute att;
+
+	if (!ing->direct.ready)
+		sc_direct_prepare(ing, run->parent);
+	att = TupleDescAttr(RelationGetDescr(run->parent),
+						ing->layout.attnums[ing->cube->time_index] - 1);
+	run->time_fast = att->atttypmod < 0 &&
+		(att->atttypid == TIMESTAMPTZOID || att->atttypid == TIMESTAMPOID);
+	run->fields = palloc(sizeof(char *) * (ing->layout.nattrs + 1));
+	initStringInfo(&run->buf);
+	run->ctx.relname = RelationGetRelationName(run->parent);
+}
+
+/*
+ * A run whose rows are formed as rows of the cube's table and not written
+ * (a cube that keeps no raw rows, or lines whose values a roll-up needs
+ * after COPY wrote them): one target, the table itself, whose constraints
+ * are checked.
+ */
+static void
+sc_direct_begin_unwritten(ScIngest *ing, ScDirectRun *run)
+{
+	ScDirectTarget *t = palloc0(sizeof(ScDirectTarget));
+
+	sc_direct_open(ing, run);
+	t->relid = ing->cube->relid;
+	t->rel = run->parent;
+	t->rri = run->root;
+	t->check = RelationGetDescr(run->parent)->constr != NULL;
+	t->attno = ing->layout.attnums;
+	t->slot_desc = CreateTupleDescCopy(RelationGetDescr(run->parent));
+	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);
+	run->parent_target = t;
+	sc_direct_ready(ing, run);
 }
 
 /*
@@ -226,20 +289,12 @@ static bool
 sc_direct_begin(ScIngest *ing, ScDirectRun *run, int lo, int hi)
 {
 	ScBatch    *b = &ing->batch;
-	Form_pg_attribute att;
 
 	for (int l = lo; l < hi && b->nlate > 0; l++)
 		if (b->fate[b->line_msg[l]] == SC_FATE_LATE)
 			return false;
 
-	memset(run, 0, sizeof(*run));
-	run->parent = table_open(ing->cube->relid, RowExclusiveLock);
-	run->pstate = sc_insert_parsestate(ing, run->parent);
-	run->estate = CreateExecutorState();
-	ExecInitRangeTable(run->estate, run->pstate->p_rtable);
-	run->estate->es_output_cid = GetCurrentCommandId(true);
-	run->root = makeNode(ResultRelInfo);
-	InitResultRelInfo(run->root, run->parent, 1, NULL, 0);
+	sc_direct_open(ing, run);
 
 	/* Every target partition must allow it; find them first. */
 	for (int l = lo; l < hi; l++)
@@ -259,15 +314,7 @@ sc_direct_begin(ScIngest *ing, ScDirectRun *run, int lo, int hi)
 			return false;
 		}
 	}
-	if (!ing->direct.ready)
-		sc_direct_prepare(ing, run->parent);
-	att = TupleDescAttr(RelationGetDescr(run->parent),
-						ing->layout.attnums[ing->cube->time_index] - 1);
-	run->time_fast = att->atttypmod < 0 &&
-		(att->atttypid == TIMESTAMPTZOID || att->atttypid == TIMESTAMPOID);
-	run->fields = palloc(sizeof(char *) * (ing->layout.nattrs + 1));
-	initStringInfo(&run->buf);
-	run->ctx.relname = RelationGetRelationName(run->parent);
+	sc_direct_ready(ing, run);
 	return true;
 }
 
@@ -275,9 +322,12 @@ sc_direct_begin(ScIngest *ing, ScDirectRun *run, int lo, int hi)
 static ScDirectTarget *
 sc_direct_target_of(ScIngest *ing, ScDirectRun *run, int l)
 {
-	ScWindowEntry *e = sc_window_find(ing, ing->batch.line_window[l]);
+	ScWindowEntry *e;
 	ListCell   *lc;
 
+	if (run->parent_target != NULL)
+		return run->parent_target;
+	e = sc_window_find(ing, ing->batch.line_window[l]);
 	foreach(lc, run->targets)
 		if (((ScDirectTarget *) lfirst(lc))->relid == e->state.relid)
 			return lfirst(lc);
@@ -362,57 +412,107 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 		slot->tts_isnull[t->attno[cube->ncolumns + 1] - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);
+	if (ing->rollup.active)
+		sc_rollup_capture(ing, l, slot->tts_values, slot->tts_isnull, t->attno);
+}
+
+/* Forget the rows of a target that is not written. */
+static void
+sc_direct_clear(ScDirectTarget *t)
+{
+	for (int i = 0; i < t->nslots; i++)
+		ExecClearTuple(t->slots[i]);
+	t->nslots = 0;
 }
 
 /*
- * Write lines [lo, hi) directly; false (nothing written) when one of them
- * must take the COPY fallback.
+ * Form lines [lo, hi) (those where only[l], when only is given) and write
+ * them, or with a parent target, check them only.
  */
-bool
-sc_direct_lines_run(ScIngest *ing, int lo, int hi)
+static void
+sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
 {
-	ScDirectRun run;
-	ScDirectTarget *t = NULL;	/* of the current run of one window */
+	ScDirectTarget *t = run->parent_target;	/* else of the current run of one window */
 	ListCell   *lc;
 
-	if (!sc_direct_begin(ing, &run, lo, hi))
-		return false;
-
-	run.errcb.callback = sc_direct_error_context;
-	run.errcb.arg = &run.ctx;
-	run.errcb.previous = error_context_stack;
-	error_context_stack = &run.errcb;
+	run->errcb.callback = sc_direct_error_context;
+	run->errcb.arg = &run->ctx;
+	run->errcb.previous = error_context_stack;
+	error_context_stack = &run->errcb;
 
 	for (int l = lo; l < hi; l++)
 	{
 		MemoryContext old;
 
-		if (l == lo || ing->batch.line_window[l] != ing->batch.line_window[l - 1])
-			t = sc_direct_target_of(ing, &run, l);
+		if (only != NULL && !only[l])
+			continue;
+		if (run->parent_target == NULL &&
+			(l == lo || ing->batch.line_window[l] != ing->batch.line_window[l - 1]))
+			t = sc_direct_target_of(ing, run, l);
 		if (t->slots[t->nslots] == NULL)
 			t->slots[t->nslots] = MakeSingleTupleTableSlot(t->slot_desc,
 														   table_slot_callbacks(t->rel));
-		run.ctx.line = l - lo + 1;
+		run->ctx.line = l - lo + 1;
 		old = MemoryContextSwitchTo(ing->direct.cxt);
-		sc_direct_form_row(ing, &run, t, l, t->slots[t->nslots]);
+		sc_direct_form_row(ing, run, t, l, t->slots[t->nslots]);
 		MemoryContextSwitchTo(old);
 		if (t->check)
-			ExecConstraints(t->rri, t->slots[t->nslots], run.estate);
+			ExecConstraints(t->rri, t->slots[t->nslots], run->estate);
 		if (++t->nslots == SC_DIRECT_FLUSH)
 		{
 			/* Values of every target live in one context: write them all. */
-			foreach(lc, run.targets)
-				sc_direct_flush(ing, lfirst(lc), run.estate);
+			if (run->parent_target != NULL)
+				sc_direct_clear(run->parent_target);
+			foreach(lc, run->targets)
+				sc_direct_flush(ing, lfirst(lc), run->estate);
 			MemoryContextReset(ing->direct.cxt);
 		}
 	}
-	foreach(lc, run.targets)
-		sc_direct_flush(ing, lfirst(lc), run.estate);
+	if (run->parent_target != NULL)
+		sc_direct_clear(run->parent_target);
+	foreach(lc, run->targets)
+		sc_direct_flush(ing, lfirst(lc), run->estate);
 	MemoryContextReset(ing->direct.cxt);
-	error_context_stack = run.errcb.previous;
+	error_context_stack = run->errcb.previous;
 
-	sc_direct_end(&run);
-	pfree(run.buf.data);
-	pfree(run.fields);
+	sc_direct_end(run);
+	pfree(run->buf.data);
+	pfree(run->fields);
+}
+
+/*
+ * Write lines [lo, hi) directly; false (nothing written) when one of them
+ * must take the COPY fallback.  A cube that keeps no raw rows forms and
+ * checks every line (late ones too), and writes none: its roll-ups take
+ * the values.
+ */
+bool
+sc_direct_lines_run(ScIngest *ing, int lo, int hi)
+{
+	ScDirectRun run;
+
+	if (!ing->cube->keep_rows)
+		sc_direct_begin_unwritten(ing, &run);
+	else if (!sc_direct_begin(ing, &run, lo, hi))
+		return false;
+	sc_direct_run(ing, &run, lo, hi, NULL);
 	return true;
+}
+
+/*
+ * The values of lines [0, n) where use[l] that no run captured (the COPY
+ * fallback wrote them): formed again from their lines, for the roll-ups.
+ * They went in once already, so they form without error.
+ */
+void
+sc_direct_capture_lines(ScIngest *ing, int n, const bool *use)
+{
+	ScDirectRun run;
+	bool	   *only = palloc(sizeof(bool) * Max(n, 1));
+
+	for (int l = 0; l < n; l++)
+		only[l] = use[l] && !ing->rollup.captured[l];
+	sc_direct_begin_unwritten(ing, &run);
+	sc_direct_run(ing, &run, 0, n, only);
+	pfree(only);
 }

@@ -137,6 +137,25 @@ typedef struct ScDirect
 	MemoryContext cxt;			/* values of the rows not written yet */
 } ScDirect;
 
+/*
+ * The roll-ups' part of a batch (ingest_rollup.c): the values of the
+ * columns a roll-up reads, per line, as the writers formed them.
+ */
+typedef struct ScRollupPlan ScRollupPlan;
+typedef struct ScRollupIngest
+{
+	bool		active;			/* the cube has roll-ups */
+	bool	   *capture;		/* per cube column: a roll-up reads it */
+	int16	   *typlen;			/* per captured column */
+	bool	   *typbyval;
+	Datum	  **values;			/* per captured column: per line */
+	bool	  **nulls;
+	bool	   *captured;		/* per line: its values are in */
+	int			nlines;
+	int			nrollups;
+	ScRollupPlan **plans;		/* per roll-up of cube->rollups, made when first used */
+} ScRollupIngest;
+
 struct ScIngest
 {
 	ScCube	   *cube;
@@ -152,6 +171,7 @@ struct ScIngest
 	ScWindowCache windows;
 	ScBatch		batch;
 	ScDirect	direct;
+	ScRollupIngest rollup;
 	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
 };
@@ -211,5 +231,15 @@ extern void sc_copy_lines_run(ScIngest *ing, int lo, int hi);
 /* ingest_direct.c */
 extern void sc_direct_reset(ScIngest *ing);
 extern bool sc_direct_lines_run(ScIngest *ing, int lo, int hi);
+extern void sc_direct_capture_lines(ScIngest *ing, int n, const bool *use);
+
+/* ingest_rollup.c */
+extern void sc_rollup_ingest_setup(ScIngest *ing);
+extern void sc_rollup_ingest_release(ScIngest *ing);
+extern void sc_rollup_batch_begin(ScIngest *ing, int n);
+extern void sc_rollup_capture(ScIngest *ing, int l, const Datum *values, const bool *isnull,
+							  const AttrNumber *attno);
+extern bool sc_rollup_lines_used(ScIngest *ing, int written, bool **use);
+extern void sc_rollup_merge_batch(ScIngest *ing, int written, const bool *use);
 
 #endif							/* SC_INGEST_INTERNAL_H */

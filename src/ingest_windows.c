@@ -16,6 +16,7 @@
 #include "catalog/partition.h"
 #include "ingest_internal.h"
 #include "positions.h"
+#include "rollup.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -97,6 +98,9 @@ sc_window_work(void *arg)
 
 	w->created = sc_segment_ensure(w->ing->cube, w->window);
 	SPI_connect();
+	/* The roll-ups get their partitions of it in the same transaction. */
+	if (w->created)
+		sc_rollup_windows_create(w->ing->cube, w->window, false);
 	if (!sc_segment_state(w->ing->cube, w->window, &w->state, w->ing->windows.cxt))
 		elog(ERROR, "window of cube %s vanished while it was created", w->ing->cube->qualified);
 	SPI_finish();

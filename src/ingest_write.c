@@ -40,7 +40,9 @@ sc_write_work(void *arg)
 	ScWriteWork *w = arg;
 	ScBatch    *b = &w->ing->batch;
 
-	if (sc_direct_insert && sc_direct_lines_run(w->ing, w->lo, w->hi))
+	/* A cube without raw rows writes none: the direct path only forms them. */
+	if ((sc_direct_insert || !w->ing->cube->keep_rows) &&
+		sc_direct_lines_run(w->ing, w->lo, w->hi))
 		b->rows_direct += w->hi - w->lo;
 	else
 	{

@@ -23,6 +23,7 @@
 #include "cube.h"
 #include "positions.h"
 #include "compact.h"
+#include "rollup.h"
 #include "seal.h"
 #include "sealed.h"
 #include "rewrite.h"
@@ -211,6 +212,7 @@ sc_seal_due_step(ScDueCube *due, ScDueStep step)
 			(void) sc_compact_finish(due->cube, due->compact_jobs);
 			sc_seal_finish(due->cube, due->jobs);
 			*due->drop_budget -= sc_due_retention(due->cube, *due->drop_budget);
+			*due->drop_budget -= sc_rollup_retention(due->cube, *due->drop_budget);
 			break;
 		case SC_DUE_CLEANUP:
 			sc_seal_cleanup(due->cube, due->jobs);

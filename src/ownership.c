@@ -5,7 +5,8 @@
  *
  * A cube is its parent table (whose owner is the cube's owner), the
  * partitions attached to it (active windows, sealed windows, compacted
- * partitions) and the view <cube>_sealed.  PostgreSQL runs a partition's
+ * partitions), the view <cube>_sealed, and its roll-ups with their
+ * partitions (receivers write those as the cube's owner too).  PostgreSQL runs a partition's
  * index expressions, CHECK constraints and the like as that partition's
  * owner; a partition that belonged to a more privileged role than the
  * cube's owner would run the owner's functions with that role's rights
@@ -53,6 +54,15 @@
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
+/* Does the catalog know roll-ups (0.3.0 on)? */
+static bool
+sc_ownership_rollups_known(void)
+{
+	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("rollup_catalog", nsp));
+}
+
 /*
  * The cube whose parent, partition (at any level) or sealed view relid
  * is: the parent's OID, or InvalidOid.  *is_parent tells which.
@@ -79,11 +89,16 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 
 	SPI_connect();
 	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT c.relid::oid FROM streamcube.cubes c "
-								"WHERE c.relid::oid = ANY ($1) "
-								"   OR (c.sealed_view::oid = $2 AND EXISTS "
-								"       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
-								"ORDER BY c.relid::oid = $2 DESC LIMIT 1",
+	ret = SPI_execute_with_args(psprintf("SELECT c.relid::oid FROM streamcube.cubes c "
+										 "WHERE c.relid::oid = ANY ($1) "
+										 "   OR (c.sealed_view::oid = $2 AND EXISTS "
+										 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
+										 "%s"
+										 "ORDER BY c.relid::oid = $2 DESC LIMIT 1",
+										 sc_ownership_rollups_known()
+										 ? "   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r "
+										 "              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
+										 : ""),
 								2, (Oid[]) {OIDARRAYOID, OIDOID},
 								(Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
 									ObjectIdGetDatum(relid)},
@@ -99,19 +114,36 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 }
 
 /*
- * The relations of a cube besides its parent: partitions, the sealed view.
- * Allocated in the caller's memory context.
+ * The relations of a cube besides its parent: partitions, the sealed view,
+ * its roll-ups and their partitions.  Allocated in the caller's memory
+ * context.
  */
 static List *
 sc_ownership_members(Oid parent)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	List	   *members = list_delete_first(find_all_inheritors(parent, NoLock, NULL));
+	List	   *rollups = NIL;
 	Oid			view = InvalidOid;
 	ScPrivilegeSave save;
 	bool		isnull;
+	ListCell   *lc;
 
 	SPI_connect();
 	sc_catalog_enter(&save);
+	if (sc_ownership_rollups_known() &&
+		SPI_execute_with_args("SELECT r.relid::oid FROM streamcube.rollup_catalog r "
+							  "JOIN streamcube.cubes c USING (cube_id) WHERE c.relid::oid = $1",
+							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
+							  NULL, false, 0) == SPI_OK_SELECT)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(cxt);
+
+		for (uint64 i = 0; i < SPI_processed; i++)
+			rollups = lappend_oid(rollups, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																		  SPI_tuptable->tupdesc, 1, &isnull)));
+		MemoryContextSwitchTo(spi);
+	}
 	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE relid::oid = $1",
 							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
 							  NULL, false, 1) == SPI_OK_SELECT && SPI_processed > 0)
@@ -125,6 +157,9 @@ sc_ownership_members(Oid parent)
 	SPI_finish();
 	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
 		members = lappend_oid(members, view);
+	foreach(lc, rollups)
+		if (get_rel_name(lfirst_oid(lc)) != NULL)
+			members = list_concat(members, find_all_inheritors(lfirst_oid(lc), NoLock, NULL));
 	return members;
 }
 

@@ -663,10 +663,12 @@ sc_receiver_reload(uint32 config_version)
 		receiver.cube->kafka_cluster_id = fresh->kafka_cluster_id ? pstrdup(fresh->kafka_cluster_id) : NULL;
 
 		/*
-		 * Options changed (streamcube_alter_cube): read the whole cube
+		 * Options or roll-ups changed (streamcube_alter_cube,
+		 * streamcube_create_rollup): read the whole cube
 		 * again before the next batch, as after a change of its table.
 		 */
-		if (strcmp(fresh->options_text, receiver.cube->options_text) != 0)
+		if (strcmp(fresh->options_text, receiver.cube->options_text) != 0 ||
+			strcmp(fresh->rollups_key, receiver.cube->rollups_key) != 0)
 			receiver.table_changed = true;
 	}
 	if (fresh != NULL)

@@ -61,6 +61,7 @@
 #include "seal.h"
 #include "sealed.h"
 #include "rewrite.h"
+#include "rollup.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -88,6 +89,7 @@ typedef struct ScSealJob
 	char	   *twin_name;		/* the logged twin, until the swap */
 	Oid			twin;
 	int64		rows;
+	List	   *rollup_twins;	/* the roll-ups' partitions of the window (rollups.c) */
 } ScSealJob;
 
 /* ----------------------------------------------------------------
@@ -129,6 +131,14 @@ sc_seal_copy(ScSealJob *job)
 	sc_as_owner_enter(&save, cube->owner);
 	sc_sealed_table_guard(twin);
 	sc_as_owner_leave(&save);
+
+	/* The roll-ups' partitions of the window: locked by the same lock. */
+	{
+		MemoryContext old = MemoryContextSwitchTo(cube->mcxt);
+
+		job->rollup_twins = sc_rollup_seal_copy(cube, job->start);
+		MemoryContextSwitchTo(old);
+	}
 }
 
 /* ----------------------------------------------------------------
@@ -163,6 +173,8 @@ sc_seal_swap_statements(ScSealJob *job)
 					 sc_bound_literal(cube, job->start),
 					 sc_bound_literal(cube, job->start + cube->width));
 	sc_seal_exec(sql.data);
+
+	sc_rollup_seal_swap(job->rollup_twins);
 }
 
 
@@ -377,6 +389,7 @@ sc_seal_cleanup(ScCube *cube, List *jobs)
 
 		sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
 							  quote_qualified_identifier(job->active_schema, job->twin_name)));
+		sc_rollup_seal_cleanup(job->rollup_twins);
 	}
 	sc_as_owner_leave(&as);
 }

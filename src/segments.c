@@ -58,12 +58,19 @@ sc_cube_time(const ScCube *cube, TimestampTz t)
 int64
 sc_window_start(const ScCube *cube, int64 ts)
 {
-	int64		delta = ts - SC_WINDOW_ORIGIN;
-	int64		k = delta / cube->width;
+	return sc_bucket_start(ts, cube->width);
+}
 
-	if (delta % cube->width < 0)
+/* The start of the interval of width that holds ts, counted from the origin. */
+int64
+sc_bucket_start(int64 ts, int64 width)
+{
+	int64		delta = ts - SC_WINDOW_ORIGIN;
+	int64		k = delta / width;
+
+	if (delta % width < 0)
 		k--;					/* floor, not truncation */
-	return SC_WINDOW_ORIGIN + k * cube->width;
+	return SC_WINDOW_ORIGIN + k * width;
 }
 
 /* Read exactly n digits; -1 if any is not a digit. */
@@ -224,16 +231,16 @@ sc_bound_literal(const ScCube *cube, int64 ts)
 }
 
 /*
- * A free partition name: the cube's name, clipped, and the window start,
- * then "_2", "_3", ... while the name is taken in the cube's schema.
+ * A free name for the partition of a window of table base (in schema
+ * nsp): base, clipped, and the window start, then "_2", "_3", ... while the
+ * name is taken.  A cube's windows and a roll-up's are named alike.
  */
-static char *
-sc_partition_name(const ScCube *cube, int64 start)
+char *
+sc_window_partition_name(Oid nsp, const char *base, int64 start)
 {
 	struct pg_tm tm;
 	fsec_t		fsec;
 	char		stamp[32];
-	Oid			nsp = get_rel_namespace(cube->relid);
 
 	timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL);
 	snprintf(stamp, sizeof(stamp), "_%04d%02d%02d_%02d%02d%s",
@@ -249,9 +256,8 @@ sc_partition_name(const ScCube *cube, int64 start)
 			strlcpy(suffix, stamp, sizeof(suffix));
 		else
 			snprintf(suffix, sizeof(suffix), "%s_%d", stamp, attempt);
-		room = pg_mbcliplen(cube->relname, strlen(cube->relname),
-							NAMEDATALEN - 1 - (int) strlen(suffix));
-		name = psprintf("%.*s%s", room, cube->relname, suffix);
+		room = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - (int) strlen(suffix));
+		name = psprintf("%.*s%s", room, base, suffix);
 		if (!OidIsValid(get_relname_relid(name, nsp)))
 			return name;
 		pfree(name);
@@ -349,7 +355,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 		return false;
 	}
 
-	relname = sc_partition_name(cube, start);
+	relname = sc_window_partition_name(get_rel_namespace(cube->relid), cube->relname, start);
 	qualified = quote_qualified_identifier(cube->schema, relname);
 
 	/*

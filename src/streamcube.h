@@ -32,6 +32,7 @@
  *	segments.c		window arithmetic and active partitions
  *	sealed.c		what a sealed partition is: twins, guard, DDL with lock retries
  *	rewrite.c		moving rows with their tuple headers (seals, compaction)
+ *	rollups.c		roll-ups: definitions, catalog, partitions (rollup.h)
  * upper
  *	format*.c		message formats (format.h): json, jsonb, csv, Kafka metadata
  *	ingest*.c		the hot path (ingest_internal.h): batch, windows, writers
@@ -45,6 +46,7 @@
  *	maintenance.c	streamcube_seal_due (seal, compact, retention), the pg_cron job
  *	consumers.c		the monitoring functions behind streamcube.* views
  *	cube_sql.c		SQL functions on cubes: create, drop, pause, resume, wait, alter
+ *	rollup_sql.c	SQL functions on roll-ups: create (and fill), drop
  *
  * Every object named by a user is quoted whenever it reaches SQL text.
  *

@@ -1,0 +1,611 @@
+/*-------------------------------------------------------------------------
+ *
+ * rollup_sql.c
+ *		streamcube_create_rollup and streamcube_drop_rollup.
+ *
+ * A roll-up is created in one consistent step on a live cube: the cube's
+ * row is locked FOR UPDATE, which waits for the batch in flight and keeps
+ * the next out until we commit (every batch holds the row FOR KEY SHARE),
+ * and the cube's window lock keeps windows from being created meanwhile.
+ * Under both, the roll-up gets a partition per window of the cube (logged
+ * for sealed windows), is filled from every row the cube holds (through the
+ * same merge statement receivers use), and the cube's config_version
+ * moves: the first batch after our commit reads the cube again and merges
+ * into the roll-up.  No message is counted twice or missed at the edge.
+ *
+ * Everything that touches the cube's tables runs as the cube's owner,
+ * whoever asks (an administrator), under SECURITY_RESTRICTED_OPERATION.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "cube_catalog.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "rollup.h"
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
+#include "utils/datum.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(sc_create_rollup);
+PG_FUNCTION_INFO_V1(sc_drop_rollup);
+
+/* Rows a creation reads from the cube per merge. */
+#define SC_ROLLUP_FILL_CHUNK 10000
+
+/* Is name a column name of r already (bucket, dimensions, measures)? */
+static void
+sc_rollup_check_name(List **names, const char *name, const char *what)
+{
+	ListCell   *lc;
+
+	if (strlen(name) == 0 || strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("%s \"%s\" is not a valid column name", what, name),
+				 errhint("Column names are 1 to %d bytes long.", NAMEDATALEN - 1)));
+	foreach(lc, *names)
+		if (strcmp(lfirst(lc), name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_COLUMN),
+					 errmsg("%s \"%s\" would be a second column of that name in the roll-up", what, name),
+					 errhint("The roll-up has a column bucket, one per dimension and one per measure (two for avg: name_sum, name_count); give each measure another name.")));
+	*names = lappend(*names, pstrdup(name));
+}
+
+/* The SQL type of cube column c, with its typmod, as the cube's table has it. */
+static char *
+sc_cube_column_type(const ScCube *cube, int c)
+{
+	HeapTuple	tup = SearchSysCacheAttName(cube->relid, cube->columns[c].name);
+	Form_pg_attribute att;
+	char	   *type;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "column \"%s\" of cube %s is gone", cube->columns[c].name, cube->qualified);
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	type = format_type_with_typemod(att->atttypid, att->atttypmod);
+	ReleaseSysCache(tup);
+	return type;
+}
+
+/*
+ * A relation with no rows and r's input columns ("b" the bucket, "c<k>"
+ * cube column k), to try r's aggregates on.
+ */
+static char *
+sc_rollup_typed_nulls(const ScCube *cube, const ScRollup *r)
+{
+	StringInfoData s;
+	bool	   *seen = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "(SELECT NULL::%s AS b",
+					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz");
+	for (int d = 0; d < r->ndims; d++)
+		seen[r->dims[d]] = true;
+	for (int m = 0; m < r->nmeasures; m++)
+		if (r->measures[m].column >= 0)
+			seen[r->measures[m].column] = true;
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (seen[c])
+			appendStringInfo(&s, ", NULL::%s AS c%d", sc_cube_column_type(cube, c), c);
+	appendStringInfoString(&s, " LIMIT 0)");
+	return s.data;
+}
+
+typedef struct ScTryMeasure
+{
+	const char *sql;
+} ScTryMeasure;
+
+static void
+sc_try_measure_fn(void *arg)
+{
+	SPI_execute(((ScTryMeasure *) arg)->sql, true, 0);
+}
+
+/*
+ * Each measure must apply to its column's type: tried alone, so that the
+ * error names the measure.  Returns the types of the roll-up's columns (a
+ * query over no rows: its result columns).
+ */
+static TupleDesc
+sc_rollup_result_types(const ScCube *cube, ScRollup *r)
+{
+	const char *from = sc_rollup_typed_nulls(cube, r);
+	ScRollup	one = *r;
+	StringInfoData sql;
+	ScAsOwner	as;
+	TupleDesc	types;
+
+	/*
+	 * As the cube's owner: a domain's check or a type's input function of
+	 * the cube's columns is the owner's code, never to run as an admin.
+	 */
+	sc_as_owner_enter(&as, cube->owner);
+	for (int m = 0; m < r->nmeasures; m++)
+	{
+		ScMeasure  *ms = &r->measures[m];
+		ScTryMeasure t;
+		ErrorData  *edata;
+
+		one.ndims = 0;
+		one.nmeasures = 1;
+		one.measures = ms;
+		/* an extension that is missing is named before anything is tried */
+		(void) sc_rollup_extension_schema(ms->kind, ms->name);
+		t.sql = psprintf("SELECT %s FROM %s u GROUP BY u.b", sc_rollup_select_list(cube, &one, "u"), from);
+		edata = sc_try(sc_try_measure_fn, &t);
+		if (edata != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("measure \"%s\" cannot be %s of column \"%s\" (type %s)",
+							ms->name, sc_measure_function(ms->kind),
+							cube->columns[ms->column].name,
+							format_type_be(cube->columns[ms->column].type)),
+					 errdetail("%s", edata->message),
+					 errhint("sum and avg take numbers, min and max any type with an order, tdigest a number, count and hll any type.")));
+	}
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s FROM %s u GROUP BY u.b", sc_rollup_select_list(cube, r, "u"), from);
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&sql, ", u.c%d", r->dims[d]);
+	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not find the types of the roll-up's columns");
+	types = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+	sc_as_owner_leave(&as);
+	return types;
+}
+
+/* The roll-up's table, as the cube's owner; returns its oid. */
+static Oid
+sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const char *relname,
+					   TupleDesc types)
+{
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp), relname);
+	StringInfoData sql;
+	int			a = 0;
+	ScAsOwner	as;
+	Oid			relid;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (bucket %s NOT NULL", qualified,
+					 cube->time_type == TIMESTAMPOID ? "timestamp" : "timestamptz");
+	a++;
+	for (int d = 0; d < r->ndims; d++, a++)
+		appendStringInfo(&sql, ", %s %s", quote_identifier(cube->columns[r->dims[d]].name),
+						 sc_cube_column_type(cube, r->dims[d]));
+	for (int m = 0; m < r->nmeasures; m++)
+	{
+		const ScMeasure *ms = &r->measures[m];
+		int			ncols = ms->kind == SC_MEASURE_AVG ? 2 : 1;
+
+		for (int k = 0; k < ncols; k++, a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(types, a);
+			const char *name = ms->kind != SC_MEASURE_AVG ? ms->name
+				: psprintf("%s_%s", ms->name, k == 0 ? "sum" : "count");
+			bool		counts = ms->kind == SC_MEASURE_COUNT || ms->kind == SC_MEASURE_COUNT_ALL ||
+				(ms->kind == SC_MEASURE_AVG && k == 1);
+
+			appendStringInfo(&sql, ", %s %s%s", quote_identifier(name),
+							 format_type_with_typemod(att->atttypid, att->atttypmod),
+							 counts ? " NOT NULL" : "");
+		}
+	}
+	appendStringInfoString(&sql, ") PARTITION BY RANGE (bucket)");
+
+	sc_as_owner_enter(&as, cube->owner);
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create roll-up %s", qualified);
+	relid = get_relname_relid(relname, nsp);
+
+	/* one row per bucket and dimensions; NULL is a value of a dimension too */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (bucket", qualified);
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&sql, ", %s", quote_identifier(cube->columns[r->dims[d]].name));
+	appendStringInfoString(&sql, ") NULLS NOT DISTINCT");
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create the key of roll-up %s", qualified);
+	SPI_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
+						 quote_literal_cstr(psprintf("Roll-up of cube %s, kept by streamcube", cube->qualified))),
+				false, 0);
+	sc_as_owner_leave(&as);
+	return relid;
+}
+
+/* The roll-up's catalog row; returns its id. */
+static int32
+sc_rollup_row_insert(const ScCube *cube, Oid relid, Interval *granularity, ArrayType *dims,
+					 Jsonb *measures, Interval *retention)
+{
+	bool		isnull;
+	char		nulls[7] = "      ";
+
+	if (retention == NULL)
+		nulls[5] = 'n';
+	sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
+					"(cube_id, relid, granularity, dimensions, measures, retention) "
+					"VALUES ($1, $2, $3, $4::name[], $5, $6) RETURNING rollup_id",
+					6, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
+						IntervalPGetDatum(granularity), PointerGetDatum(dims),
+					JsonbPGetDatum(measures), IntervalPGetDatum(retention)},
+					nulls, false, 1);
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* A partition of the roll-up per window of the cube, sealed where the cube's is. */
+static void
+sc_rollup_create_windows(const ScCube *cube, int32 rollup_id, Oid relid)
+{
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(cube->cube_id);
+	SPITupleTable *tab;
+	uint64		n;
+
+	sc_catalog_exec("SELECT window_start, state = 'sealed' FROM streamcube.segment_catalog "
+					"WHERE cube_id = $1 ORDER BY window_start", 1, &type, &value, NULL, false, 0);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		int64		start = DatumGetTimestampTz(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+		bool		sealed = DatumGetBool(SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull));
+
+		sc_rollup_window_create(cube, rollup_id, relid, start, sealed);
+	}
+}
+
+/*
+ * Fill the roll-up from every row the cube holds, as the cube's owner,
+ * through the receivers' merge statement, a chunk of rows at a time.
+ */
+static int64
+sc_rollup_fill(ScCube *cube, ScRollup *r)
+{
+	ScRollupPlan *plan = sc_rollup_plan_make(cube, r);
+	StringInfoData sql;
+	bool	   *read = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
+	int		   *colpos = palloc(sizeof(int) * Max(cube->ncolumns, 1));
+	Datum	  **values = palloc0(sizeof(Datum *) * Max(cube->ncolumns, 1));
+	bool	  **nulls = palloc0(sizeof(bool *) * Max(cube->ncolumns, 1));
+	int64	   *ts = palloc(sizeof(int64) * SC_ROLLUP_FILL_CHUNK);
+	int			ncols = 1;
+	int64		total = 0;
+	Portal		portal;
+	ScAsOwner	as;
+	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube roll-up fill",
+													ALLOCSET_DEFAULT_SIZES);
+
+	for (int d = 0; d < r->ndims; d++)
+		read[r->dims[d]] = true;
+	for (int m = 0; m < r->nmeasures; m++)
+		if (r->measures[m].column >= 0)
+			read[r->measures[m].column] = true;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s", quote_identifier(cube->columns[cube->time_index].name));
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (read[c])
+		{
+			appendStringInfo(&sql, ", %s", quote_identifier(cube->columns[c].name));
+			colpos[c] = ++ncols;
+			values[c] = palloc(sizeof(Datum) * SC_ROLLUP_FILL_CHUNK);
+			nulls[c] = palloc(sizeof(bool) * SC_ROLLUP_FILL_CHUNK);
+		}
+	appendStringInfo(&sql, " FROM %s", cube->qualified);
+
+	sc_as_owner_enter(&as, cube->owner);
+	/* read_only false: a snapshot taken now, after the locks, sees the batch we waited for */
+	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, false, 0);
+	for (;;)
+	{
+		MemoryContext old;
+		SPITupleTable *tab;
+		uint64		n;
+
+		SPI_cursor_fetch(portal, true, SC_ROLLUP_FILL_CHUNK);
+		tab = SPI_tuptable;
+		n = SPI_processed;
+		if (n == 0)
+			break;
+		MemoryContextReset(chunk_cxt);
+		old = MemoryContextSwitchTo(chunk_cxt);
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			ts[i] = DatumGetInt64(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+			for (int c = 0; c < cube->ncolumns; c++)
+				if (read[c])
+				{
+					Form_pg_attribute att = TupleDescAttr(tab->tupdesc, colpos[c] - 1);
+					Datum		v = SPI_getbinval(tab->vals[i], tab->tupdesc, colpos[c], &nulls[c][i]);
+
+					values[c][i] = nulls[c][i] ? (Datum) 0 : datumCopy(v, att->attbyval, att->attlen);
+				}
+		}
+		SPI_freetuptable(tab);
+		sc_rollup_plan_run(cube, plan, (int) n, ts, values, nulls, NULL);
+		MemoryContextSwitchTo(old);
+		total += n;
+	}
+	SPI_cursor_close(portal);
+	sc_as_owner_leave(&as);
+	sc_rollup_plan_free(plan);
+	MemoryContextDelete(chunk_cxt);
+	return total;
+}
+
+/* The options of a roll-up: {"retention": "1 year"}. */
+static Interval *
+sc_rollup_options(Jsonb *options, const ScCube *cube)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	Interval   *retention = NULL;
+
+	if (options == NULL)
+		return NULL;
+	if (!JB_ROOT_IS_OBJECT(options))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("roll-up options must be a JSON object"),
+				 errhint("For example '{\"retention\": \"1 year\"}'.")));
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+		{
+			if (strcmp(key, "retention") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("unknown roll-up option \"%s\"", key),
+						 errhint("A roll-up takes the option retention.")));
+			if (v.type == jbvNull)
+				continue;
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("roll-up option retention must be an interval as a string"),
+						 errhint("For example \"1 year\" or \"90 days\".")));
+			retention = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+															  CStringGetDatum(pnstrdup(v.val.string.val, v.val.string.len)),
+															  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+			if (sc_interval_usecs(retention, "retention") <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("roll-up option retention must be positive"),
+						 errhint("Leave it out to keep every window.")));
+		}
+	}
+	return retention;
+}
+
+/*
+ * streamcube_create_rollup(cube text, name text, granularity interval,
+ *							dimensions text[], measures jsonb,
+ *							options jsonb DEFAULT '{}') RETURNS regclass
+ */
+Datum
+sc_create_rollup(PG_FUNCTION_ARGS)
+{
+	char	   *cube_name = sc_text_arg(fcinfo, 0, "cube name");
+	char	   *name = sc_text_arg(fcinfo, 1, "roll-up name");
+	Interval   *granularity;
+	ArrayType  *dims_arr;
+	Jsonb	   *measures;
+	Jsonb	   *options = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
+	Interval   *retention;
+	Oid			cube_relid,
+				owner,
+				nsp,
+				relid;
+	int32		cube_id,
+				rollup_id;
+	ScCube	   *cube;
+	ScRollup	r = {0};
+	List	   *qname;
+	List	   *colnames = list_make1("bucket");
+	char	   *relname;
+	Datum	   *dims;
+	bool	   *dimnulls;
+	int			ndims;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+	TupleDesc	types;
+	ListCell   *lc;
+	ScRollup   *loaded = NULL;
+	Interval	window;
+
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("granularity, dimensions and measures of a roll-up must not be NULL"),
+				 errhint("Give an empty array for no dimensions.")));
+	granularity = PG_GETARG_INTERVAL_P(2);
+	dims_arr = PG_GETARG_ARRAYTYPE_P(3);
+	measures = PG_GETARG_JSONB_P(4);
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("creating a roll-up needs the READ COMMITTED isolation level"),
+				 errdetail("The roll-up is filled with every row committed before the cube's lock."),
+				 errhint("Call it outside an explicit REPEATABLE READ or SERIALIZABLE transaction.")));
+
+	SPI_connect();
+	cube_id = sc_cube_for_action(cube_name, "create a roll-up of", &cube_relid, &owner);
+
+	/* The batch in flight commits first; the next waits for our commit. */
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR UPDATE",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, false, 1);
+	cube = sc_cube_load(cube_id, false);
+	sc_segment_lock_windows(cube);
+
+	/* granularity: divides the window, so that a bucket lies in one window */
+	r.granularity = sc_interval_usecs(granularity, "granularity");
+	window.time = cube->width % USECS_PER_DAY;
+	window.day = (int32) (cube->width / USECS_PER_DAY);
+	window.month = 0;
+	if (r.granularity <= 0 || cube->width % r.granularity != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("granularity %s does not divide the window of cube \"%s\" (%s)",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(granularity))),
+						cube_name,
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&window)))),
+				 errdetail("Each bucket of a roll-up must lie in one window of the cube."),
+				 errhint("Give a granularity that the window is a whole multiple of, such as 1 minute for windows of an hour.")));
+
+	/* dimensions: columns of the cube, not its time column */
+	deconstruct_array(dims_arr, TEXTOID, -1, false, TYPALIGN_INT, &dims, &dimnulls, &ndims);
+	r.ndims = ndims;
+	r.dims = palloc(sizeof(int) * Max(ndims, 1));
+	for (int d = 0; d < ndims; d++)
+	{
+		char	   *dim = dimnulls[d] ? NULL : TextDatumGetCString(dims[d]);
+
+		if (dim == NULL || (r.dims[d] = sc_rollup_column(cube, dim, "dimension")) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("dimension \"%s\" is not a column of cube \"%s\"", dim ? dim : "NULL", cube_name),
+					 errhint("Dimensions are columns of the cube's table, named exactly.")));
+		if (r.dims[d] == cube->time_index)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dimension \"%s\" is the time column of cube \"%s\"", dim, cube_name),
+					 errhint("The time column is the roll-up's bucket: choose its granularity instead.")));
+		sc_rollup_check_name(&colnames, dim, "dimension");
+	}
+
+	/* measures */
+	if (!JB_ROOT_IS_OBJECT(measures) || JB_ROOT_IS_SCALAR(measures))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("measures must be a JSON object of names and aggregates"),
+				 errhint("For example '{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}'.")));
+	r.measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
+	it = JsonbIteratorInit(&measures->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+		{
+			ScMeasure  *m = &r.measures[r.nmeasures++];
+
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("measure \"%s\" must be an aggregate as a string", key),
+						 errhint("For example \"sum(amount)\".")));
+			sc_rollup_parse_measure(cube, key, pnstrdup(v.val.string.val, v.val.string.len), m, false);
+			if (m->kind == SC_MEASURE_AVG)
+			{
+				sc_rollup_check_name(&colnames, psprintf("%s_sum", key), "measure");
+				sc_rollup_check_name(&colnames, psprintf("%s_count", key), "measure");
+			}
+			else
+				sc_rollup_check_name(&colnames, key, "measure");
+		}
+	}
+	retention = sc_rollup_options(options, cube);
+
+	/* the name: in the cube's schema unless qualified */
+	qname = stringToQualifiedNameList(name);
+	if (list_length(qname) == 1)
+	{
+		nsp = get_rel_namespace(cube->relid);
+		relname = strVal(linitial(qname));
+	}
+	else if (list_length(qname) == 2)
+	{
+		nsp = get_namespace_oid(strVal(linitial(qname)), false);
+		relname = strVal(lsecond(qname));
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("roll-up name \"%s\" is not a table name", name),
+				 errhint("Give a name, or schema.name.")));
+	if (OidIsValid(get_relname_relid(relname, nsp)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" already exists", name),
+				 errhint("Choose another name for the roll-up, or drop that one with streamcube_drop_rollup().")));
+
+	types = sc_rollup_result_types(cube, &r);
+	relid = sc_rollup_create_table(cube, &r, nsp, relname, types);
+	rollup_id = sc_rollup_row_insert(cube, relid, granularity, dims_arr, measures, retention);
+	sc_rollup_create_windows(cube, rollup_id, relid);
+
+	/* the definition as receivers will read it, and the rows the cube has */
+	foreach(lc, sc_rollups_load(cube))
+		if (((ScRollup *) lfirst(lc))->rollup_id == rollup_id)
+			loaded = lfirst(lc);
+	if (loaded == NULL)
+		elog(ERROR, "roll-up %s vanished while it was created", name);
+	(void) sc_rollup_fill(cube, loaded);
+
+	/* Receivers read the cube again before their next batch. */
+	sc_cube_row_touch(cube_id);
+	SPI_finish();
+	PG_RETURN_OID(relid);
+}
+
+/* streamcube_drop_rollup(name text) */
+Datum
+sc_drop_rollup(PG_FUNCTION_ARGS)
+{
+	char	   *name = sc_text_arg(fcinfo, 0, "roll-up name");
+	Oid			relid = sc_caller_relation(name);
+	Oid			cube_relid,
+				owner;
+	int32		cube_id;
+	bool		isnull;
+	char	   *cube_name;
+
+	SPI_connect();
+	if (OidIsValid(relid))
+		sc_catalog_exec("SELECT cube_id, (SELECT c.relid::oid FROM streamcube.cubes c WHERE c.cube_id = r.cube_id) "
+						"FROM streamcube.rollup_catalog r WHERE relid = $1",
+						1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)}, NULL, false, 1);
+	if (!OidIsValid(relid) || SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("roll-up \"%s\" does not exist", name),
+				 errhint("streamcube.rollups lists the roll-ups.")));
+	cube_relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	cube_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(cube_relid)),
+										   get_rel_name(cube_relid));
+	cube_id = sc_cube_for_action(cube_name, "drop a roll-up of", &cube_relid, &owner);
+
+	/* The batch in flight commits first; the next reads the cube again. */
+	(void) sc_cube_rollup_tables(cube_id);
+	sc_catalog_exec("DELETE FROM streamcube.rollup_catalog WHERE relid = $1",
+					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)}, NULL, false, 0);
+	sc_cube_row_touch(cube_id);
+	sc_drop_table(relid, sc_relation_owner(relid), psprintf("roll-up \"%s\"", name));
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,1136 @@
+/*-------------------------------------------------------------------------
+ *
+ * rollups.c
+ *		What a roll-up is: its definition (measures, dimensions), the one
+ *		writer of streamcube.rollup_catalog and streamcube.rollup_windows,
+ *		and its partitions, which follow the cube's windows.
+ *
+ * A roll-up is a table partitioned by range of its bucket column like the
+ * cube by its time column, with one partition per window of the cube:
+ * UNLOGGED while the window is active, a logged twin from the seal of the
+ * window on (in the same transaction as the cube's, sc_rollup_seal_copy
+ * and sc_rollup_seal_swap).  Receivers merge each batch into it in the
+ * batch's transaction (ingest_rollup.c), so its content follows the cube's
+ * exactly: after a crash the active partitions of both are empty and the
+ * same replay from the checkpoints fills them again; a sealed window's rows
+ * and its roll-up rows are both logged, and a late row moves both in one
+ * transaction.
+ *
+ * A roll-up partition is created with its cube window, in the same
+ * transaction and under the same window lock, and dropped only once the
+ * cube's window is gone and the roll-up's own retention is past: so a
+ * receiver that writes a row into a window always finds the roll-up's
+ * partition of it, and a roll-up keeps a window at least as long as the
+ * cube does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "parser/scansup.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
+#include "catalog/indexing.h"
+#include "utils/fmgroids.h"
+#include "rewrite.h"
+#include "rollup.h"
+#include "sealed.h"
+#include "storage/lmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/* ----------------------------------------------------------------
+ * Definitions
+ * ----------------------------------------------------------------
+ */
+
+static const struct
+{
+	const char *name;
+	ScMeasureKind kind;
+}			sc_measure_names[] =
+{
+	{"count", SC_MEASURE_COUNT},
+	{"sum", SC_MEASURE_SUM},
+	{"min", SC_MEASURE_MIN},
+	{"max", SC_MEASURE_MAX},
+	{"avg", SC_MEASURE_AVG},
+	{"hll", SC_MEASURE_HLL},
+	{"tdigest", SC_MEASURE_TDIGEST},
+};
+
+const char *
+sc_measure_function(ScMeasureKind kind)
+{
+	if (kind == SC_MEASURE_COUNT_ALL)
+		return "count";
+	for (int i = 0; i < lengthof(sc_measure_names); i++)
+		if (sc_measure_names[i].kind == kind)
+			return sc_measure_names[i].name;
+	return "?";
+}
+
+/*
+ * The index in cube->columns of the column called name (what says what it
+ * is for, in errors); -1 when the cube has none.
+ */
+int
+sc_rollup_column(const ScCube *cube, const char *name, const char *what)
+{
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (strcmp(cube->columns[c].name, name) == 0)
+			return c;
+	return -1;
+}
+
+/* An identifier as SQL reads it: "quoted" exactly, else folded to lower case. */
+static const char *
+sc_measure_identifier(const char **p)
+{
+	StringInfoData id;
+	const char *s = *p;
+
+	initStringInfo(&id);
+	if (*s == '"')
+	{
+		for (s++; *s != '\0'; s++)
+		{
+			if (*s == '"' && s[1] == '"')
+				appendStringInfoChar(&id, *s++);
+			else if (*s == '"')
+				break;
+			else
+				appendStringInfoChar(&id, *s);
+		}
+		if (*s != '"')
+			return NULL;
+		s++;
+	}
+	else
+	{
+		while (*s != '\0' && *s != ')' && *s != '(' && *s != ',' && !isspace((unsigned char) *s))
+			appendStringInfoChar(&id, *s++);
+		id.data = downcase_identifier(id.data, id.len, false, false);
+	}
+	*p = s;
+	return id.len > 0 || id.data[0] != '\0' ? id.data : NULL;
+}
+
+/*
+ * A measure as given ("sum(amount)", "count(*)", "hll(user_id)") into out.
+ * Errors name the measure and say what is wrong; with missing_ok, a column
+ * the cube does not have (any more) gives column -1 instead.
+ */
+void
+sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text, ScMeasure *out,
+						bool missing_ok)
+{
+	const char *p = text;
+	const char *fn_start;
+	char	   *fn;
+	const char *column = NULL;
+	bool		star = false;
+	bool		known = false;
+
+	memset(out, 0, sizeof(*out));
+	out->name = pstrdup(name);
+	out->column = -1;
+	while (isspace((unsigned char) *p))
+		p++;
+	fn_start = p;
+	while (isalpha((unsigned char) *p) || *p == '_')
+		p++;
+	fn = downcase_identifier(fn_start, p - fn_start, false, false);
+	while (isspace((unsigned char) *p))
+		p++;
+	if (*p == '(')
+	{
+		p++;
+		while (isspace((unsigned char) *p))
+			p++;
+		if (*p == '*')
+			star = true, p++;
+		else
+			column = sc_measure_identifier(&p);
+		while (isspace((unsigned char) *p))
+			p++;
+		if (*p == ')')
+		{
+			p++;
+			while (isspace((unsigned char) *p))
+				p++;
+			known = *p == '\0' && (star || column != NULL);
+		}
+	}
+	if (known)
+	{
+		known = false;
+		for (int i = 0; i < lengthof(sc_measure_names); i++)
+			if (strcmp(fn, sc_measure_names[i].name) == 0)
+				out->kind = sc_measure_names[i].kind, known = true;
+	}
+	if (!known)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("measure \"%s\" is not an aggregate a roll-up keeps: \"%s\"", name, text),
+				 errhint("Give one of count(*), count(c), sum(c), min(c), max(c), avg(c), hll(c) or tdigest(c), c a column of cube %s.",
+						 cube->qualified)));
+	if (star)
+	{
+		if (out->kind != SC_MEASURE_COUNT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("measure \"%s\": only count takes *: \"%s\"", name, text),
+					 errhint("Name a column of cube %s.", cube->qualified)));
+		out->kind = SC_MEASURE_COUNT_ALL;
+		return;
+	}
+	out->column = sc_rollup_column(cube, column, "measure");
+	if (out->column < 0 && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("measure \"%s\" names column \"%s\", which cube %s does not have",
+						name, column, cube->qualified),
+				 errhint("A measure aggregates a column of the cube's table.")));
+}
+
+/* The schema of extension ext_oid (PostgreSQL 15 does not export its own lookup). */
+static Oid
+sc_extension_schema(Oid ext_oid)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext_oid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
+}
+
+/*
+ * The schema of the extension a measure needs (hll, tdigest), quoted;
+ * NULL for the built-in aggregates.  An error names the package when the
+ * extension is missing.
+ */
+char *
+sc_rollup_extension_schema(ScMeasureKind kind, const char *measure)
+{
+	const char *ext;
+	Oid			oid;
+
+	if (kind == SC_MEASURE_HLL)
+		ext = "hll";
+	else if (kind == SC_MEASURE_TDIGEST)
+		ext = "tdigest";
+	else
+		return NULL;
+	oid = get_extension_oid(ext, true);
+	if (!OidIsValid(oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("measure \"%s\" needs the extension %s, which is not installed in this database",
+						measure, ext),
+				 errhint("Install the package postgresql-15-%s (Debian) and run CREATE EXTENSION %s.",
+						 ext, ext)));
+	return (char *) quote_identifier(get_namespace_name(sc_extension_schema(oid)));
+}
+
+/* What in the cube keeps r from being kept up to date; NULL when nothing. */
+const char *
+sc_rollup_problem(const ScCube *cube, const ScRollup *r)
+{
+	for (int d = 0; d < r->ndims; d++)
+		if (r->dims[d] < 0)
+			return psprintf("a dimension of roll-up %s is no longer a column of the cube", r->qualified);
+	for (int m = 0; m < r->nmeasures; m++)
+		if (r->measures[m].kind != SC_MEASURE_COUNT_ALL && r->measures[m].column < 0)
+			return psprintf("measure \"%s\" of roll-up %s aggregates a column the cube no longer has",
+							r->measures[m].name, r->qualified);
+	return NULL;
+}
+
+/*
+ * The roll-ups of a cube, allocated in the current memory context (the
+ * cube's).  The caller is connected to SPI.  A dimension or a measure
+ * whose column is gone is kept with column -1: sc_rollup_problem() tells.
+ */
+List *
+sc_rollups_load(ScCube *cube)
+{
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(cube->cube_id);
+	ScPrivilegeSave save;
+	List	   *rollups = NIL;
+	SPITupleTable *tab;
+	uint64		n;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
+							  "       r.dimensions::text[], r.measures, r.retention "
+							  "FROM streamcube.rollup_catalog r "
+							  "JOIN pg_class c ON c.oid = r.relid "
+							  "JOIN pg_namespace n ON n.oid = c.relnamespace "
+							  "WHERE r.cube_id = $1 ORDER BY r.rollup_id",
+							  1, &type, &value, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_catalog");
+	sc_catalog_leave(&save);
+	/* SPI leaves its own context current: the roll-ups live in the caller's */
+	MemoryContextSwitchTo(cxt);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = tab->vals[i];
+		TupleDesc	desc = tab->tupdesc;
+		ScRollup   *r = palloc0(sizeof(ScRollup));
+		bool		isnull;
+		Datum	   *dims;
+		int			ndims;
+		Jsonb	   *measures;
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		char	   *key = NULL;
+		Datum		d;
+
+		r->rollup_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		r->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		r->qualified = quote_qualified_identifier(SPI_getvalue(tup, desc, 3),
+												  SPI_getvalue(tup, desc, 4));
+		r->granularity = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull)),
+										   "granularity");
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 6, &isnull)),
+						  TEXTOID, -1, false, TYPALIGN_INT, &dims, NULL, &ndims);
+		r->ndims = ndims;
+		r->dims = palloc(sizeof(int) * Max(ndims, 1));
+		for (int k = 0; k < ndims; k++)
+			r->dims[k] = sc_rollup_column(cube, TextDatumGetCString(dims[k]), "dimension");
+
+		measures = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 7, &isnull));
+		r->measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
+		it = JsonbIteratorInit(&measures->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+				key = pnstrdup(v.val.string.val, v.val.string.len);
+			else if (tok == WJB_VALUE && key != NULL && v.type == jbvString)
+			{
+				/* A column gone since: sc_rollup_problem() tells. */
+				sc_rollup_parse_measure(cube, key, pnstrdup(v.val.string.val, v.val.string.len),
+										&r->measures[r->nmeasures++], true);
+			}
+		}
+		d = SPI_getbinval(tup, desc, 8, &isnull);
+		r->retention = isnull ? -1 : sc_interval_usecs(DatumGetIntervalP(d), "retention");
+		rollups = lappend(rollups, r);
+	}
+	return rollups;
+}
+
+/*
+ * The tables of a cube's roll-ups, once the cube's row is locked FOR
+ * UPDATE (no roll-up is created meanwhile; a batch in flight commits
+ * first).  The caller is connected to SPI.
+ */
+List *
+sc_cube_rollup_tables(int32 cube_id)
+{
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(cube_id);
+	List	   *tables = NIL;
+
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR UPDATE",
+					1, &type, &value, NULL, false, 1);
+	sc_catalog_exec("SELECT relid::oid FROM streamcube.rollup_catalog WHERE cube_id = $1 "
+					"ORDER BY rollup_id", 1, &type, &value, NULL, false, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		tables = lappend_oid(tables, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																	SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	return tables;
+}
+
+/* ----------------------------------------------------------------
+ * The merge: rows of one batch into a roll-up
+ * ----------------------------------------------------------------
+ */
+
+/* The function that hashes a value of type for an hll (extension hll). */
+static const char *
+sc_hll_hash(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case BOOLOID:
+			return "hll_hash_boolean";
+		case INT2OID:
+			return "hll_hash_smallint";
+		case INT4OID:
+			return "hll_hash_integer";
+		case INT8OID:
+			return "hll_hash_bigint";
+		case BYTEAOID:
+			return "hll_hash_bytea";
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+			return "hll_hash_text";
+		default:
+			return "hll_hash_any";
+	}
+}
+
+/* The type a value of a column is cast to for the hash function above. */
+static const char *
+sc_hll_hash_cast(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+			return "::text";
+		default:
+			return "";
+	}
+}
+
+/*
+ * The SELECT list that aggregates rows into r's columns (bucket,
+ * dimensions, measures in table order), over a relation whose columns are
+ * "b" (the bucket) and "c<k>" (cube column k), called from_alias.
+ */
+char *
+sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "%s.b", from_alias);
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&s, ", %s.c%d", from_alias, r->dims[d]);
+	for (int i = 0; i < r->nmeasures; i++)
+	{
+		const ScMeasure *m = &r->measures[i];
+		char	   *col = psprintf("%s.c%d", from_alias, m->column);
+		char	   *schema = sc_rollup_extension_schema(m->kind, m->name);
+
+		switch (m->kind)
+		{
+			case SC_MEASURE_COUNT_ALL:
+				appendStringInfoString(&s, ", pg_catalog.count(*)");
+				break;
+			case SC_MEASURE_COUNT:
+				appendStringInfo(&s, ", pg_catalog.count(%s)", col);
+				break;
+			case SC_MEASURE_SUM:
+				appendStringInfo(&s, ", pg_catalog.sum(%s)", col);
+				break;
+			case SC_MEASURE_MIN:
+				appendStringInfo(&s, ", pg_catalog.min(%s)", col);
+				break;
+			case SC_MEASURE_MAX:
+				appendStringInfo(&s, ", pg_catalog.max(%s)", col);
+				break;
+			case SC_MEASURE_AVG:
+				appendStringInfo(&s, ", pg_catalog.sum(%s), pg_catalog.count(%s)", col, col);
+				break;
+			case SC_MEASURE_HLL:
+				appendStringInfo(&s, ", %s.hll_add_agg(%s.%s(%s%s))", schema, schema,
+								 sc_hll_hash(cube->columns[m->column].type), col,
+								 sc_hll_hash_cast(cube->columns[m->column].type));
+				break;
+			case SC_MEASURE_TDIGEST:
+				appendStringInfo(&s, ", %s.tdigest((%s)::pg_catalog.float8, %d)", schema, col,
+								 SC_TDIGEST_COMPRESSION);
+				break;
+		}
+	}
+	return s.data;
+}
+
+/* How an existing roll-up row r and a new one e of column col combine. */
+static void
+sc_rollup_combine(StringInfo s, const ScMeasure *m, const char *col, bool first)
+{
+	const char *q = quote_identifier(col);
+	char	   *schema = sc_rollup_extension_schema(m->kind, m->name);
+
+	appendStringInfo(s, "%s%s = ", first ? "" : ", ", q);
+	switch (m->kind)
+	{
+		case SC_MEASURE_COUNT_ALL:
+		case SC_MEASURE_COUNT:
+			appendStringInfo(s, "r.%s + excluded.%s", q, q);
+			break;
+		case SC_MEASURE_SUM:
+		case SC_MEASURE_AVG:
+			/* NULL is the sum of no values: it adds nothing */
+			appendStringInfo(s, "coalesce(r.%s + excluded.%s, r.%s, excluded.%s)", q, q, q, q);
+			break;
+		case SC_MEASURE_MIN:
+			appendStringInfo(s, "LEAST(r.%s, excluded.%s)", q, q);
+			break;
+		case SC_MEASURE_MAX:
+			appendStringInfo(s, "GREATEST(r.%s, excluded.%s)", q, q);
+			break;
+		case SC_MEASURE_HLL:
+			appendStringInfo(s, "coalesce(%s.hll_union(r.%s, excluded.%s), r.%s, excluded.%s)",
+							 schema, q, q, q, q);
+			break;
+		case SC_MEASURE_TDIGEST:
+			appendStringInfo(s, "(SELECT %s.tdigest(d) FROM (VALUES (r.%s), (excluded.%s)) v(d) "
+							 "WHERE d IS NOT NULL)", schema, q, q);
+			break;
+	}
+}
+
+/*
+ * The names of r's measure columns, in table order: one per measure, two
+ * for avg (<name>_sum, <name>_count).
+ */
+static List *
+sc_rollup_measure_columns(const ScRollup *r, List **measures)
+{
+	List	   *names = NIL;
+
+	*measures = NIL;
+	for (int i = 0; i < r->nmeasures; i++)
+	{
+		ScMeasure  *m = &r->measures[i];
+
+		if (m->kind == SC_MEASURE_AVG)
+		{
+			names = lappend(names, psprintf("%s_sum", m->name));
+			names = lappend(names, psprintf("%s_count", m->name));
+			*measures = lappend(*measures, m);
+			*measures = lappend(*measures, m);
+		}
+		else
+		{
+			names = lappend(names, m->name);
+			*measures = lappend(*measures, m);
+		}
+	}
+	return names;
+}
+
+/*
+ * The statement that merges a batch's rows into r: its arguments are
+ * arrays, one row per element: $1 the buckets, then one per cube column
+ * the roll-up reads (*argcols: which, in order).  The rows of one bucket
+ * and dimensions become one, added to the row the roll-up has.
+ */
+void
+sc_rollup_merge_sql(const ScCube *cube, const ScRollup *r, StringInfo sql,
+					Oid **argtypes, int *nargs, int **argcols)
+{
+	int			ncols = 0;
+	int		   *cols = palloc(sizeof(int) * (r->ndims + r->nmeasures + 1));
+	Oid		   *types;
+	List	   *names;
+	List	   *measures;
+	ListCell   *ln,
+			   *lm;
+	bool		first = true;
+
+	for (int d = 0; d < r->ndims; d++)
+		cols[ncols++] = r->dims[d];
+	for (int i = 0; i < r->nmeasures; i++)
+	{
+		int			c = r->measures[i].column;
+		bool		seen = c < 0;
+
+		for (int k = 0; k < ncols && !seen; k++)
+			seen = cols[k] == c;
+		if (!seen)
+			cols[ncols++] = c;
+	}
+	types = palloc(sizeof(Oid) * (ncols + 1));
+	types[0] = cube->time_type == TIMESTAMPOID ? TIMESTAMPARRAYOID : TIMESTAMPTZARRAYOID;
+	for (int k = 0; k < ncols; k++)
+	{
+		types[k + 1] = get_array_type(cube->columns[cols[k]].type);
+		if (!OidIsValid(types[k + 1]))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of cube %s has a type without an array type",
+							cube->columns[cols[k]].name, cube->qualified),
+					 errhint("A roll-up reads columns of types that have arrays.")));
+	}
+
+	appendStringInfo(sql, "INSERT INTO %s AS r SELECT %s FROM ROWS FROM (pg_catalog.unnest($1)",
+					 r->qualified, sc_rollup_select_list(cube, r, "u"));
+	for (int k = 0; k < ncols; k++)
+		appendStringInfo(sql, ", pg_catalog.unnest($%d)", k + 2);
+	appendStringInfoString(sql, ") AS u(b");
+	for (int k = 0; k < ncols; k++)
+		appendStringInfo(sql, ", c%d", cols[k]);
+	appendStringInfoString(sql, ") GROUP BY u.b");
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(sql, ", u.c%d", r->dims[d]);
+	appendStringInfoString(sql, " ON CONFLICT (bucket");
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(sql, ", %s", quote_identifier(cube->columns[r->dims[d]].name));
+	appendStringInfoString(sql, ") DO UPDATE SET ");
+	names = sc_rollup_measure_columns(r, &measures);
+	forboth(ln, names, lm, measures)
+	{
+		sc_rollup_combine(sql, lfirst(lm), lfirst(ln), first);
+		first = false;
+	}
+	if (first)					/* no measure: the row is there, nothing to add */
+		appendStringInfoString(sql, "bucket = excluded.bucket");
+
+	*argtypes = types;
+	*nargs = ncols + 1;
+	*argcols = cols;
+}
+
+/* ----------------------------------------------------------------
+ * Partitions
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The partition of roll-up rollup_relid for the cube's window at start:
+ * UNLOGGED, or logged for a window the cube has sealed.  The caller holds
+ * the cube's window lock and is connected to SPI.
+ */
+void
+sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, int64 start,
+						bool sealed)
+{
+	Oid			nsp = get_rel_namespace(rollup_relid);
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp),
+													   sc_window_partition_name(nsp, get_rel_name(rollup_relid), start));
+	char	   *parent = quote_qualified_identifier(get_namespace_name(nsp), get_rel_name(rollup_relid));
+	ScAsOwner	as;
+	ScPrivilegeSave save;
+
+	sc_as_owner_enter(&as, sc_relation_owner(rollup_relid));
+	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)",
+						  sealed ? "" : "UNLOGGED", qualified, parent));
+	sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+						  parent, qualified, sc_bound_literal(cube, start),
+						  sc_bound_literal(cube, start + cube->width)));
+	sc_as_owner_leave(&as);
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("INSERT INTO streamcube.rollup_windows "
+							  "(rollup_id, window_start, window_end, state, relid) "
+							  "VALUES ($1, $2, $3, $4, $5::regclass)",
+							  5, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, TEXTOID},
+							  (Datum[]) {Int32GetDatum(rollup_id), TimestampTzGetDatum(start),
+								  TimestampTzGetDatum(start + cube->width),
+								  CStringGetTextDatum(sealed ? "sealed" : "active"),
+							  CStringGetTextDatum(qualified)},
+							  NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record a window of roll-up %s", parent);
+	sc_catalog_leave(&save);
+}
+
+/*
+ * The cube created its window at start: every roll-up of the cube gets its
+ * partition of it, in the same transaction.  A roll-up that holds the
+ * window already (the cube's window was dropped by hand and is made anew,
+ * while the roll-up keeps the old one) refuses: the rows of the new window
+ * would be counted into a partition that a crash does not empty.  That is
+ * an error about the message's time value, which becomes a dead letter.
+ * The caller holds the cube's window lock and is connected to SPI.
+ */
+void
+sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+	ScPrivilegeSave save;
+	SPITupleTable *tab;
+	uint64		n;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT r.rollup_id, r.relid::oid, r.relid::text, "
+							  "       EXISTS (SELECT 1 FROM streamcube.rollup_windows w "
+							  "               WHERE w.rollup_id = r.rollup_id AND w.window_start = $2) "
+							  "FROM streamcube.rollup_catalog r WHERE r.cube_id = $1 "
+							  "ORDER BY r.rollup_id",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_catalog");
+	sc_catalog_leave(&save);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+		Oid			relid = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull));
+
+		if (DatumGetBool(SPI_getbinval(tab->vals[i], tab->tupdesc, 4, &isnull)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("window %s of cube %s was dropped, but roll-up %s still holds it",
+							sc_bound_literal(cube, start), cube->qualified,
+							SPI_getvalue(tab->vals[i], tab->tupdesc, 3)),
+					 errhint("Drop the roll-up's partition of that window to let the cube take the window's rows again.")));
+		sc_rollup_window_create(cube, id, relid, start, sealed);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Sealing
+ * ----------------------------------------------------------------
+ */
+
+/* A roll-up's partition of a window being sealed, and its logged twin. */
+typedef struct ScRollupTwin
+{
+	int32		rollup_id;
+	int64		start;
+	char	   *parent;			/* the roll-up, quoted */
+	char	   *lo;
+	char	   *hi;
+	char	   *schema;
+	char	   *name;			/* the active partition's name */
+	char	   *twin_name;
+	Oid			twin;
+	Oid			owner;
+} ScRollupTwin;
+
+/*
+ * Phase 1 of a seal, for the roll-ups: the cube's window at start is
+ * locked SHARE by the seal, so no receiver writes its roll-up partitions
+ * any more; copy each into a logged twin, rows with their tuple headers
+ * (rewrite.c), as the cube's window is.  Returns the twins, in the
+ * current memory context, for sc_rollup_seal_swap().  The caller is
+ * connected to SPI.
+ */
+List *
+sc_rollup_seal_copy(const ScCube *cube, int64 start)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
+	ScPrivilegeSave save;
+	List	   *twins = NIL;
+	SPITupleTable *tab;
+	uint64		n;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT w.rollup_id, w.relid::oid, r.relid::oid "
+							  "FROM streamcube.rollup_windows w "
+							  "JOIN streamcube.rollup_catalog r USING (rollup_id) "
+							  "WHERE r.cube_id = $1 AND w.window_start = $2 AND w.state = 'active' "
+							  "ORDER BY w.rollup_id FOR UPDATE OF w",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_windows");
+	sc_catalog_leave(&save);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		ScRollupTwin *t = MemoryContextAllocZero(cxt, sizeof(ScRollupTwin));
+		bool		isnull;
+		Oid			active = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull));
+		Oid			rollup = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 3, &isnull));
+		Oid			nsp = get_rel_namespace(active);
+		char	   *twin;
+		ScAsOwner	as;
+		ScRowMove  *move;
+
+		/* what the twin keeps lives in the caller's context (SPI leaves its own current) */
+		MemoryContextSwitchTo(cxt);
+		t->rollup_id = DatumGetInt32(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+		t->start = start;
+		t->parent = quote_qualified_identifier(get_namespace_name(get_rel_namespace(rollup)),
+											  get_rel_name(rollup));
+		t->lo = sc_bound_literal(cube, start);
+		t->hi = sc_bound_literal(cube, start + cube->width);
+		t->schema = get_namespace_name(nsp);
+		t->name = get_rel_name(active);
+		t->owner = sc_relation_owner(rollup);
+		LockRelationOid(active, ShareLock);
+		t->twin_name = sc_free_name(nsp, psprintf("%s_sealing", t->name));
+		twin = quote_qualified_identifier(t->schema, t->twin_name);
+
+		sc_as_owner_enter(&as, t->owner);
+		sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
+							  "INCLUDING COMPRESSION INCLUDING INDEXES)", twin, t->parent));
+		sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+							  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
+							  twin, t->lo, t->hi));
+		t->twin = get_relname_relid(t->twin_name, nsp);
+		sc_as_owner_leave(&as);
+
+		move = sc_rows_move_begin(t->twin);
+		(void) sc_rows_move_from(move, active);
+		sc_rows_move_end(move);
+		MemoryContextSwitchTo(cxt);
+		twins = lappend(twins, t);
+	}
+	MemoryContextSwitchTo(cxt);
+	return twins;
+}
+
+/*
+ * Phase 2, inside the seal's swap (under its lock timeout, retried with
+ * it): each roll-up partition's twin takes its place, and the catalog
+ * points at it before the old one is dropped (the sql_drop trigger would
+ * forget the window).
+ */
+void
+sc_rollup_seal_swap(List *twins)
+{
+	ListCell   *lc;
+
+	foreach(lc, twins)
+	{
+		ScRollupTwin *t = lfirst(lc);
+		char	   *active = quote_qualified_identifier(t->schema, t->name);
+		ScAsOwner	as;
+
+		sc_as_owner_enter(&as, t->owner);
+		sc_seal_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", t->parent, active));
+		sc_as_owner_leave(&as);
+		sc_catalog_exec("UPDATE streamcube.rollup_windows SET state = 'sealed', relid = $3 "
+						"WHERE rollup_id = $1 AND window_start = $2",
+						3, (Oid[]) {INT4OID, TIMESTAMPTZOID, OIDOID},
+						(Datum[]) {Int32GetDatum(t->rollup_id), TimestampTzGetDatum(t->start),
+						ObjectIdGetDatum(t->twin)}, NULL, false, 0);
+		sc_as_owner_enter(&as, t->owner);
+		sc_seal_exec(psprintf("DROP TABLE %s", active));
+		sc_seal_exec(psprintf("ALTER TABLE %s RENAME TO %s",
+							  quote_qualified_identifier(t->schema, t->twin_name),
+							  quote_identifier(t->name)));
+		sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+							  t->parent, active, t->lo, t->hi));
+		sc_as_owner_leave(&as);
+	}
+}
+
+/* After a failed seal: drop the twins phase 1 made. */
+void
+sc_rollup_seal_cleanup(List *twins)
+{
+	ListCell   *lc;
+
+	foreach(lc, twins)
+	{
+		ScRollupTwin *t = lfirst(lc);
+		ScAsOwner	as;
+
+		sc_as_owner_enter(&as, t->owner);
+		sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
+							  quote_qualified_identifier(t->schema, t->twin_name)));
+		sc_as_owner_leave(&as);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Retention
+ * ----------------------------------------------------------------
+ */
+
+static void
+sc_rollup_drop_fn(void *arg)
+{
+	sc_seal_exec((const char *) arg);
+}
+
+/*
+ * Drop the partitions of the cube's roll-ups whose windows are past the
+ * roll-up's retention and no longer in the cube (the cube's retention, or
+ * a drop by hand, took them): the oldest first, at most max_partitions.
+ * Returns how many.  The caller holds the cube's seal lock and is
+ * connected to SPI.
+ */
+int
+sc_rollup_retention(ScCube *cube, int max_partitions)
+{
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT4OID};
+	Datum		values[3];
+	ScPrivilegeSave save;
+	SPITupleTable *tab;
+	uint64		n;
+	int64		now = sc_cube_time(cube, GetCurrentTransactionStartTimestamp());
+
+	if (max_partitions <= 0)
+		return 0;
+	values[0] = Int32GetDatum(cube->cube_id);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(max_partitions);
+	sc_catalog_enter(&save);
+	/* A partition goes when all of it is past: a compacted one holds many windows. */
+	if (SPI_execute_with_args("SELECT w.relid::oid "
+							  "FROM streamcube.rollup_catalog c "
+							  "JOIN streamcube.rollup_windows w USING (rollup_id) "
+							  "WHERE c.cube_id = $1 AND c.retention IS NOT NULL "
+							  "GROUP BY w.relid, c.retention "
+							  "HAVING max(w.window_end) <= $2 - c.retention "
+							  "   AND NOT bool_or(EXISTS (SELECT 1 FROM streamcube.segment_catalog s "
+							  "                           WHERE s.cube_id = $1 AND s.window_start = w.window_start)) "
+							  "ORDER BY min(w.window_start) LIMIT $3",
+							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_windows");
+	sc_catalog_leave(&save);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Oid			part = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
+		char	   *relname = get_rel_name(part);
+
+		if (relname == NULL)
+			continue;
+		/* As the owner, under the lock retry; sql_drop forgets the window. */
+		sc_seal_with_lock_retry(cube, sc_rollup_drop_fn,
+								psprintf("DROP TABLE %s",
+										 quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
+																	relname)),
+								"drop a roll-up window past its retention");
+	}
+	return (int) n;
+}
+
+/* ----------------------------------------------------------------
+ * Compaction
+ * ----------------------------------------------------------------
+ */
+
+/* A roll-up's partitions of a bucket being compacted, and the new one. */
+typedef struct ScRollupMerge
+{
+	int32		rollup_id;
+	char	   *parent;			/* the roll-up, quoted */
+	char	   *schema;
+	Oid			owner;
+	int			nsources;
+	Oid		   *sources;
+	char	   *final_base;		/* the name it should get */
+	char	   *new_name;		/* its name until the swap */
+	Oid			new_relid;
+} ScRollupMerge;
+
+static void
+sc_rollup_unlock(List *merges, int upto_rollup, int upto_source)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, merges)
+	{
+		ScRollupMerge *m = lfirst(lc);
+		int			n = i < upto_rollup ? m->nsources : (i == upto_rollup ? upto_source : 0);
+
+		for (int s = 0; s < n; s++)
+			UnlockRelationOid(m->sources[s], ShareLock);
+		i++;
+	}
+}
+
+/*
+ * Phase 1 of a compaction of the cube's windows in [start, end), for its
+ * roll-ups: lock each roll-up's partitions of the bucket SHARE, without
+ * waiting (receivers write them only under the cube window's lock, which
+ * the compaction holds already; a reader's lock does not conflict), and
+ * copy their rows, tuple headers kept, into a new logged table per
+ * roll-up.  Buckets of a roll-up lie in one window each, so the rows are
+ * moved, not merged.  Returns the merges (in the current memory context),
+ * or sets *ok false and takes nothing when a partition is busy.  The
+ * caller is connected to SPI.
+ */
+List *
+sc_rollup_compact_copy(const ScCube *cube, int64 start, int64 end, const char *suffix, bool *ok)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ScPrivilegeSave save;
+	SPITupleTable *tab;
+	uint64		n;
+	List	   *merges = NIL;
+	ListCell   *lc;
+	int			i = 0;
+
+	*ok = true;
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT r.rollup_id, r.relid::oid, "
+							  "       array_remove(array_agg(DISTINCT w.relid::oid), NULL) "
+							  "FROM streamcube.rollup_catalog r "
+							  "LEFT JOIN streamcube.rollup_windows w ON w.rollup_id = r.rollup_id "
+							  "     AND w.window_start >= $2 AND w.window_start < $3 "
+							  "WHERE r.cube_id = $1 GROUP BY r.rollup_id, r.relid ORDER BY r.rollup_id",
+							  3, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+							  (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							  TimestampTzGetDatum(end)},
+							  NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_windows");
+	sc_catalog_leave(&save);
+	MemoryContextSwitchTo(cxt);
+	tab = SPI_tuptable;
+	n = SPI_processed;
+	for (uint64 k = 0; k < n; k++)
+	{
+		ScRollupMerge *m = palloc0(sizeof(ScRollupMerge));
+		bool		isnull;
+		Oid			rollup = DatumGetObjectId(SPI_getbinval(tab->vals[k], tab->tupdesc, 2, &isnull));
+		Datum	   *srcs;
+		int			nsrcs;
+
+		m->rollup_id = DatumGetInt32(SPI_getbinval(tab->vals[k], tab->tupdesc, 1, &isnull));
+		m->schema = get_namespace_name(get_rel_namespace(rollup));
+		m->parent = quote_qualified_identifier(m->schema, get_rel_name(rollup));
+		m->owner = sc_relation_owner(rollup);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tab->vals[k], tab->tupdesc, 3, &isnull)),
+						  OIDOID, sizeof(Oid), true, TYPALIGN_INT, &srcs, NULL, &nsrcs);
+		m->nsources = nsrcs;
+		m->sources = palloc(sizeof(Oid) * Max(nsrcs, 1));
+		for (int s = 0; s < nsrcs; s++)
+			m->sources[s] = DatumGetObjectId(srcs[s]);
+		m->final_base = psprintf("%s%s", get_rel_name(rollup), suffix);
+		merges = lappend(merges, m);
+	}
+
+	/* Locks first, for every roll-up: a busy one leaves the bucket for later. */
+	foreach(lc, merges)
+	{
+		ScRollupMerge *m = lfirst(lc);
+
+		for (int s = 0; s < m->nsources; s++)
+			if (!ConditionalLockRelationOid(m->sources[s], ShareLock))
+			{
+				sc_rollup_unlock(merges, i, s);
+				*ok = false;
+				return NIL;
+			}
+		i++;
+	}
+
+	foreach(lc, merges)
+	{
+		ScRollupMerge *m = lfirst(lc);
+		Oid			nsp = get_namespace_oid(m->schema, false);
+		char	   *target;
+		ScAsOwner	as;
+		ScRowMove  *move;
+
+		MemoryContextSwitchTo(cxt);
+		m->new_name = sc_free_name(nsp, psprintf("%s_compacting", m->final_base));
+		target = quote_qualified_identifier(m->schema, m->new_name);
+		sc_as_owner_enter(&as, m->owner);
+		sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
+							  "INCLUDING COMPRESSION INCLUDING INDEXES)", target, m->parent));
+		sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+							  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
+							  target, sc_bound_literal(cube, start), sc_bound_literal(cube, end)));
+		m->new_relid = get_relname_relid(m->new_name, nsp);
+		sc_as_owner_leave(&as);
+
+		move = sc_rows_move_begin(m->new_relid);
+		for (int s = 0; s < m->nsources; s++)
+			(void) sc_rows_move_from(move, m->sources[s]);
+		sc_rows_move_end(move);
+	}
+	MemoryContextSwitchTo(cxt);
+	return merges;
+}
+
+/*
+ * Phase 2, inside the compaction's swap (which holds the cube's window
+ * lock and has pointed every window of the bucket at the cube's new
+ * partition): each roll-up's new partition takes the place of its old
+ * ones and covers every window of the bucket, those that never had a
+ * partition too (a late row there must find its roll-up's partition).
+ */
+void
+sc_rollup_compact_swap(const ScCube *cube, List *merges, int64 start, int64 end)
+{
+	ListCell   *lc;
+
+	foreach(lc, merges)
+	{
+		ScRollupMerge *m = lfirst(lc);
+		Oid			nsp = get_namespace_oid(m->schema, false);
+		char	   *final_name;
+		char	   *qualified;
+		ScAsOwner	as;
+
+		sc_as_owner_enter(&as, m->owner);
+		for (int s = 0; s < m->nsources; s++)
+			sc_seal_exec(psprintf("ALTER TABLE %s DETACH PARTITION %s", m->parent,
+								  quote_qualified_identifier(m->schema, get_rel_name(m->sources[s]))));
+		sc_as_owner_leave(&as);
+
+		/* The windows point at the new partition before the old go (sql_drop). */
+		sc_catalog_exec("DELETE FROM streamcube.rollup_windows "
+						"WHERE rollup_id = $1 AND window_start >= $2 AND window_start < $3",
+						3, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+						(Datum[]) {Int32GetDatum(m->rollup_id), TimestampTzGetDatum(start),
+						TimestampTzGetDatum(end)}, NULL, false, 0);
+		sc_catalog_exec("INSERT INTO streamcube.rollup_windows "
+						"(rollup_id, window_start, window_end, state, relid) "
+						"SELECT $1, s.window_start, s.window_end, 'sealed', $5 "
+						"FROM streamcube.segment_catalog s "
+						"WHERE s.cube_id = $4 AND s.window_start >= $2 AND s.window_start < $3",
+						5, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, OIDOID},
+						(Datum[]) {Int32GetDatum(m->rollup_id), TimestampTzGetDatum(start),
+							TimestampTzGetDatum(end), Int32GetDatum(cube->cube_id),
+						ObjectIdGetDatum(m->new_relid)}, NULL, false, 0);
+
+		sc_as_owner_enter(&as, m->owner);
+		for (int s = 0; s < m->nsources; s++)
+			sc_seal_exec(psprintf("DROP TABLE %s",
+								  quote_qualified_identifier(m->schema, get_rel_name(m->sources[s]))));
+		final_name = sc_free_name(nsp, m->final_base);
+		qualified = quote_qualified_identifier(m->schema, final_name);
+		sc_seal_exec(psprintf("ALTER TABLE %s RENAME TO %s",
+							  quote_qualified_identifier(m->schema, m->new_name),
+							  quote_identifier(final_name)));
+		sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+							  m->parent, qualified, sc_bound_literal(cube, start),
+							  sc_bound_literal(cube, end)));
+		sc_as_owner_leave(&as);
+	}
+}
+
+/* After a compaction that was not swapped in: drop the new tables. */
+void
+sc_rollup_compact_cleanup(List *merges)
+{
+	ListCell   *lc;
+
+	foreach(lc, merges)
+	{
+		ScRollupMerge *m = lfirst(lc);
+		ScAsOwner	as;
+
+		if (m->new_name == NULL)
+			continue;
+		sc_as_owner_enter(&as, m->owner);
+		sc_seal_exec(psprintf("DROP TABLE IF EXISTS %s",
+							  quote_qualified_identifier(m->schema, m->new_name)));
+		sc_as_owner_leave(&as);
+	}
+}

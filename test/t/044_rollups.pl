@@ -1,0 +1,306 @@
+
+# Roll-ups: kept by the receivers in the batch's transaction, so that their
+# totals equal the same aggregates over the raw rows, exactly (count, sum,
+# min, max, avg's sum and count) or within the sketches' bounds (hll,
+# tdigest), through a creation on a live cube, crashes during ingest,
+# seals, late rows into sealed windows and a reassignment.  Also: a cube
+# that keeps no raw rows; retention of raw rows leaving the roll-up whole
+# and the roll-up's own retention; drop; errors; privileges; the view.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use StreamcubeTest;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+sc_require_env();
+
+my $node = sc_node('rollups');
+my $hour = 3600;
+my $now = int(time / $hour) * $hour;
+
+# Measures over the default event columns (sc_create_cube).
+my $measures = '{"n": "count(*)", "amount": "sum(amount)", "top": "max(amount)", '
+  . '"low": "min(qty)", "avg_amount": "avg(amount)", "nq": "count(qty)", '
+  . '"users": "hll(amount)", "p": "tdigest(amount)"}';
+
+# Per minute, country and device: the roll-up against the raw rows, the
+# exact measures; '' when they agree.  hll and tdigest are checked apart.
+sub diff_exact
+{
+	my ($cube, $rollup, $since) = @_;
+	my $where = $since ? "WHERE bucket >= $since" : '';
+	return $node->safe_psql('postgres', qq{
+		WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, country, device,
+		                    count(*) AS n, sum(amount) AS amount, max(amount) AS top, min(qty) AS low,
+		                    sum(amount) AS avg_amount_sum, count(amount) AS avg_amount_count,
+		                    count(qty) AS nq
+		             FROM $cube GROUP BY 1, 2, 3),
+		     r AS (SELECT bucket, country, device, n, amount, top, low, avg_amount_sum,
+		                  avg_amount_count, nq FROM $rollup $where),
+		     raw2 AS (SELECT * FROM raw $where)
+		SELECT count(*) FROM ((TABLE raw2 EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw2)) d
+		HAVING count(*) > 0});
+}
+
+sub totals
+{
+	my ($rollup) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT sum(n), sum(amount), max(top), min(low), sum(nq) FROM $rollup");
+}
+
+sub raw_totals
+{
+	my ($cube) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*), sum(amount), max(amount), min(qty), count(qty) FROM $cube");
+}
+
+sub wait_rows
+{
+	my ($cube, $n) = @_;
+	return $node->poll_query_until('postgres', "SELECT count(*) >= $n FROM $cube");
+}
+
+# ---------------------------------------------------------------------
+# Errors before the extensions exist
+# ---------------------------------------------------------------------
+my $t1 = sc_topic('rollup');
+sc_create_topic($t1, 4);
+sc_create_cube($node, 'events', $t1, '{"replica_sets": ["a", "b"]}');
+
+my ($rc, $out, $err) = $node->psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'e_users', '1 minute', ARRAY['country'], '{\"u\": \"hll(qty)\"}')");
+like($err, qr/measure "u" needs the extension hll.*\n.*HINT:.*postgresql-15-hll/s,
+	'hll without the extension: an error naming the package');
+($rc, $out, $err) = $node->psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'e_p', '1 minute', ARRAY['country'], '{\"p\": \"tdigest(amount)\"}')");
+like($err, qr/needs the extension tdigest.*postgresql-15-tdigest/s, 'tdigest without the extension too');
+
+$node->safe_psql('postgres', 'CREATE EXTENSION hll; CREATE EXTENSION tdigest');
+
+for my $case (
+	[ "'7 minutes', ARRAY['country'], '{\"n\": \"count(*)\"}'", qr/granularity 00:07:00 does not divide the window of cube "events" \(01:00:00\)/, 'a granularity that does not divide the window' ],
+	[ "'1 minute', ARRAY['nope'], '{\"n\": \"count(*)\"}'", qr/dimension "nope" is not a column of cube "events"/, 'an unknown dimension' ],
+	[ "'1 minute', ARRAY['ts'], '{\"n\": \"count(*)\"}'", qr/dimension "ts" is the time column/, 'the time column as a dimension' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(nope)\"}'", qr/measure "s" names column "nope", which cube .* does not have/, 'a measure of an unknown column' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(country)\"}'", qr/measure "s" cannot be sum of column "country" \(type text\)/, 'sum of a text column' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"median(qty)\"}'", qr/measure "s" is not an aggregate a roll-up keeps/, 'an aggregate streamcube does not keep' ],
+	[ "'1 minute', ARRAY['country'], '{\"country\": \"count(*)\"}'", qr/would be a second column of that name/, 'a measure named like a dimension' ],
+	[ "'1 minute', ARRAY['country'], '{\"n\": \"count(*)\"}', '{\"keep\": 1}'", qr/unknown roll-up option "keep"/, 'an unknown option' ])
+{
+	($rc, $out, $err) = $node->psql('postgres',
+		"SELECT streamcube_create_rollup('events', 'e_bad', $case->[0])", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, $case->[1], "error: $case->[2]");
+	like($err, qr/ERROR:  (22023|42703|42804|42701):/, "error: $case->[2] has its SQLSTATE") if $case->[2] !~ /unknown option|not an aggregate/;
+}
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_class WHERE relname LIKE 'e_bad%'"), '0',
+	'the failed creations left no table behind');
+
+# ---------------------------------------------------------------------
+# A roll-up created on a live cube: exact at the edge
+# ---------------------------------------------------------------------
+# 3 hours of events, 1 a second, from 4 hours ago: windows to seal later.
+my $start = $now - 4 * $hour;
+my $bg = sc_produce_start($t1, count => 10800, 'start-ts' => $start, 'step-ms' => 1000, rate => 2000);
+wait_rows('events', 2000) or die 'no rows';
+my $rollup = $node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'events_by_minute', '1 minute', "
+	  . "ARRAY['country', 'device'], '$measures')");
+is($rollup, 'events_by_minute', 'created while the cube ingests; returns its table');
+ok(sc_produce_finish($bg), 'producer delivered everything');
+$node->safe_psql('postgres', "SELECT streamcube_wait('events', '60 s')");
+is(raw_totals('events') =~ /^10800\|/ ? 1 : 0, 1, 'the cube holds every message');
+is(diff_exact('events', 'events_by_minute'), '', 'roll-up equals the raw rows per bucket and dimensions (exact measures)');
+is(totals('events_by_minute'), raw_totals('events'), 'and in total');
+
+my ($hll, $distinct) = split /\|/, $node->safe_psql('postgres',
+	"SELECT (SELECT round(hll_cardinality(hll_union_agg(users))) FROM events_by_minute), "
+	  . "(SELECT count(DISTINCT amount) FROM events)");
+ok(abs($hll - $distinct) <= 0.02 * $distinct, "hll: distinct amounts $hll against count(DISTINCT) $distinct");
+my ($p95, $exact95) = split /\|/, $node->safe_psql('postgres',
+	"SELECT (SELECT tdigest_percentile(p, 0.95) FROM events_by_minute), "
+	  . "(SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY amount) FROM events)");
+ok(abs($p95 - $exact95) <= 0.01 * $exact95, "tdigest: p95 $p95 against percentile_cont $exact95");
+
+# ---------------------------------------------------------------------
+# Seal, late rows into sealed windows, a crash while producing
+# ---------------------------------------------------------------------
+my $sealed = $node->safe_psql('postgres', "SELECT streamcube_seal('events')");
+ok($sealed >= 3, "sealed $sealed windows");
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.rollup_windows w JOIN pg_class c ON c.oid = w.relid "
+		  . "WHERE w.state = 'sealed' AND c.relpersistence = 'p'"),
+	$node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.segment_catalog WHERE state = 'sealed'"),
+	'each sealed window has a logged roll-up partition');
+is(diff_exact('events', 'events_by_minute'), '', 'after the seal: still equal');
+
+# Late rows (into the sealed windows) and current ones, with a crash in between.
+$bg = sc_produce_start($t1, count => 6000, 'start-ts' => $start + 1800, 'step-ms' => 1500, rate => 1000, seed => 7);
+wait_rows('events', 12000) or die 'late rows did not come';
+$node->stop('immediate');
+$node->start;
+ok(sc_produce_finish($bg), 'second producer delivered everything');
+$node->safe_psql('postgres', "SELECT streamcube_wait('events', '90 s')");
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM events'),
+	'16800|16800', 'after the crash: every message once');
+is(diff_exact('events', 'events_by_minute'), '', 'after the crash and the late rows: roll-up equals the raw rows');
+
+# A reassignment under load, and a second crash right after it.
+$node->safe_psql('postgres', "SELECT streamcube_reassign('events', '{\"a\": [0, 1], \"b\": [2, 3]}')");
+$bg = sc_produce_start($t1, count => 4000, rate => 1000, seed => 9);
+wait_rows('events', 18000) or die 'no rows after the reassignment';
+$node->stop('immediate');
+$node->start;
+ok(sc_produce_finish($bg), 'third producer delivered everything');
+$node->safe_psql('postgres', "SELECT streamcube_wait('events', '90 s')");
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM events'),
+	'20800|20800', 'after a reassignment and a crash: every message once');
+is(diff_exact('events', 'events_by_minute'), '', 'and the roll-up still equals the raw rows');
+
+# ---------------------------------------------------------------------
+# The view; readers need SELECT on the roll-up
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', 'ANALYZE events_by_minute; ANALYZE events');
+like($node->safe_psql('postgres',
+		"SELECT rollup, cube, granularity, dimensions, windows > 0, rows > 0 FROM streamcube.rollups"),
+	qr/^events_by_minute\|events\|00:01:00\|\{country,device\}\|t\|t$/, 'streamcube.rollups lists it');
+$node->safe_psql('postgres', 'CREATE ROLE reader LOGIN; GRANT SELECT ON events TO reader');
+($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM events_by_minute',
+	extra_params => [ '-U', 'reader' ]);
+like($err, qr/permission denied for table events_by_minute/, 'a reader of the cube needs SELECT on the roll-up');
+$node->safe_psql('postgres', 'GRANT SELECT ON events_by_minute TO reader');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_minute', extra_params => [ '-U', 'reader' ]),
+	'20800', 'and reads it once granted');
+($rc, $out, $err) = $node->psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'r2', '1 minute', ARRAY[]::text[], '{\"n\": \"count(*)\"}')",
+	extra_params => [ '-U', 'reader' ]);
+like($err, qr/permission denied to create a roll-up of cube "events"/, 'only the owner or an admin creates roll-ups');
+($rc, $out, $err) = $node->psql('postgres', "SELECT streamcube_drop_rollup('events_by_minute')",
+	extra_params => [ '-U', 'reader' ]);
+like($err, qr/permission denied to drop a roll-up of cube/, 'or drops them');
+
+# ---------------------------------------------------------------------
+# Retention of raw rows leaves the roll-up whole; the roll-up's own
+# ---------------------------------------------------------------------
+my $before = totals('events_by_minute');
+my $hourly = $node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'events_by_hour', '1 hour', ARRAY['country'], "
+	  . "'{\"n\": \"count(*)\"}', '{\"retention\": \"2 hours\"}')");
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_hour'), '20800',
+	'a second roll-up, created on the cube as it is, holds every row');
+$node->safe_psql('postgres', "SELECT streamcube_alter_cube('events', '{\"retention\": \"1 hour\"}')");
+$node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
+my $old_windows = $node->safe_psql('postgres',
+	"SELECT count(*) FROM streamcube.segment_catalog WHERE window_end <= now() - interval '1 hour'");
+is($old_windows, '0', 'retention dropped the raw windows past an hour');
+is(totals('events_by_minute'), $before, 'the roll-up without retention is whole');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.rollup_windows w JOIN streamcube.rollup_catalog r USING (rollup_id) "
+		  . "WHERE r.relid = 'events_by_hour'::regclass AND w.window_end <= now() - interval '2 hours'"),
+	'0', 'the roll-up with retention 2 hours lost its windows past 2 hours');
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM events_by_hour'), '>', 0, 'and kept the others');
+
+# ---------------------------------------------------------------------
+# Drop leaves the cube untouched
+# ---------------------------------------------------------------------
+my $rows = $node->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM events');
+$node->safe_psql('postgres', "SELECT streamcube_drop_rollup('events_by_hour')");
+is($node->safe_psql('postgres', "SELECT to_regclass('events_by_hour') IS NULL, count(*) FROM streamcube.rollup_catalog"),
+	't|1', 'drop_rollup dropped the table and the catalog row');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM events'), $rows, 'the cube is untouched');
+
+# ---------------------------------------------------------------------
+# Compaction: a day of windows becomes one partition, the roll-up's too;
+# late rows into the compacted day, also into an hour that never had a
+# window, are counted once
+# ---------------------------------------------------------------------
+my $day = int(time / 86400) * 86400 - 86400;
+my $t3 = sc_topic('daily');
+sc_create_topic($t3, 2);
+sc_create_cube($node, 'daily', $t3);
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('daily', 'daily_by_minute', '1 minute', ARRAY['country'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"top\": \"max(amount)\"}')");
+sc_produce($t3, count => 3000, 'start-ts' => $day, 'step-ms' => 3600, seed => 11);
+$node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
+my $daily_diff = q{
+	WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, country,
+	                    count(*) AS n, sum(amount) AS amount, max(amount) AS top
+	             FROM daily GROUP BY 1, 2),
+	     r AS (SELECT bucket, country, n, amount, top FROM daily_by_minute)
+	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
+	HAVING count(*) > 0};
+$node->safe_psql('postgres', "SELECT streamcube_seal('daily')");
+is($node->safe_psql('postgres', "SELECT streamcube_compact('daily')"), '1', 'the day is compacted');
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT w.relid), min(c.relkind::text), min(c.relpersistence::text) "
+		  . "FROM streamcube.rollup_windows w JOIN pg_class c ON c.oid = w.relid "
+		  . "WHERE w.rollup_id = (SELECT rollup_id FROM streamcube.rollup_catalog "
+		  . "                     WHERE relid = 'daily_by_minute'::regclass) "
+		  . "AND w.window_start >= to_timestamp($day) AND w.window_start < to_timestamp($day + 86400)"),
+	'24|1|r|p', "the roll-up's windows of the day are one logged partition, all 24 of them");
+is($node->safe_psql('postgres', $daily_diff), '', 'after compaction: roll-up equals the raw rows');
+# Hour 10 of that day never had a window; hour 1 had one.
+sc_produce($t3, count => 400, 'start-ts' => $day + 10 * $hour, 'step-ms' => 2000, seed => 12);
+sc_produce($t3, count => 200, 'start-ts' => $day + 1 * $hour, 'step-ms' => 3000, seed => 13);
+$node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM daily'),
+	'3600|3600', 'the late rows are in the compacted day');
+is($node->safe_psql('postgres', $daily_diff), '', 'and counted once in the roll-up');
+$node->stop('immediate');
+$node->start;
+$node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
+is($node->safe_psql('postgres', $daily_diff), '', 'after a crash too');
+
+# ---------------------------------------------------------------------
+# A cube that keeps no raw rows
+# ---------------------------------------------------------------------
+my $t2 = sc_topic('noraw');
+sc_create_topic($t2, 3);
+sc_create_cube($node, 'noraw', $t2, '{"raw_rows": "none"}');
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('noraw', 'noraw_by_minute', '1 minute', ARRAY['device'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"top\": \"max(amount)\"}')");
+sc_produce($t2, count => 9000, 'start-ts' => $now - 2 * $hour, 'step-ms' => 500, seed => 3);
+$node->safe_psql('postgres', "SELECT streamcube_wait('noraw', '60 s')");
+$node->poll_query_until('postgres', 'SELECT coalesce(sum(n), 0) = 9000 FROM noraw_by_minute')
+  or diag 'roll-up of the no-raw cube incomplete';
+is($node->safe_psql('postgres', 'SELECT count(*) FROM noraw'), '0', 'the no-raw cube keeps no rows');
+my $k = sc_kafka_contents($t2);
+is($node->safe_psql('postgres', 'SELECT sum(n), sum(amount) FROM noraw_by_minute'),
+	"9000|" . sprintf('%.2f', $k->{amount_cents} / 100), 'its roll-up counts every message once, with the sum Kafka holds');
+is($node->safe_psql('postgres',
+		"SELECT sum(\"position\") FROM streamcube.consume_positions p JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'noraw'::regclass"), '9000', 'and its positions moved past every message');
+
+# ---------------------------------------------------------------------
+# The roll-up belongs to the cube's owner, and follows the cube
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', 'CREATE ROLE cubeowner LOGIN; ALTER TABLE events OWNER TO cubeowner');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+		  . "WHERE i.inhparent = 'events_by_minute'::regclass AND c.relowner <> 'cubeowner'::regrole "
+		  . "UNION ALL SELECT count(*) FROM pg_class WHERE oid = 'events_by_minute'::regclass "
+		  . "AND relowner <> 'cubeowner'::regrole"), "0\n0",
+	'ALTER TABLE cube OWNER TO moves the roll-up and its partitions too');
+($rc, $out, $err) = $node->psql('postgres', 'ALTER TABLE events_by_minute OWNER TO reader');
+like($err, qr/events_by_minute" of cube "events" would belong to role "reader"/,
+	'a roll-up cannot be given to another role than the cube\'s owner');
+sc_produce($t1, count => 500, seed => 21);
+$node->safe_psql('postgres', "SELECT streamcube_wait('events', '60 s')");
+is(diff_exact('events', 'events_by_minute',
+		"(SELECT min(window_start) FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'events'::regclass)"), '',
+	'the new owner\'s receivers keep the roll-up exact (over the windows the cube still has)');
+
+$node->stop;
+done_testing();
