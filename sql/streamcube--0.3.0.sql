@@ -1029,8 +1029,12 @@ CREATE FUNCTION streamcube_drop_rollup(name text)
 COMMENT ON FUNCTION streamcube_drop_rollup(text) IS
     'Drop a roll-up and its table; the cube is left as it is';
 
--- The roll-ups of the cubes the caller may read: definition, and sizes
--- from the statistics (estimates, as pg_stat_user_tables gives them).
+-- The roll-ups of the cubes the caller may read: definition, rows and
+-- buckets counted (as streamcube.segments counts a window's rows), size,
+-- and how many of the cube's rows one roll-up row stands for.
+CREATE FUNCTION streamcube._rollup_stats(rollup regclass, OUT rows bigint, OUT buckets bigint)
+    RETURNS record LANGUAGE C STRICT STABLE SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_rollup_stats';
 CREATE VIEW streamcube.rollups AS
 SELECT r.relid AS rollup,
        c.relid AS cube,
@@ -1039,28 +1043,23 @@ SELECT r.relid AS rollup,
        r.measures,
        r.retention,
        (SELECT pg_catalog.count(*) FROM streamcube.rollup_windows w WHERE w.rollup_id = r.rollup_id)::integer AS windows,
-       s.rows,
-       s.bytes,
+       st.rows,
+       st.buckets,
+       (SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(i.inhrelid))::bigint
+        FROM pg_catalog.pg_inherits i WHERE i.inhparent = r.relid) AS bytes,
        cs.rows AS cube_rows,
-       CASE WHEN s.rows > 0 THEN round(cs.rows::numeric / s.rows, 1) END AS rows_per_rollup_row,
+       CASE WHEN st.rows > 0 THEN round(cs.rows::numeric / st.rows, 1) END AS rows_per_rollup_row,
        r.created_at
 FROM streamcube.rollup_catalog r
 JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL streamcube._rollup_stats(r.relid) st
 CROSS JOIN LATERAL (
-    SELECT pg_catalog.sum(coalesce(st.n_live_tup, 0))::bigint AS rows,
-           pg_catalog.sum(pg_catalog.pg_total_relation_size(i.inhrelid))::bigint AS bytes
-    FROM pg_catalog.pg_inherits i
-    LEFT JOIN pg_catalog.pg_stat_all_tables st ON st.relid = i.inhrelid
-    WHERE i.inhparent = r.relid) s
-CROSS JOIN LATERAL (
-    SELECT pg_catalog.sum(coalesce(st.n_live_tup, 0))::bigint AS rows
-    FROM pg_catalog.pg_inherits i
-    LEFT JOIN pg_catalog.pg_stat_all_tables st ON st.relid = i.inhrelid
-    WHERE i.inhparent = c.relid) cs
+    SELECT pg_catalog.sum(streamcube._segment_rows(c.relid, i.inhrelid))::bigint AS rows
+    FROM pg_catalog.pg_inherits i WHERE i.inhparent = c.relid) cs
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.rollups TO PUBLIC;
 COMMENT ON VIEW streamcube.rollups IS
-    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, estimated rows and bytes, the cube''s estimated rows and how many cube rows one roll-up row stands for';
+    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for';
 
 -- DROP TABLE of a roll-up forgets it (receivers stop keeping it); DROP
 -- TABLE of one of its partitions forgets that window.

@@ -42,6 +42,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "catalog/pg_inherits.h"
 #include "executor/spi.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -52,6 +55,7 @@
 PG_FUNCTION_INFO_V1(sc_receivers);
 PG_FUNCTION_INFO_V1(sc_receiver_slots);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
+PG_FUNCTION_INFO_V1(sc_rollup_stats);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
 #define SC_RECEIVER_COLS 21		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
@@ -259,6 +263,81 @@ sc_segment_rows(PG_FUNCTION_ARGS)
 	table_endscan(scan);
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_INT64(rows);
+}
+
+/*
+ * streamcube._rollup_stats(rollup regclass, OUT rows bigint,
+ *							OUT buckets bigint) RETURNS record
+ *
+ * The rows of a roll-up and how many distinct buckets they hold, visible to
+ * the reader's snapshot, read as _segment_rows reads a window (no user
+ * code runs: a heap scan and its first column); NULLs when the reader may
+ * not SELECT the roll-up or row-level security applies to it.  On a
+ * standby the active (UNLOGGED) partitions count nothing.
+ */
+Datum
+sc_rollup_stats(PG_FUNCTION_ARGS)
+{
+	Oid			rollup = PG_GETARG_OID(0);
+	bool		missing = false;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {true, true};
+	int64		rows = 0;
+	HTAB	   *buckets;
+	HASHCTL		ctl;
+	List	   *parts;
+	ListCell   *lc;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	desc = BlessTupleDesc(desc);
+	if (pg_class_aclcheck_ext(rollup, GetUserId(), ACL_SELECT, &missing) != ACLCHECK_OK || missing ||
+		get_rel_relkind(rollup) != RELKIND_PARTITIONED_TABLE ||
+		check_enable_rls(rollup, InvalidOid, true) == RLS_ENABLED)
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64);
+	ctl.hcxt = CurrentMemoryContext;
+	buckets = hash_create("streamcube roll-up buckets", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	parts = find_inheritance_children(rollup, AccessShareLock);
+	foreach(lc, parts)
+	{
+		Relation	rel = try_relation_open(lfirst_oid(lc), NoLock);
+		TableScanDesc scan;
+		HeapTuple	tup;
+
+		if (rel == NULL)
+			continue;
+		if (rel->rd_rel->relkind != RELKIND_RELATION ||
+			(RecoveryInProgress() && rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED) ||
+			check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED)
+		{
+			relation_close(rel, NoLock);
+			continue;
+		}
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull;
+			/* bucket is the first column of every roll-up (rollup_sql.c) */
+			Datum		b = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull);
+			int64		key = isnull ? 0 : DatumGetInt64(b);
+
+			CHECK_FOR_INTERRUPTS();
+			rows++;
+			(void) hash_search(buckets, &key, HASH_ENTER, NULL);
+		}
+		table_endscan(scan);
+		relation_close(rel, NoLock);
+	}
+	values[0] = Int64GetDatum(rows);
+	values[1] = Int64GetDatum(hash_get_num_entries(buckets));
+	nulls[0] = nulls[1] = false;
+	hash_destroy(buckets);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 /*

@@ -171,12 +171,22 @@ is(diff_exact('events', 'events_by_minute'), '', 'and the roll-up still equals t
 # ---------------------------------------------------------------------
 $node->safe_psql('postgres', 'ANALYZE events_by_minute; ANALYZE events');
 like($node->safe_psql('postgres',
-		"SELECT rollup, cube, granularity, dimensions, windows > 0, rows > 0 FROM streamcube.rollups"),
-	qr/^events_by_minute\|events\|00:01:00\|\{country,device\}\|t\|t$/, 'streamcube.rollups lists it');
+		"SELECT rollup, cube, granularity, dimensions, windows > 0 FROM streamcube.rollups"),
+	qr/^events_by_minute\|events\|00:01:00\|\{country,device\}\|t$/, 'streamcube.rollups lists it');
+is($node->safe_psql('postgres',
+		"SELECT rows = (SELECT count(*) FROM events_by_minute), "
+		  . "buckets = (SELECT count(DISTINCT bucket) FROM events_by_minute), "
+		  . "cube_rows = (SELECT count(*) FROM events), "
+		  . "rows_per_rollup_row = round((SELECT count(*) FROM events)::numeric / rows, 1), "
+		  . "bytes > 0 FROM streamcube.rollups"),
+	't|t|t|t|t', 'with its rows, buckets, bytes and the cube rows one roll-up row stands for');
 $node->safe_psql('postgres', 'CREATE ROLE reader LOGIN; GRANT SELECT ON events TO reader');
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM events_by_minute',
 	extra_params => [ '-U', 'reader' ]);
 like($err, qr/permission denied for table events_by_minute/, 'a reader of the cube needs SELECT on the roll-up');
+is($node->safe_psql('postgres', 'SELECT rollup, rows IS NULL, buckets IS NULL FROM streamcube.rollups',
+		extra_params => [ '-U', 'reader' ]),
+	'events_by_minute|t|t', 'the view shows a reader of the cube the roll-up, without its rows');
 $node->safe_psql('postgres', 'GRANT SELECT ON events_by_minute TO reader');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_minute', extra_params => [ '-U', 'reader' ]),
 	'20800', 'and reads it once granted');
@@ -285,7 +295,8 @@ is($node->safe_psql('postgres',
 # ---------------------------------------------------------------------
 # The roll-up belongs to the cube's owner, and follows the cube
 # ---------------------------------------------------------------------
-$node->safe_psql('postgres', 'CREATE ROLE cubeowner LOGIN; ALTER TABLE events OWNER TO cubeowner');
+$node->safe_psql('postgres',
+	'CREATE ROLE cubeowner LOGIN; GRANT CREATE ON SCHEMA public TO cubeowner; ALTER TABLE events OWNER TO cubeowner');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
 		  . "WHERE i.inhparent = 'events_by_minute'::regclass AND c.relowner <> 'cubeowner'::regrole "
@@ -295,12 +306,26 @@ is($node->safe_psql('postgres',
 ($rc, $out, $err) = $node->psql('postgres', 'ALTER TABLE events_by_minute OWNER TO reader');
 like($err, qr/events_by_minute" of cube "events" would belong to role "reader"/,
 	'a roll-up cannot be given to another role than the cube\'s owner');
+# An administrator (not a superuser) creates a roll-up of another role's
+# cube: it is made, filled and owned as the cube's owner.
+$node->safe_psql('postgres', 'CREATE ROLE adm LOGIN IN ROLE streamcube_admin');
+is($node->safe_psql('postgres',
+		"SELECT streamcube_create_rollup('events', 'events_by_device', '1 hour', ARRAY['device'], "
+		  . "'{\"n\": \"count(*)\"}')", extra_params => [ '-U', 'adm' ]),
+	'events_by_device', 'an admin creates a roll-up of cubeowner\'s cube');
+is($node->safe_psql('postgres',
+		"SELECT relowner::regrole FROM pg_class WHERE oid = 'events_by_device'::regclass"),
+	'cubeowner', 'it belongs to the cube\'s owner');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_device'),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM events'), 'filled with every row the cube holds');
 sc_produce($t1, count => 500, seed => 21);
 $node->safe_psql('postgres', "SELECT streamcube_wait('events', '60 s')");
 is(diff_exact('events', 'events_by_minute',
 		"(SELECT min(window_start) FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
 		  . "WHERE c.relid = 'events'::regclass)"), '',
 	'the new owner\'s receivers keep the roll-up exact (over the windows the cube still has)');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_device'),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM events'), 'and the admin\'s roll-up too');
 
 $node->stop;
 done_testing();
