@@ -99,6 +99,7 @@ typedef struct ScRegFormat
 	int		   *col_decoded;	/* cube column -> decoded index, -1 */
 	StringInfo *values;
 	bool	   *isnull;
+	int64	   *times;			/* protobuf: what sc_proto_decode says */
 } ScRegFormat;
 
 /*
@@ -227,6 +228,7 @@ sc_framed_setup(ScIngest *ing)
 	}
 	rf->values = palloc(sizeof(StringInfo) * Max(rf->ndecoded, 1));
 	rf->isnull = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
+	rf->times = palloc(sizeof(int64) * Max(rf->ndecoded, 1));
 	for (int k = 0; k < rf->ndecoded; k++)
 		rf->values[k] = makeStringInfo();
 
@@ -561,6 +563,8 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 	size_t		len = m->len;
 	int32		id = -1;
 	char	   *err = NULL;
+	const int64 *times = NULL;	/* protobuf: the instants of Timestamps */
+	int			tk = rf->col_decoded[cube->time_index];
 
 	if (rf->framed)
 	{
@@ -595,11 +599,13 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 		}
 		if ((plan = sc_proto_type_plan(ing, rf, w, id, indexes, nindexes, error)) == NULL)
 			return false;
-		if (!sc_proto_decode(plan, datum + consumed, len - consumed, rf->values, rf->isnull, &err))
+		if (!sc_proto_decode(plan, datum + consumed, len - consumed, rf->values, rf->isnull,
+							 rf->times, &err))
 		{
 			*error = psprintf("invalid Protobuf message (schema id %d): %s", id, err);
 			return false;
 		}
+		times = rf->times;
 	}
 	else if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, &err))
 	{
@@ -616,16 +622,22 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 	}
 	else
 	{
-		int			k = rf->col_decoded[cube->time_index];
-
-		if (k < 0 || rf->isnull[k])
+		if (tk < 0 || rf->isnull[tk])
 		{
 			*error = psprintf("time column \"%s\" is null or missing%s",
 							  cube->columns[cube->time_index].name,
 							  id >= 0 ? psprintf(" (schema id %d)", id) : "");
 			return false;
 		}
-		if (!sc_parse_time(cube, rf->values[k]->data, ts, error))
+
+		/*
+		 * A Timestamp's instant is what its text (with +00) would parse to,
+		 * as timestamptz and as timestamp (which ignores the +00): no need
+		 * to parse it.
+		 */
+		if (times != NULL && times[tk] != SC_PROTO_NO_TIME)
+			*ts = times[tk] - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+		else if (!sc_parse_time(cube, rf->values[tk]->data, ts, error))
 		{
 			*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 			return false;

@@ -299,29 +299,31 @@ typedef enum ScPbWire
 	SC_PB_TOO_LONG
 } ScPbWire;
 
-/* A varint of at most 10 bytes (bits past 64 are dropped, as parsers do). */
+/*
+ * A varint of at most 10 bytes (bits past 64 are dropped, as parsers do).
+ * The bytes it may take are counted once, not checked against the end one
+ * by one: most varints of a message lie 10 bytes or more before its end.
+ */
 static inline ScPbWire
 sc_pb_get_varint(const uint8 **pp, const uint8 *end, uint64 *value)
 {
 	const uint8 *p = *pp;
+	int			n = end - p >= 10 ? 10 : (int) (end - p);
 	uint64		u = 0;
 
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < n; i++)
 	{
-		uint8		b;
+		uint8		b = p[i];
 
-		if (p >= end)
-			return SC_PB_TRUNCATED;
-		b = *p++;
 		u |= (uint64) (b & 0x7f) << (7 * i);
 		if (b < 0x80)
 		{
-			*pp = p;
+			*pp = p + i + 1;
 			*value = u;
 			return SC_PB_OK;
 		}
 	}
-	return SC_PB_TOO_LONG;
+	return n < 10 ? SC_PB_TRUNCATED : SC_PB_TOO_LONG;
 }
 
 static inline uint32
@@ -458,16 +460,37 @@ sc_pb_put2(char *o, int v)
 static void
 sc_pb_civil(int64 days, int64 *year, int *month, int *day)
 {
+	/* the last day asked for: a stream's messages mostly come from one day */
+	static int64 last_days = PG_INT64_MIN;
+	static int64 last_year;
+	static int	last_month;
+	static int	last_day;
 	int64		z = days + 719468;
-	int64		era = (z >= 0 ? z : z - 146096) / 146097;
-	int64		doe = z - era * 146097;
-	int64		yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	int64		mp = (5 * doy + 2) / 153;
+	int64		era;
+	int64		doe;
+	int64		yoe;
+	int64		doy;
+	int64		mp;
 
+	if (days == last_days)
+	{
+		*year = last_year;
+		*month = last_month;
+		*day = last_day;
+		return;
+	}
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
 	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
 	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
 	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
+	last_days = days;
+	last_year = *year;
+	last_month = *month;
+	last_day = *day;
 }
 
 /* ".fff", ".ffffff" or ".fffffffff" of nanos (0 < nanos < 10^9), as RFC 3339 texts write it. */
@@ -2883,6 +2906,9 @@ typedef struct ScPbDecoder
 	int			depth;			/* messages open */
 	StringInfo *values;
 	bool	   *isnull;
+	int64	   *times;			/* see sc_proto_decode; NULL when not wanted */
+	int64		time;			/* the instant of the last Timestamp written as
+								 * a column's text */
 
 	/* the first failure: what, at which byte, in which fields */
 	const char *what;
@@ -2997,6 +3023,23 @@ sc_pb_varint(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint64 *value)
 	return sc_pb_varint_slow(d, pp, end, value);
 }
 
+/* Past a varint whose value is not wanted: its bytes found, not added up. */
+static inline bool
+sc_pb_skip_varint(ScPbDecoder *d, const uint8 **pp, const uint8 *end)
+{
+	const uint8 *p = *pp;
+	const uint8 *stop = end - p >= 10 ? p + 10 : end;
+	uint64		u;
+
+	while (p < stop)
+		if (*p++ < 0x80)
+		{
+			*pp = p;
+			return true;
+		}
+	return sc_pb_varint_slow(d, pp, end, &u);	/* says what is wrong */
+}
+
 static inline bool
 sc_pb_tag(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint32 *num, int *wt)
 {
@@ -3107,7 +3150,7 @@ sc_pb_value(ScPbDecoder *d, int wt, uint32 num, const uint8 **pp, const uint8 *e
 	{
 		case SC_PB_WT_VARINT:
 			*v = p;
-			if (!sc_pb_varint(d, &p, end, &u))
+			if (!sc_pb_skip_varint(d, &p, end))
 				return false;
 			break;
 		case SC_PB_WT_I64:
@@ -3656,12 +3699,50 @@ sc_pb_field_value(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int nr
 	else
 	{
 		const uint8 *p = s->last;
-		const uint8 *v;
-		const uint8 *vend;
+		const uint8 *v = NULL;
+		const uint8 *vend = NULL;
 
-		return sc_pb_value(d, s->last_wt, f->number, &p, r[s->last_r].end, &v, &vend) &&
+		/*
+		 * A number is read where it is (sc_pb_collect checked its wire type
+		 * and its bytes); a string or bytes needs its bounds first.
+		 */
+		if (s->last_wt != SC_PB_WT_LEN)
+			return sc_pb_scalar(d, f->type, f->enumtype, &p, r[s->last_r].end, out, json);
+		return sc_pb_value(d, SC_PB_WT_LEN, f->number, &p, r[s->last_r].end, &v, &vend) &&
 			sc_pb_scalar(d, f->type, f->enumtype, &v, vend, out, json);
 	}
+}
+
+/*
+ * Timestamp's or Duration's seconds and nanos as writers write them: one
+ * occurrence of the message, holding nothing but fields 1 and 2 as
+ * varints behind one-byte tags, the last of each winning.  False for
+ * anything else, without a failure: the general path reads it then, with
+ * the same result, or says what is wrong.  Half the cost of the general
+ * path, which takes two passes over the bytes.
+ */
+static inline bool
+sc_pb_seconds_nanos_fast(const ScPbRange *r, int nr, int64 *seconds, int32 *nanos)
+{
+	const uint8 *p = r[0].p;
+	const uint8 *end = r[0].end;
+
+	if (nr != 1)
+		return false;
+	while (p < end)
+	{
+		uint8		tag = *p++;
+		uint64		u;
+
+		if ((tag != (1 << 3 | SC_PB_WT_VARINT) && tag != (2 << 3 | SC_PB_WT_VARINT)) ||
+			sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
+			return false;
+		if (tag >> 3 == 1)
+			*seconds = (int64) u;
+		else
+			*nanos = (int32) (uint32) u;
+	}
+	return true;
 }
 
 /* Timestamp's or Duration's seconds and nanos. */
@@ -3672,6 +3753,10 @@ sc_pb_seconds_nanos(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, in
 	ScPbSlot	slots[2];
 	uint64		u;
 
+	*seconds = 0;
+	*nanos = 0;
+	if (sc_pb_seconds_nanos_fast(r, nr, seconds, nanos))
+		return true;
 	*seconds = 0;
 	*nanos = 0;
 	if (!sc_pb_collect(d, m, r, nr, NULL, slots))
@@ -3711,6 +3796,8 @@ sc_pb_timestamp(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr
 	if (seconds < SC_PB_TS_MIN || seconds > SC_PB_TS_MAX || nanos < 0 || nanos > 999999999)
 		return sc_pb_fail(d, r[0].p, "Timestamp of " INT64_FORMAT " seconds and %d nanos is out of range",
 						  seconds, nanos);
+	if (!json)
+		d->time = seconds * USECS_PER_SEC + nanos / 1000;	/* as its text says */
 	days = seconds / 86400;
 	secs = seconds % 86400;
 	if (secs < 0)
@@ -4023,6 +4110,10 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			d->isnull[pf->cols[c]] = false;
 			appendBinaryStringInfo(d->values[pf->cols[c]], out->data + outlen, out->len - outlen);
 		}
+		if (d->times != NULL && f->label != SC_PB_LABEL_REPEATED && f->message != NULL &&
+			f->message->wkt == SC_PB_WKT_TIMESTAMP)
+			for (int c = 0; c < pf->ncols; c++)
+				d->times[pf->cols[c]] = d->time;
 	}
 done:
 	if (slots != local)
@@ -4073,7 +4164,7 @@ sc_proto_read_indexes(const char *buf, size_t len, int *indexes, int maxindexes,
 
 bool
 sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
-				StringInfo *values, bool *isnull, char **error)
+				StringInfo *values, bool *isnull, int64 *times, char **error)
 {
 	ScPbDecoder d;
 	ScPbRange	r;
@@ -4082,12 +4173,17 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	d.depth = 0;
 	d.values = values;
 	d.isnull = isnull;
+	d.times = times;
+	d.time = 0;
 	d.what = NULL;
 	d.where = NIL;
 	r.p = d.start;
 	r.end = d.start + len;
 	for (int c = 0; c < plan->ncolumns; c++)
 		isnull[c] = true;
+	if (times != NULL)
+		for (int c = 0; c < plan->ncolumns; c++)
+			times[c] = SC_PROTO_NO_TIME;
 
 	/*
 	 * A value's text may be several times its bytes (hex, JSON escapes), and

@@ -172,5 +172,47 @@ is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube = 'pb'::regclass 
 		  . "AND error = 'schema id $p5->{schema_ids}[0]: field \"qty\" (bool) cannot become column \"qty\" (integer)'"),
 	2, 'a field that cannot become its column: dead letters naming the schema id, the field and the column');
 
+# ---------------------------------------------------------------------
+# 6. Timestamps as timestamptz and as timestamp: fractions, negative
+#    seconds, and forms other than the usual one (fields out of order or
+#    repeated, an unknown field, a two-byte tag, the message in two pieces)
+# ---------------------------------------------------------------------
+sub varint
+{
+	my $u = $_[0] & 0xFFFFFFFFFFFFFFFF;
+	my $s = '';
+	while ($u >= 0x80) { $s .= chr(($u & 0x7f) | 0x80); $u >>= 7; }
+	return $s . chr($u);
+}
+sub fld { my ($num, $wt, $v) = @_; return varint($num << 3 | $wt) . ($wt == 2 ? varint(length $v) . $v : varint($v)); }
+sub framed    # Event (schema v1) of user.id $uid and the Timestamp pieces given
+{
+	my ($uid, @ts) = @_;
+	my $body = join('', map { fld(1, 2, $_) } @ts) . fld(7, 2, fld(1, 0, $uid));
+	return unpack('H*', "\0" . pack('N', $p1->{schema_ids}[0]) . "\0" . $body);
+}
+my @ts_msgs = (
+	framed(2001, fld(1, 0, $base + 10) . fld(2, 0, 123456789)),
+	framed(2002, fld(2, 0, 500000000) . fld(1, 0, 7) . fld(3, 0, 99) . fld(1, 0, $base + 11)),
+	framed(2003, fld(1, 0, $base + 12), fld(2, 0, 250000000)),
+	framed(2004, fld(1, 0, -1) . fld(2, 0, 500000999)),
+	framed(2005, "\x88\x00" . varint($base + 13) . fld(2, 0, 999)));
+my $ts_want = join("\n", "2001|" . ($base + 10) . ".123456", "2002|" . ($base + 11) . ".500000",
+	"2003|" . ($base + 12) . ".250000", '2004|-0.500000', "2005|" . ($base + 13) . ".000000");
+sc_kafka_raw('raw', $topic, @ts_msgs);
+is(q1("SELECT streamcube_wait('pb', '60 s')"), 't', 'Timestamps of every form passed');
+is(q1("SELECT user_id, extract(epoch FROM ts) FROM pb WHERE user_id > 2000 ORDER BY 1"), $ts_want,
+	'Timestamps into timestamptz: nanos truncated to micros, negative seconds, last field wins, pieces merged');
+my $ts_topic = sc_topic('proto_ts');
+sc_create_topic($ts_topic, 1);
+sc_kafka_raw('raw', $ts_topic, @ts_msgs);
+q1("SELECT streamcube_create_cube('pbl', 'k', '$ts_topic', 'ts timestamp, user_id bigint', 'ts', '1 hour', "
+	  . "'protobuf', '{\"fields\": {\"user_id\": \"user.id\"}}')");
+is(q1("SELECT streamcube_wait('pbl', '60 s')"), 't', 'a cube of timestamp without time zone consumed them');
+is(q1("SELECT user_id, extract(epoch FROM ts) FROM pbl ORDER BY 1"), $ts_want,
+	'Timestamps into timestamp without time zone: their UTC time');
+is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube IN ('pb'::regclass, 'pbl'::regclass) AND error LIKE '%Timestamp%'"),
+	0, 'no Timestamp was a dead letter');
+
 $node->stop;
 done_testing();
