@@ -75,7 +75,7 @@ static const char *const usage_text =
 	"  sckafka add-partitions --bootstrap B NAME TOTAL\n"
 	"  sckafka committed --bootstrap B --group G --topic T [--timeout MS]\n"
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
-	"               [--format json|csv|avro] [--partitions P] [--shape wide|narrow]\n"
+	"               [--format json|csv|avro] [--partitions P] [--shape wide|narrow|dims]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
 	"               [--transactional-id ID [--end commit|abort|hold]] [--meta]\n"
 	"  sckafka avro-schema [--shape wide|narrow]\n"
@@ -158,6 +158,14 @@ static const char *const usage_text =
 	"  --shape narrow gives three fields instead: ts, k (k00..k99) and v,\n"
 	"  a bigint: {\"ts\":\"...\",\"k\":\"k42\",\"v\":7919} or ts,k42,7919\n"
 	"  (in Avro: ts, k a string, v a long).\n"
+	"  --shape dims (json and csv only) gives the roll-up benchmark's\n"
+	"  events: ts, country (c00..c99), device (d00..d99), user_id (a bigint,\n"
+	"  0..99999) and latency (milliseconds, 0.001..1000.000, skewed: 1000 u^4\n"
+	"  for u uniform in [0, 1), p95 about 815):\n"
+	"  {\"ts\":\"...\",\"country\":\"c42\",\"device\":\"d07\",\"user_id\":4711,"
+	"\"latency\":12.345}\n"
+	"  or ts,c42,d07,4711,12.345; its values are drawn after the other\n"
+	"  shapes' (same seed, same amount_cents and qty draws).\n"
 	"  ts is UTC with milliseconds: with --start-ts, ts = start + i * MS\n"
 	"  (--step-ms, default 1000), else the wall clock. country is one of\n"
 	"  de fr us gb jp br in es, device one of ios android web desktop,\n"
@@ -1456,6 +1464,7 @@ cmd_produce(int argc, char **argv)
 	const char *topics[1000];
 	int			ntopics = 0;
 	bool		narrow = false;
+	bool		dims = false;		/* --shape dims */
 	bool		meta = false;
 	const char *transactional_id = NULL;
 	const char *end = "commit";
@@ -1528,12 +1537,13 @@ cmd_produce(int argc, char **argv)
 				seed = option_int("--seed", optarg, LLONG_MIN, LLONG_MAX);
 				break;
 			case 'w':
+				narrow = dims = false;
 				if (strcmp(optarg, "narrow") == 0)
 					narrow = true;
-				else if (strcmp(optarg, "wide") == 0)
-					narrow = false;
-				else
-					fail(EXIT_USAGE, "produce: --shape is wide or narrow, not "
+				else if (strcmp(optarg, "dims") == 0)
+					dims = true;
+				else if (strcmp(optarg, "wide") != 0)
+					fail(EXIT_USAGE, "produce: --shape is wide, narrow or dims, not "
 						 "'%s'", optarg);
 				break;
 			case 'x':
@@ -1561,6 +1571,8 @@ cmd_produce(int argc, char **argv)
 	if (bootstrap == NULL || topic == NULL || count < 0)
 		fail(EXIT_USAGE, "produce: --bootstrap, --topic and --count are "
 			 "required");
+	if (dims && format == FORMAT_AVRO)
+		fail(EXIT_USAGE, "produce: --shape dims is json or csv, not avro");
 
 	conf = rd_kafka_conf_new();
 	conf_set(conf, "bootstrap.servers", bootstrap);
@@ -1625,7 +1637,25 @@ cmd_produce(int argc, char **argv)
 		ts_ms = deterministic_ts ? start_ts * 1000 + i * step_ms : wall_clock_ms();
 		format_ts(ts_ms, ts, sizeof(ts));
 
-		if (format == FORMAT_AVRO)
+		if (dims)
+		{
+			/* drawn after the common draws, which stay those of the other shapes */
+			int			c = (int) (next_random(&rng) % 100);
+			int			d = (int) (next_random(&rng) % 100);
+			int64_t		user = (int64_t) (next_random(&rng) % 100000);
+			double		u = (double) (next_random(&rng) >> 11) / 9007199254740992.0;
+			int64_t		lat_us = 1 + (int64_t) (u * u * u * u * 999999.0);
+
+			if (format == FORMAT_CSV)
+				len = snprintf(value, sizeof(value), "%s,c%02d,d%02d,%" PRId64 ",%" PRId64 ".%03" PRId64,
+							   ts, c, d, user, lat_us / 1000, lat_us % 1000);
+			else
+				len = snprintf(value, sizeof(value),
+							   "{\"ts\":\"%s\",\"country\":\"c%02d\",\"device\":\"d%02d\","
+							   "\"user_id\":%" PRId64 ",\"latency\":%" PRId64 ".%03" PRId64 "}",
+							   ts, c, d, user, lat_us / 1000, lat_us % 1000);
+		}
+		else if (format == FORMAT_AVRO)
 		{
 			char	   *o = avro_long(value, ts_ms);
 
