@@ -218,6 +218,38 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
 }
 
 /*
+ * sc_catalog_exec() of a statement that runs again and again (per window,
+ * per batch): parsed and planned once per process, into *plan, which the
+ * caller keeps in a static variable; executed from the second call on.
+ * The plan is made under sc_catalog_enter()'s search_path, the one it
+ * always runs under, so the plan cache never has to make it again for that.
+ */
+int
+sc_catalog_exec_kept(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types,
+					 Datum *values, const char *nulls, bool read_only, long count)
+{
+	ScPrivilegeSave save;
+	int			ret;
+
+	sc_catalog_enter(&save);
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL)
+			elog(ERROR, "could not prepare a streamcube catalog statement: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	ret = SPI_execute_plan(*plan, values, nulls, read_only, count);
+	sc_catalog_leave(&save);
+	if (ret < 0)
+		elog(ERROR, "streamcube catalog statement failed: %s", SPI_result_code_string(ret));
+	return ret;
+}
+
+/*
  * Act as a cube's owner (DDL on its relations, scans that run its index
  * expressions and constraints) with SECURITY_RESTRICTED_OPERATION, as
  * PostgreSQL itself does for VACUUM or CREATE INDEX: nothing the owner

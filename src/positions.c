@@ -403,13 +403,15 @@ sc_positions_short_of(int32 cube_id, Datum parts, Datum targets)
 void
 sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition, int64 offset)
 {
+	static SPIPlanPtr plan = NULL;	/* per window and partition: planned once */
 	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
 	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
 	Int32GetDatum(partition), Int64GetDatum(offset)};
 
-	sc_catalog_exec("INSERT INTO streamcube.window_offsets "
-					"(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
-					"ON CONFLICT DO NOTHING", 4, types, values, NULL, false, 0);
+	sc_catalog_exec_kept(&plan,
+						 "INSERT INTO streamcube.window_offsets "
+						 "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
+						 "ON CONFLICT DO NOTHING", 4, types, values, NULL, false, 0);
 }
 
 /*
@@ -420,15 +422,17 @@ sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition, in
 void
 sc_positions_late(int32 cube_id, int64 window_start, int32 partition, int64 upto)
 {
+	static SPIPlanPtr plan = NULL;	/* per window and partition of every batch */
 	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
 	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
 	Int32GetDatum(partition), Int64GetDatum(upto)};
 
-	sc_catalog_exec("INSERT INTO streamcube.sealed_upto AS u "
-					"(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
-					"ON CONFLICT (cube_id, window_start, partition) "
-					"DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
-					4, types, values, NULL, false, 0);
+	sc_catalog_exec_kept(&plan,
+						 "INSERT INTO streamcube.sealed_upto AS u "
+						 "(cube_id, window_start, partition, \"offset\") VALUES ($1, $2, $3, $4) "
+						 "ON CONFLICT (cube_id, window_start, partition) "
+						 "DO UPDATE SET \"offset\" = greatest(u.\"offset\", EXCLUDED.\"offset\")",
+						 4, types, values, NULL, false, 0);
 }
 
 /*

@@ -395,28 +395,29 @@ sc_segment_ensure(const ScCube *cube, int64 start)
  * The state of a window as the catalog has it: active or sealed, its
  * partition, and for a sealed window its sealed_upto offsets (allocated in
  * cxt).  False when the catalog does not know the window.  Call inside a
- * transaction, connected to SPI.
+ * transaction, connected to SPI.  A receiver asks once per window it meets
+ * and again after the window's partition changed (ingest_windows.c), which
+ * in a replay of history is often: the statement is planned once.
  */
 bool
 sc_segment_state(const ScCube *cube, int64 start, ScWindowState *state, MemoryContext cxt)
 {
+	static SPIPlanPtr plan = NULL;
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
-	ScPrivilegeSave save;
 	bool		isnull;
 
 	memset(state, 0, sizeof(*state));
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT s.state = 'sealed', s.relid::oid, "
-							  "       array_agg(u.partition ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL), "
-							  "       array_agg(u.\"offset\" ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL) "
-							  "FROM streamcube.segment_catalog s "
-							  "LEFT JOIN streamcube.sealed_upto u USING (cube_id, window_start) "
-							  "WHERE s.cube_id = $1 AND s.window_start = $2 "
-							  "GROUP BY s.state, s.relid",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+	if (sc_catalog_exec_kept(&plan,
+							 "SELECT s.state = 'sealed', s.relid::oid, "
+							 "       array_agg(u.partition ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL), "
+							 "       array_agg(u.\"offset\" ORDER BY u.partition) FILTER (WHERE u.partition IS NOT NULL) "
+							 "FROM streamcube.segment_catalog s "
+							 "LEFT JOIN streamcube.sealed_upto u USING (cube_id, window_start) "
+							 "WHERE s.cube_id = $1 AND s.window_start = $2 "
+							 "GROUP BY s.state, s.relid",
+							 2, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
-	sc_catalog_leave(&save);
 	if (SPI_processed == 0)
 		return false;
 	state->sealed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

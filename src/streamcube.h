@@ -272,6 +272,9 @@ extern void sc_as_owner_leave(ScAsOwner *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
 extern int	sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values,
 							const char *nulls, bool read_only, long count);
+struct _SPI_plan;				/* executor/spi.h's SPIPlanPtr points to one */
+extern int	sc_catalog_exec_kept(struct _SPI_plan **plan, const char *sql, int nargs, Oid *types,
+								 Datum *values, const char *nulls, bool read_only, long count);
 extern void sc_caller_path_enter(int *nestlevel);
 extern void sc_caller_path_leave(int nestlevel);
 extern Oid	sc_caller_relation(const char *name);
