@@ -39,6 +39,7 @@ extern void sc_ingest_end_batch(ScIngest *ing, bool committed);
 extern bool sc_ingest_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why);
 extern bool sc_ingest_ready(ScIngest *ing, const ScKafkaMessage *messages, int n);
 extern void sc_ingest_forget_windows(ScIngest *ing);
+extern void sc_ingest_table_changed(ScIngest *ing);
 extern int	sc_ingest_missing_windows(ScIngest *ing);
 extern void sc_ingest_create_windows(ScIngest *ing);
 

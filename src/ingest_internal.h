@@ -33,6 +33,7 @@
 #include "ingest.h"
 #include "nodes/pg_list.h"
 #include "parser/parse_node.h"
+#include "storage/itemptr.h"
 #include "utils/hsearch.h"
 #include "utils/relcache.h"
 
@@ -94,14 +95,35 @@ typedef struct ScFirstKey
 	int32		partition;
 } ScFirstKey;
 
+/* ... and for which partition of the window (see ingest_windows.c) */
+typedef struct ScFirstEntry
+{
+	ScFirstKey	key;			/* hash key */
+	Oid			relid;			/* the window's partition when it was recorded */
+} ScFirstEntry;
+
+/*
+ * Which relation a window's partition is, beyond its OID: the version of
+ * its pg_class row (xmin and TID), as plpgsql tells a function it compiled
+ * from one replaced since.  DDL on the relation (DETACH, ATTACH, RENAME, a
+ * column added through the cube) writes a new version.
+ */
+typedef struct ScRelVersion
+{
+	TransactionId xmin;
+	ItemPointerData tid;
+} ScRelVersion;
+
 /*
  * What the receiver knows of one window, committed (its state as
- * segments.c reads it), and whether this batch holds its lock.
+ * segments.c reads it), and whether this batch holds its lock.  Kept until
+ * the window's partition is found to be another relation (ingest_windows.c).
  */
 typedef struct ScWindowEntry
 {
 	int64		start;			/* hash key */
-	ScWindowState state;
+	ScWindowState state;		/* sealed_upto arrays in ScWindowCache.cxt */
+	ScRelVersion partition;		/* state.relid's pg_class row, when last checked */
 	uint64		locked_batch;	/* the batch whose transaction holds its lock */
 } ScWindowEntry;
 
@@ -122,8 +144,8 @@ typedef struct ScWindowCache
 	int			nmissing;
 	int			maxmissing;
 	HTAB	   *bad;			/* ScBadWindow: windows that cannot be created */
-	HTAB	   *firsts;			/* ScFirstKey recorded in window_offsets */
-	ScFirstKey *firsts_pending; /* recorded by the current transaction */
+	HTAB	   *firsts;			/* ScFirstEntry: recorded in window_offsets */
+	ScFirstEntry *firsts_pending;	/* recorded by the current transaction */
 	int			nfirsts_pending;
 	int			maxfirsts_pending;
 } ScWindowCache;

@@ -5,15 +5,69 @@
  *		sealed or not, whether the current batch holds its lock; the windows
  *		batches met that must be created; the first offsets recorded.
  *
- * It holds what is committed only, and is forgotten whenever the cube's
- * table changes (a window sealed, detached, dropped): sealing, compaction
- * and retention never have to tell the receiver more than "look again".
+ * It holds what is committed only.  A window's state is read from the
+ * catalog once (sc_segment_state, a statement planned once) and kept for
+ * the receiver's life, while its partition is the same relation: a replay
+ * of history, whose batches meet dozens of windows and create new ones
+ * (each ATTACH a change of the cube's table), reads no window twice.
+ *
+ * Why a kept state is never stale when it is used.  What the receiver
+ * keeps of a window is: active or sealed, its partition, and for a sealed
+ * window its sealed_upto per Kafka partition.
+ *
+ *	1. Whatever moves a window from one state or partition to another
+ *	   replaces its partition, in the transaction that writes the catalog:
+ *	   a seal DETACHes and DROPs the active partition and ATTACHes a logged
+ *	   twin (a new OID); a compaction DETACHes and DROPs a bucket's
+ *	   partitions and ATTACHes a new one; retention and a user DROP or
+ *	   DETACH it; a window whose partition was detached is made anew with a
+ *	   new one (segments.c).  No catalog write changes a window's state or
+ *	   partition while its relation stays the same one, attached.
+ *	2. Each batch locks every window it writes (ROW EXCLUSIVE, without
+ *	   waiting) and then checks its partition: that the relation the entry
+ *	   names is still, as the same version of its pg_class row (xmin and
+ *	   TID, so that an OID used again after a drop is another relation), a
+ *	   partition of the cube.  Taking the lock took in the invalidations of
+ *	   every DDL committed before it, and the batch holds ROW EXCLUSIVE on
+ *	   the cube from its start (lock 3 of "Lock order"), which every swap of
+ *	   a seal, a compaction or retention needs ACCESS EXCLUSIVE on: none can
+ *	   commit before the batch does.  So a partition found the same is the
+ *	   same until the batch commits, and by 1. so is the window's state.
+ *	3. A partition found changed makes the batch forget the entry and read
+ *	   the window's state again, in its own transaction, with a new
+ *	   snapshot that sees the change: a window sealed since it was read is
+ *	   sealed now, and its messages take the late-row path with its
+ *	   sealed_upto.  A seal in progress holds SHARE on the active partition:
+ *	   the lock is refused and the message waits for the next batch.
+ *	4. sealed_upto of a sealed window moves without a new partition only
+ *	   by late rows, for the Kafka partitions whose rows they are: a
+ *	   window's mark for a partition is never above that partition's
+ *	   committed position (a seal sets it to the position, a late row moves
+ *	   it past itself in the transaction that moves the position past it),
+ *	   and a receiver reads from its positions on.  A kept mark lower than
+ *	   the catalog's (a late row since, by this receiver or by the one a
+ *	   reassignment took the partition from) therefore decides as the
+ *	   catalog's would: every message read is at or past both, and late.
+ *	   Only positions set back (streamcube_set_positions, on a paused cube)
+ *	   or a crash (a new process) read messages below a mark: the receiver
+ *	   forgets everything when it opens a consumer at positions read again
+ *	   (sc_ingest_forget_windows).
+ *
+ * The first offsets recorded are kept per (window, Kafka partition) for the
+ * partition they were recorded for: a seal deletes a window's, and a window
+ * is active again only with a new partition.  Windows that could not be
+ * created are forgotten whenever the cube's table changes, which may mend
+ * them.  Memory stays bounded: past SC_WINDOW_CACHE_MAX windows, or
+ * SC_FIRSTS_CACHE_MAX first offsets, everything is forgotten and read
+ * again as needed.
  *
  *-------------------------------------------------------------------------
  */
 #include "streamcube.h"
 
+#include "access/htup_details.h"
 #include "catalog/partition.h"
+#include "catalog/pg_class.h"
 #include "ingest_internal.h"
 #include "positions.h"
 #include "rollup.h"
@@ -39,6 +93,13 @@ typedef struct ScBadWindow
  */
 #define SC_BATCH_MAX_LOCKED_WINDOWS 64
 
+/*
+ * Bounds of what the cache keeps: a year of windows of an hour, and their
+ * first offsets from a topic of 16 partitions, take a few MiB.
+ */
+#define SC_WINDOW_CACHE_MAX 16384
+#define SC_FIRSTS_CACHE_MAX 262144
+
 /* Set up the cache; once per receiver. */
 void
 sc_windows_init(ScIngest *ing)
@@ -54,7 +115,7 @@ sc_windows_init(ScIngest *ing)
 									ALLOCSET_SMALL_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(ScFirstKey);
-	ctl.entrysize = sizeof(ScFirstKey);
+	ctl.entrysize = sizeof(ScFirstEntry);
 	wc->firsts = hash_create("streamcube first offsets", 64, &ctl, HASH_ELEM | HASH_BLOBS);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(int64);
@@ -64,15 +125,22 @@ sc_windows_init(ScIngest *ing)
 	wc->missing = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * wc->maxmissing);
 	wc->maxfirsts_pending = 64;
 	wc->firsts_pending = MemoryContextAlloc(TopMemoryContext,
-											sizeof(ScFirstKey) * wc->maxfirsts_pending);
+											sizeof(ScFirstEntry) * wc->maxfirsts_pending);
 	wc->maxpending = 16;
 	wc->pending = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * wc->maxpending);
 }
 
-/* A new transaction uses the windows: no lock of theirs is held yet. */
+/*
+ * A new transaction uses the windows: no lock of theirs is held yet.  The
+ * last one ended (sc_windows_end_batch), so nothing is pending: the cache
+ * may start again from nothing if it grew past its bounds.
+ */
 void
 sc_windows_begin(ScIngest *ing)
 {
+	if (hash_get_num_entries(ing->windows.entries) > SC_WINDOW_CACHE_MAX ||
+		hash_get_num_entries(ing->windows.firsts) > SC_FIRSTS_CACHE_MAX)
+		sc_ingest_forget_windows(ing);
 	ing->windows.batch_no++;
 }
 
@@ -88,6 +156,7 @@ typedef struct ScWindowWork
 	ScIngest   *ing;
 	int64		window;
 	bool		created;
+	bool		known;
 	ScWindowState state;
 } ScWindowWork;
 
@@ -101,8 +170,7 @@ sc_window_work(void *arg)
 	/* The roll-ups get their partitions of it in the same transaction. */
 	if (w->created)
 		sc_rollup_windows_create(w->ing->cube, w->window, false);
-	if (!sc_segment_state(w->ing->cube, w->window, &w->state, w->ing->windows.cxt))
-		elog(ERROR, "window of cube %s vanished while it was created", w->ing->cube->qualified);
+	w->known = sc_segment_state(w->ing->cube, w->window, &w->state, w->ing->windows.cxt);
 	SPI_finish();
 }
 
@@ -134,13 +202,120 @@ sc_window_note_missing(ScIngest *ing, int64 window)
 	ing->windows.missing[ing->windows.nmissing++] = window;
 }
 
-/* Is this relation still a partition of the cube? */
+/*
+ * Is this relation a partition of the cube, and which version of it?  A
+ * version known already (*known, xmin valid) was checked to be one; the
+ * relation's pg_class row alone says whether it is the same, without a
+ * look at pg_inherits.
+ */
 static bool
-sc_window_attached(ScIngest *ing, Oid relid)
+sc_window_partition(ScIngest *ing, Oid relid, const ScRelVersion *known, ScRelVersion *version)
 {
-	return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-		get_rel_relispartition(relid) &&
-		get_partition_parent(relid, true) == ing->cube->relid;
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		ispartition;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	ispartition = ((Form_pg_class) GETSTRUCT(tup))->relispartition;
+	version->xmin = HeapTupleHeaderGetRawXmin(tup->t_data);
+	version->tid = tup->t_self;
+	ReleaseSysCache(tup);
+	if (!ispartition)
+		return false;
+	if (known != NULL && TransactionIdEquals(known->xmin, version->xmin) &&
+		ItemPointerEquals((ItemPointer) &known->tid, &version->tid))
+		return true;
+	return get_partition_parent(relid, true) == ing->cube->relid;
+}
+
+/* Forget one window: its partition is another relation now. */
+static void
+sc_window_forget(ScIngest *ing, ScWindowEntry *e)
+{
+	int64		window = e->start;
+
+	if (e->state.nupto > 0)
+	{
+		pfree(e->state.upto_partitions);
+		pfree(e->state.upto_offsets);
+	}
+	if (ing->windows.last == e)
+		ing->windows.last = NULL;
+	hash_search(ing->windows.entries, &window, HASH_REMOVE, NULL);
+}
+
+/*
+ * Read a window the cache does not know: its state from the catalog, or,
+ * outside a batch (batch false), its partition created first when it has
+ * none.  *entry is the new entry, or NULL; returns what sc_window_need()
+ * returns when there is no entry, and NULL with one.
+ */
+static const char *
+sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
+{
+	ScWindowWork work = {.ing = ing, .window = window};
+	ScRelVersion version;
+	ScWindowEntry *e;
+	ScBadWindow *bad;
+	ErrorData  *edata;
+	bool		found;
+
+	*entry = NULL;
+	if (sc_window_pending(ing, window))
+		return NULL;
+	if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
+		return "time value is outside the range of timestamps streamcube can partition";
+	bad = hash_search(ing->windows.bad, &window, HASH_FIND, &found);
+	if (found)
+		return pstrdup(bad->error);
+
+	if (batch)
+	{
+		SPI_connect();
+		work.known = sc_segment_state(ing->cube, window, &work.state, ing->windows.cxt);
+		SPI_finish();
+	}
+	else
+	{
+		edata = sc_try_subtransaction(sc_window_work, &work);
+		if (edata != NULL)
+		{
+			bad = hash_search(ing->windows.bad, &window, HASH_ENTER, NULL);
+			snprintf(bad->error, sizeof(bad->error),
+					 "could not create the window of this time value: %s", edata->message);
+			return pstrdup(bad->error);
+		}
+		if (work.created)
+		{
+			if (ing->windows.npending == ing->windows.maxpending)
+			{
+				ing->windows.maxpending *= 2;
+				ing->windows.pending = repalloc(ing->windows.pending, sizeof(int64) * ing->windows.maxpending);
+			}
+			ing->windows.pending[ing->windows.npending++] = window;
+			return NULL;
+		}
+		if (!work.known)
+			elog(ERROR, "window of cube %s vanished while it was created", ing->cube->qualified);
+	}
+	/* A window whose partition was detached is made anew. */
+	if (!work.known || !sc_window_partition(ing, work.state.relid, NULL, &version))
+	{
+		if (!batch)
+			return sc_window_busy;
+		sc_window_note_missing(ing, window);
+		return sc_window_missing;
+	}
+	/* t/042 counts these: a window is read again only when it changed. */
+	ereport(DEBUG1,
+			(errmsg_internal("streamcube receiver of cube %s read window %s from the catalog",
+							 ing->cube->qualified, sc_bound_literal(ing->cube, window))));
+	e = hash_search(ing->windows.entries, &window, HASH_ENTER, NULL);
+	e->state = work.state;
+	e->partition = version;
+	e->locked_batch = 0;
+	*entry = e;
+	return NULL;
 }
 
 /*
@@ -160,100 +335,66 @@ sc_window_attached(ScIngest *ing, Oid relid)
  * whose window cannot be created makes its message bad, not the batch.
  *
  * A window's partition is locked ROW EXCLUSIVE once per batch, without
- * waiting (lock 5 of "Lock order", docs/architecture.md): a seal holds a SHARE lock on an active window while it copies,
- * and messages for it wait until the seal is done (then they are late); a
- * compaction holds one on sealed windows while it merges them, and their
- * late rows wait until the new partition is in place.
+ * waiting (lock 5 of "Lock order", docs/architecture.md): a seal holds a
+ * SHARE lock on an active window while it copies, and messages for it wait
+ * until the seal is done (then they are late); a compaction holds one on
+ * sealed windows while it merges them, and their late rows wait until the
+ * new partition is in place.  Once locked, the partition is checked to be
+ * the one the entry knew (see the top of the file); if not, the window is
+ * read again.
  */
 const char *
 sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 {
-	ScWindowWork work = {.ing = ing, .window = window};
-	ErrorData  *edata;
+	ScWindowCache *wc = &ing->windows;
 	ScWindowEntry *e;
-	ScBadWindow *bad;
+	ScRelVersion version;
+	const char *why;
 	bool		found;
 
 	*entry = NULL;
 	/* Messages come in runs of one window: most need no hash lookup. */
-	if (ing->windows.last != NULL && ing->windows.last->start == window)
-		e = ing->windows.last, found = true;
+	if (wc->last != NULL && wc->last->start == window)
+		e = wc->last, found = true;
 	else
-		e = hash_search(ing->windows.entries, &window, HASH_FIND, &found);
-	if (!found)
+		e = hash_search(wc->entries, &window, HASH_FIND, &found);
+	for (bool reread = false;; reread = true)
 	{
-		if (sc_window_pending(ing, window))
+		if (!found && (why = sc_window_read(ing, window, batch, &e)) != NULL)
+			return why;
+		if (e == NULL)
+			return NULL;		/* created in this transaction */
+		*entry = e;
+		wc->last = e;
+		if (e->locked_batch == wc->batch_no || wc->peeking)
 			return NULL;
-		if (window < MIN_TIMESTAMP || window >= END_TIMESTAMP - ing->cube->width)
-			return "time value is outside the range of timestamps streamcube can partition";
-		bad = hash_search(ing->windows.bad, &window, HASH_FIND, &found);
-		if (found)
-			return pstrdup(bad->error);
-
-		if (batch)
+		if (wc->nlocked_batch != wc->batch_no)
 		{
-			SPI_connect();
-			found = sc_segment_state(ing->cube, window, &work.state, ing->windows.cxt);
-			SPI_finish();
-			/* A window whose partition was detached is made anew. */
-			if (!found || !sc_window_attached(ing, work.state.relid))
-			{
-				sc_window_note_missing(ing, window);
-				return sc_window_missing;
-			}
+			wc->nlocked_batch = wc->batch_no;
+			wc->nlocked = 0;
 		}
-		else
-		{
-			edata = sc_try_subtransaction(sc_window_work, &work);
-			if (edata != NULL)
-			{
-				bad = hash_search(ing->windows.bad, &window, HASH_ENTER, NULL);
-				snprintf(bad->error, sizeof(bad->error),
-						 "could not create the window of this time value: %s", edata->message);
-				return pstrdup(bad->error);
-			}
-			if (work.created)
-			{
-				if (ing->windows.npending == ing->windows.maxpending)
-				{
-					ing->windows.maxpending *= 2;
-					ing->windows.pending = repalloc(ing->windows.pending, sizeof(int64) * ing->windows.maxpending);
-				}
-				ing->windows.pending[ing->windows.npending++] = window;
-				return NULL;
-			}
-		}
-		e = hash_search(ing->windows.entries, &window, HASH_ENTER, NULL);
-		e->state = work.state;
-		e->locked_batch = 0;
-	}
-	*entry = e;
-	ing->windows.last = e;
-	if (e->locked_batch == ing->windows.batch_no || ing->windows.peeking)
-		return NULL;
-	if (ing->windows.nlocked_batch != ing->windows.batch_no)
-	{
-		ing->windows.nlocked_batch = ing->windows.batch_no;
-		ing->windows.nlocked = 0;
-	}
-	/* Bounded locks per batch: messages spread over a year of windows wait their turn. */
-	if (batch && ing->windows.nlocked >= SC_BATCH_MAX_LOCKED_WINDOWS)
-		return sc_window_busy;
+		/* Bounded locks per batch: messages spread over a year of windows wait their turn. */
+		if (batch && wc->nlocked >= SC_BATCH_MAX_LOCKED_WINDOWS)
+			return sc_window_busy;
 
-	if (!ConditionalLockRelationOid(e->state.relid, RowExclusiveLock))
-		return sc_window_busy;
-	/* Taking the lock took in invalidations: is it still our partition? */
-	if (!sc_window_attached(ing, e->state.relid))
-	{
+		if (!ConditionalLockRelationOid(e->state.relid, RowExclusiveLock))
+			return sc_window_busy;
+		/* Taking the lock took in invalidations: is it still that partition? */
+		if (sc_window_partition(ing, e->state.relid, &e->partition, &version))
+		{
+			e->partition = version;
+			e->locked_batch = wc->batch_no;
+			wc->nlocked++;
+			return NULL;
+		}
+		/* Sealed, compacted, dropped or detached since it was read. */
 		UnlockRelationOid(e->state.relid, RowExclusiveLock);
-		hash_search(ing->windows.entries, &window, HASH_REMOVE, NULL);
-		ing->windows.last = NULL;
+		sc_window_forget(ing, e);
 		*entry = NULL;
-		return sc_window_busy;
+		if (reread)
+			return sc_window_busy;
+		found = false;
 	}
-	e->locked_batch = ing->windows.batch_no;
-	ing->windows.nlocked++;
-	return NULL;
 }
 
 /* How many windows the batches met that do not exist yet. */
@@ -313,8 +454,9 @@ sc_ingest_prepare_windows(ScIngest *ing, int64 now)
 }
 
 /*
- * The cube's table changed (a window sealed, detached or dropped, say):
- * read every window's state again before using it.
+ * Forget every window: the receiver reads its positions again, which may
+ * have been set back below what it knows of sealed windows (see the top of
+ * the file), or the cache grew past its bounds.
  */
 void
 sc_ingest_forget_windows(ScIngest *ing)
@@ -329,10 +471,24 @@ sc_ingest_forget_windows(ScIngest *ing)
 	hash_seq_init(&seq, ing->windows.firsts);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		hash_search(ing->windows.firsts, entry, HASH_REMOVE, NULL);
+	sc_ingest_table_changed(ing);
+	MemoryContextReset(ing->windows.cxt);
+}
+
+/*
+ * The cube's table changed (a window created, sealed, detached or dropped,
+ * a column added): windows that could not be created may be now.  The
+ * windows known stay: each is checked when a batch first locks it.
+ */
+void
+sc_ingest_table_changed(ScIngest *ing)
+{
+	HASH_SEQ_STATUS seq;
+	void	   *entry;
+
 	hash_seq_init(&seq, ing->windows.bad);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		hash_search(ing->windows.bad, entry, HASH_REMOVE, NULL);
-	MemoryContextReset(ing->windows.cxt);
 }
 
 /*
@@ -347,7 +503,11 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 	if (committed)
 	{
 		for (int i = 0; i < wc->nfirsts_pending; i++)
-			hash_search(wc->firsts, &wc->firsts_pending[i], HASH_ENTER, NULL);
+		{
+			ScFirstEntry *f = hash_search(wc->firsts, &wc->firsts_pending[i].key, HASH_ENTER, NULL);
+
+			f->relid = wc->firsts_pending[i].relid;
+		}
 		/* new windows: read their state when next needed */
 	}
 	wc->npending = 0;
@@ -370,6 +530,9 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 	{
 		const ScKafkaMessage *m = &ing->batch.messages[ing->batch.line_msg[l]];
 		ScFirstKey	key = {ing->batch.line_window[l], m->partition};
+		ScWindowEntry *e;
+		ScFirstEntry *f;
+		Oid			relid;
 		bool		seen;
 
 		if (ing->batch.bad_error[ing->batch.line_msg[l]] != NULL)
@@ -392,10 +555,14 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 		if (key.start == prev.start && key.partition == prev.partition)
 			continue;
 		prev = key;
-		hash_search(ing->windows.firsts, &key, HASH_FIND, &seen);
+		/* recorded for the window's partition as it is now, not a former one */
+		e = sc_window_find(ing, key.start);
+		relid = e != NULL ? e->state.relid : InvalidOid;
+		f = hash_search(ing->windows.firsts, &key, HASH_FIND, &seen);
+		seen = seen && f->relid == relid && OidIsValid(relid);
 		for (int k = 0; k < ing->windows.nfirsts_pending && !seen; k++)
-			seen = ing->windows.firsts_pending[k].start == key.start &&
-				ing->windows.firsts_pending[k].partition == key.partition;
+			seen = ing->windows.firsts_pending[k].key.start == key.start &&
+				ing->windows.firsts_pending[k].key.partition == key.partition;
 		if (seen)
 			continue;
 		sc_positions_first_offset(ing->cube->cube_id, key.start, key.partition, m->offset);
@@ -403,9 +570,10 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 		{
 			ing->windows.maxfirsts_pending *= 2;
 			ing->windows.firsts_pending = repalloc(ing->windows.firsts_pending,
-										   sizeof(ScFirstKey) * ing->windows.maxfirsts_pending);
+												   sizeof(ScFirstEntry) * ing->windows.maxfirsts_pending);
 		}
-		ing->windows.firsts_pending[ing->windows.nfirsts_pending++] = key;
+		ing->windows.firsts_pending[ing->windows.nfirsts_pending].key = key;
+		ing->windows.firsts_pending[ing->windows.nfirsts_pending++].relid = relid;
 	}
 }
 

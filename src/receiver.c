@@ -29,9 +29,10 @@
  * operator acts (streamcube_set_positions, streamcube_resume).
  *
  * A relcache callback on the cube's table tells the receiver when the
- * table changed (a column added or dropped, a window partition detached or
- * dropped): before its next batch it reads the columns again and forgets
- * which windows it knew, so the batch is built for the table as it is.
+ * table changed (a column added or dropped, a window partition created,
+ * detached or dropped): before its next batch it reads the columns again,
+ * so the batch is built for the table as it is.  The windows it knew stay
+ * known: the batch checks each as it locks it (ingest_windows.c).
  *
  * Pausing closes the Kafka consumer; resuming opens a new one at the
  * positions read again from the catalog.  Nothing read but not committed can therefore be
@@ -742,7 +743,7 @@ sc_receiver_lock_cube(int64 *version)
 								 receiver.cube->qualified)));
 		if (!sc_receiver_load_cube())
 			return false;
-		sc_ingest_forget_windows(receiver.ing);
+		sc_ingest_table_changed(receiver.ing);
 	}
 	return true;
 }
@@ -1062,6 +1063,8 @@ sc_receiver_open_consumer(void)
 	ScKafkaConsumer *consumer;
 
 	sc_receiver_apply_assignment(false);
+	/* Positions may have been set back below the sealed windows' marks. */
+	sc_ingest_forget_windows(receiver.ing);
 	sc_receiver_group(receiver.group, sizeof(receiver.group));
 	/* The check goes through the consumer: its connections are then up. */
 	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes);

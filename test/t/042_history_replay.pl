@@ -1,0 +1,215 @@
+
+# History replayed (issue 25): messages stamped days ago, spread over many
+# windows, as after downtime, a backfill or a new cube on an old topic.
+#
+#   part 1  a replay over four days and today meets every kind of window
+#           at once: windows it must create, compacted days, sealed hours
+#           of today, the active current hour.  The cube is exact, every
+#           row is in the partition of its window, and the receiver read
+#           each window's state from the catalog at most once per state
+#           (created or met, then sealed, then compacted): not again for
+#           every batch after the cube's table changed (each window created
+#           is an ATTACH).
+#   part 2  seals and compactions race a replay read by two receivers
+#           (replica sets): streamcube_seal_due() runs again and again
+#           while three past days arrive, so windows the receivers know are
+#           sealed, then merged into a day, under them.  Exact: count =
+#           produced, (_partition, _offset) unique, per hour as in Kafka,
+#           every row in the partition of its window; windows were sealed
+#           and days compacted while their messages still arrived, and the
+#           receivers read such windows again (their cache never wrote into
+#           a window after its seal or compaction changed it: a row written
+#           into a dropped partition would be missing, one written into the
+#           wrong partition would show in the window check).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use StreamcubeTest;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+sc_require_env();
+
+my $day = 86_400;
+my $hour = 3_600;
+
+# DEBUG1: the receivers say when they read a window from the catalog.
+my $node = sc_node('history', 'log_min_messages = debug1',
+	# a replay of days creates its windows 48 at a time between batches
+	'streamcube.batch_max_windows = 48');
+
+sub wait_cube
+{
+	my ($cube, $label) = @_;
+	is($node->safe_psql('postgres', "SELECT streamcube_wait('$cube', '120 s')"),
+		't', "$label: streamcube_wait($cube)");
+	return;
+}
+
+# Every row in the partition that the catalog names for its window.
+sub check_windows
+{
+	my ($cube, $label) = @_;
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM $cube c "
+			  . "LEFT JOIN streamcube.segment_catalog s "
+			  . "  ON s.cube_id = (SELECT cube_id FROM streamcube.cubes WHERE relid = '$cube'::regclass) "
+			  . " AND c.ts >= s.window_start AND c.ts < s.window_end "
+			  . "WHERE s.relid IS DISTINCT FROM c.tableoid"),
+		'0', "$label: every row is in the partition of its window");
+	return;
+}
+
+sub check_exact
+{
+	my ($cube, $topic, $label) = @_;
+	my $k = sc_records_contents(sc_kafka_records($topic));
+	sc_check_exact($node, $cube, $k, $label);
+	sc_check_hours($node, $cube, $k, $label);
+	check_windows($cube, $label);
+	is($node->safe_psql('postgres',
+			"SELECT count(*) FROM streamcube.dead_letters WHERE cube = '$cube'::regclass"),
+		'0', "$label: no dead letter");
+	return;
+}
+
+# The cube's receivers, to tell that none failed and was started again.
+sub receiver_pids
+{
+	my ($cube) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(pid::text, ',' ORDER BY replica_set) FROM streamcube.consumers "
+		  . "WHERE cube = '$cube'::regclass");
+}
+
+# How often the receivers of a cube read each window from the catalog,
+# from the server log since $from: { window => reads }.
+sub window_reads
+{
+	my ($cube, $from) = @_;
+	my $log = slurp_file($node->logfile, $from);
+	my %n;
+	$n{$1}++ while $log =~ /receiver of cube public\.$cube read window ([^ ]+ [^ ]+) from the catalog/g;
+	return \%n;
+}
+
+# The cube's windows per state ("active 2, sealed 24"), those before
+# $before only when it is given.
+sub states
+{
+	my ($cube, $before) = @_;
+	my $bound = defined $before ? "AND window_start < to_timestamp($before)" : '';
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(state || ' ' || n, ', ' ORDER BY state) FROM "
+		  . "(SELECT state, sum(windows) AS n FROM streamcube.segments "
+		  . " WHERE cube = '$cube'::regclass $bound GROUP BY state) s");
+}
+
+# ------------------------------------------------------------------ part 1
+# d0 .. d0 + 3: three whole days in the past; today is partly past.
+my $now = int(time);
+my $d0 = (int($now / $day) - 3) * $day;
+my $topic = sc_topic('history');
+sc_create_topic($topic, 4);
+sc_create_cube($node, 'hist', $topic);
+
+# First d0 and d0 + 1, sealed and compacted; then d0 + 2, sealed only
+# (streamcube_seal does not compact).
+sc_produce($topic, count => 2_000, 'start-ts' => $d0, 'step-ms' => 2 * $day * 1000 / 2_000);
+wait_cube('hist', '1');
+$node->safe_psql('postgres', 'SELECT streamcube_seal_due()') for 1 .. 3;
+sc_produce($topic, count => 1_000, 'start-ts' => $d0 + 2 * $day, 'step-ms' => $day * 1000 / 1_000);
+wait_cube('hist', '1');
+$node->safe_psql('postgres', "SELECT streamcube_seal('hist', to_timestamp($d0 + 3 * $day))");
+my $before = states('hist');
+note "1: windows before the replay: $before";
+like($before, qr/compacted 48/, '1: two days of windows are compacted');
+like($before, qr/sealed 24/, '1: a day of windows is sealed, not compacted');
+
+# The replay: from the day before d0 (windows never created) to now (the
+# active hour), 12,000 messages over every kind of window at once.
+my $from = -s $node->logfile;
+my $pids = receiver_pids('hist');
+my $start2 = $d0 - $day;
+my $span2 = $now - $start2;
+sc_produce($topic, count => 12_000, 'start-ts' => $start2, 'step-ms' => int($span2 * 1000 / 12_000));
+wait_cube('hist', '1');
+check_exact('hist', $topic, '1: after the replay');
+is(receiver_pids('hist'), $pids, '1: the receiver did not fail');
+note "1: windows after the replay: " . states('hist');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT s.state, ',' ORDER BY s.state) FROM hist c "
+		  . "JOIN streamcube.segments s ON s.cube = 'hist'::regclass AND c.tableoid = s.relation "
+		  . "WHERE c.ts >= to_timestamp($start2)"),
+	'active,compacted,sealed',
+	'1: the replay wrote into active (new), sealed and compacted windows');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.segments WHERE cube = 'hist'::regclass "
+		  . "AND window_start < to_timestamp($d0)"),
+	'24', '1: the replay created the 24 windows of the day before');
+
+# Read once each: the replay's windows were all known or created by it,
+# and none changed meanwhile.  (Before issue 25 every batch after a window
+# was created read every window it met again.)
+my $reads = window_reads('hist', $from);
+my @twice = grep { $reads->{$_} > 1 } sort keys %$reads;
+cmp_ok(scalar(keys %$reads), '>=', 24 + 24 * 3, '1: the replay met the windows of four days and today');
+is(join(', ', map { "$_: $reads->{$_}" } @twice), '', '1: no window was read from the catalog twice');
+
+# ------------------------------------------------------------------ part 2
+my $topic2 = sc_topic('history_race');
+sc_create_topic($topic2, 4);
+sc_create_cube($node, 'race', $topic2, '{"replica_sets": ["a", "b"]}');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.consumers WHERE cube = 'race'::regclass"),
+	'2', '2: two receivers');
+$from = -s $node->logfile;
+$pids = receiver_pids('race');
+
+# 36,000 messages over three past days (72 windows), 6 s of them, while
+# streamcube_seal_due() seals and compacts what the receivers write to.
+my $producer = sc_produce_start($topic2, count => 36_000, rate => 6_000,
+	'start-ts' => $d0, 'step-ms' => 7_200);
+my ($calls, $sealed) = (0, 0);
+while (sc_producer_running($producer))
+{
+	$sealed += $node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
+	$calls++;
+	sleep 0.2;
+}
+ok(sc_produce_finish($producer), '2: the replay was produced');
+my ($sealed_during, $compacted_during) = split /\|/, $node->safe_psql('postgres',
+	"SELECT count(*) FILTER (WHERE action = 'sealed'), count(*) FILTER (WHERE action = 'compacted') "
+	  . "FROM streamcube.segment_log WHERE cube = 'race'::regclass");
+note "2: $calls calls of streamcube_seal_due() while producing: $sealed_during windows sealed, $compacted_during days compacted";
+cmp_ok($sealed_during, '>', 0, '2: windows were sealed while the replay arrived');
+cmp_ok($compacted_during, '>', 0, '2: a day was compacted while the replay arrived');
+wait_cube('race', '2');
+check_exact('race', $topic2, '2: after the race');
+is(receiver_pids('race'), $pids, '2: neither receiver failed');
+
+# Seal and compact the rest, then once more: still exact, nothing late lost.
+$node->safe_psql('postgres', 'SELECT streamcube_seal_due()') for 1 .. 4;
+check_exact('race', $topic2, '2: everything sealed and compacted');
+is(states('race', $d0 + 3 * $day), 'compacted 72', '2: the three days are compacted');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM race WHERE tableoid::regclass::text NOT LIKE 'race\\_%'"),
+	'0', '2: no row outside the cube\'s partitions');
+
+# The receivers read windows again after they changed, and only then: no
+# window more often than its states (met, sealed, compacted), per receiver.
+$reads = window_reads('race', $from);
+my $again = grep { $reads->{$_} > 2 } keys %$reads;
+my @often = grep { $reads->{$_} > 2 * 3 } sort keys %$reads;
+note "2: windows read again after a seal or compaction (some receiver): $again of " . scalar(keys %$reads);
+is(join(', ', map { "$_: $reads->{$_}" } @often), '',
+	'2: no window was read more than three times per receiver');
+
+$node->stop;
+done_testing();
