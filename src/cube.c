@@ -236,6 +236,11 @@ sc_cube_name_literal(const ScCube *cube)
 /*
  * A partition of the cube's table that is none of its windows, if any:
  * every partition streamcube attaches is in streamcube.segment_catalog.
+ * Receivers ask whenever the table changed, which a replay of history
+ * does with every window it creates: EXCEPT compares the two lists in one
+ * pass (a NOT EXISTS under LIMIT 1 was planned as a nested loop, a scan of
+ * the cube's catalog rows per partition: 14% of a receiver replaying 720
+ * windows).
  */
 static void
 sc_cube_find_stranger(ScCube *cube)
@@ -244,11 +249,11 @@ sc_cube_find_stranger(ScCube *cube)
 	int			ret;
 
 	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args("SELECT i.inhrelid::regclass::text FROM pg_catalog.pg_inherits i "
-								"WHERE i.inhparent = $1 AND NOT EXISTS "
-								"  (SELECT 1 FROM streamcube.segment_catalog s "
-								"   WHERE s.cube_id = $2 AND s.relid::oid = i.inhrelid) "
-								"ORDER BY i.inhrelid LIMIT 1",
+	ret = SPI_execute_with_args("SELECT x.r::regclass::text FROM "
+								"  (SELECT i.inhrelid AS r FROM pg_catalog.pg_inherits i WHERE i.inhparent = $1 "
+								"   EXCEPT "
+								"   SELECT s.relid::oid FROM streamcube.segment_catalog s WHERE s.cube_id = $2) x "
+								"ORDER BY x.r LIMIT 1",
 								2, (Oid[]) {OIDOID, INT4OID},
 								(Datum[]) {ObjectIdGetDatum(cube->relid), Int32GetDatum(cube->cube_id)},
 								NULL, true, 1);
