@@ -9,7 +9,8 @@
  * catalog once (sc_segment_state, a statement planned once) and kept for
  * the receiver's life, while its partition is the same relation: a replay
  * of history, whose batches meet dozens of windows and create new ones
- * (each ATTACH a change of the cube's table), reads no window twice.
+ * (each ATTACH a change of the cube's table), reads a window again only
+ * when it changed.
  *
  * Why a kept state is never stale when it is used.  What the receiver
  * keeps of a window is: active or sealed, its partition, and for a sealed
@@ -34,11 +35,12 @@
  *	   commit before the batch does.  So a partition found the same is the
  *	   same until the batch commits, and by 1. so is the window's state.
  *	3. A partition found changed makes the batch forget the entry and read
- *	   the window's state again, in its own transaction, with a new
- *	   snapshot that sees the change: a window sealed since it was read is
- *	   sealed now, and its messages take the late-row path with its
- *	   sealed_upto.  A seal in progress holds SHARE on the active partition:
- *	   the lock is refused and the message waits for the next batch.
+ *	   the window's state again, at once, with a new snapshot (each catalog
+ *	   statement takes one) that sees the change: a window sealed since it
+ *	   was read is sealed now, and its messages take the late-row path with
+ *	   its sealed_upto.  A seal in progress holds SHARE on the active
+ *	   partition: the lock is refused and the message waits for the next
+ *	   batch.
  *	4. sealed_upto of a sealed window moves without a new partition only
  *	   by late rows, for the Kafka partitions whose rows they are: a
  *	   window's mark for a partition is never above that partition's
