@@ -610,6 +610,18 @@ sc_kafka_list_offsets_n(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list,
 	}
 }
 
+/* Does the cluster's configuration set this property? */
+static bool
+sc_kafka_has_property(const ScKafkaConnInfo *conn, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, conn->properties)
+		if (strcmp(((ScKafkaProperty *) lfirst(lc))->name, name) == 0)
+			return true;
+	return false;
+}
+
 /*
  * A client for one request (metadata, offsets), on the cluster's
  * configuration; its events collect the last client error.
@@ -627,6 +639,14 @@ sc_kafka_client(const ScKafkaConnInfo *conn, ScKafkaEvents *events)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid configuration for Kafka cluster \"%s\": %s",
 						conn->cluster_name, errbuf)));
+
+	/*
+	 * A producer's default is to let brokers create the topics it asks
+	 * about; this client only reads metadata and offsets, and asks for one
+	 * topic's (sc_kafka_topic_metadata).
+	 */
+	if (!sc_kafka_has_property(conn, "allow.auto.create.topics"))
+		(void) rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", errbuf, sizeof(errbuf));
 	rk = sc_kafka_new_handle(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
 	if (rk == NULL)
 		ereport(ERROR,
@@ -725,6 +745,71 @@ sc_kafka_security_failure(const char *error)
 }
 
 /*
+ * Would a metadata request for a topic the cluster lacks create it?  Only
+ * where the client allows it (allow.auto.create.topics) and the brokers
+ * too; streamcube never creates topics, so such a client lists them all.
+ */
+static bool
+sc_kafka_creates_topics(rd_kafka_t *rk)
+{
+	char		v[16];
+	size_t		size = sizeof(v);
+
+	return rd_kafka_conf_get(rd_kafka_conf(rk), "allow.auto.create.topics", v, &size) != RD_KAFKA_CONF_OK ||
+		strcmp(v, "false") != 0;
+}
+
+/*
+ * The metadata of one topic only: a cluster may have thousands of topics,
+ * and their partitions' metadata (each receiver's start, every
+ * streamcube_create_cube) took longer than all the rest.  A topic that is
+ * not there comes back with an error of its own instead of being left out;
+ * a new topic's leaders may not be elected yet: asked again until the
+ * deadline.  The client must not create topics (sc_kafka_creates_topics).
+ */
+static rd_kafka_resp_err_t
+sc_kafka_topic_metadata(rd_kafka_t *rk, const char *topic, instr_time deadline,
+						const struct rd_kafka_metadata **md)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+	rd_kafka_resp_err_t err;
+
+	if (rkt == NULL)
+		return rd_kafka_last_error();
+	for (;;)
+	{
+		rd_kafka_resp_err_t terr;
+
+		err = rd_kafka_metadata(rk, 0, rkt, md, sc_remaining_ms(deadline));
+		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			break;
+		terr = (*md)->topic_cnt == 1 ? (*md)->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+		if (terr == RD_KAFKA_RESP_ERR_NO_ERROR ||
+			terr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+			terr == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+			!sc_kafka_retriable(terr) || sc_remaining_ms(deadline) < 100)
+		{
+			/* Not there, or not ours to see: as when all topics are listed. */
+			if (terr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+				terr == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+				err = RD_KAFKA_RESP_ERR_NO_ERROR;
+			else if (terr != RD_KAFKA_RESP_ERR_NO_ERROR)
+			{
+				rd_kafka_metadata_destroy(*md);
+				*md = NULL;
+				err = terr;
+			}
+			break;
+		}
+		rd_kafka_metadata_destroy(*md);
+		*md = NULL;
+		pg_usleep(50 * 1000L);
+	}
+	rd_kafka_topic_destroy(rkt);
+	return err;
+}
+
+/*
  * Describe every partition visible on the cluster (topic NULL) or of one
  * topic, optionally with low and high watermarks, through the client rk
  * (whose events collect the last client error).  Raises an ERROR when the
@@ -750,8 +835,9 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 	INSTR_TIME_ADD(deadline, ((instr_time) {.tv_sec = timeout_ms / 1000,
 		.tv_nsec = (timeout_ms % 1000) * 1000000L}));
 
-	/* Listing all topics never auto-creates one, unlike a topic request. */
-	err = rd_kafka_metadata(rk, 1, NULL, &md, sc_remaining_ms(deadline));
+	err = topic != NULL && !sc_kafka_creates_topics(rk)
+		? sc_kafka_topic_metadata(rk, topic, deadline, &md)
+		: rd_kafka_metadata(rk, 1, NULL, &md, sc_remaining_ms(deadline));
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		rd_kafka_poll(rk, 0);
@@ -767,6 +853,9 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 
 			if (topic != NULL && strcmp(mt->topic, topic) != 0)
 				continue;
+			if (mt->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+				mt->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+				continue;		/* as a listing of all topics leaves it out */
 			if (topic == NULL && strncmp(mt->topic, "__", 2) == 0)
 				continue;		/* Kafka's internal topics */
 			topic_found = true;
@@ -860,17 +949,6 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
  * Consumer
  * ----------------------------------------------------------------
  */
-
-static bool
-sc_kafka_has_property(const ScKafkaConnInfo *conn, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, conn->properties)
-		if (strcmp(((ScKafkaProperty *) lfirst(lc))->name, name) == 0)
-			return true;
-	return false;
-}
 
 /*
  * The prefetch is bounded in bytes by streamcube.fetch_queue_size (B).
