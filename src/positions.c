@@ -211,6 +211,114 @@ sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_s
 	return false;
 }
 
+static Datum
+sc_int4_array(int n, const int32 *values)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+static Datum
+sc_int8_array(int n, const int64 *values)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * sc_positions_advance() for n partitions (in ascending order) in one
+ * statement: a batch over a topic of 512 partitions advanced nearly every
+ * one of them, one UPDATE each, which cost more than its rows.  Returns -1
+ * when every position moved; otherwise the first partition that is no
+ * longer the caller's, after sc_positions_advance() has looked at it
+ * (raising the error for anything else).
+ */
+int32
+sc_positions_advance_all(int32 cube_id, const char *cube_name, const char *replica_set,
+						 int n, const int64 *epochs, const int32 *partitions,
+						 const int64 *from, const int64 *to)
+{
+	static SPIPlanPtr plan = NULL;
+	Datum		values[6];
+	ScPrivilegeSave save;
+	bool	   *moved;
+	int32		lost = -1;
+	int			ret;
+
+	if (n == 0)
+		return -1;
+	if (n == 1)
+		return sc_positions_advance(cube_id, cube_name, replica_set, epochs[0], partitions[0],
+									from[0], to[0]) ? -1 : partitions[0];
+
+	SPI_connect();
+	if (plan == NULL)
+	{
+		Oid			types[6] = {INT4OID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID,
+		INT8ARRAYOID};
+		SPIPlanPtr	p;
+
+		sc_catalog_enter(&save);
+		p = SPI_prepare("UPDATE streamcube.consume_positions c "
+						"SET position = u.position_to, updated_at = now() "
+						"FROM unnest($3, $4, $5, $6) AS u(partition, position_from, position_to, epoch) "
+						"WHERE c.cube_id = $1 AND c.partition = u.partition "
+						"  AND c.position = u.position_from AND c.replica_set = $2 "
+						"  AND c.epoch = u.epoch "
+						"RETURNING c.partition",
+						6, types);
+		sc_catalog_leave(&save);
+		if (p == NULL)
+			elog(ERROR, "could not prepare the position update: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		plan = p;
+	}
+	values[0] = Int32GetDatum(cube_id);
+	values[1] = CStringGetTextDatum(replica_set);
+	values[2] = sc_int4_array(n, partitions);
+	values[3] = sc_int8_array(n, from);
+	values[4] = sc_int8_array(n, to);
+	values[5] = sc_int8_array(n, epochs);
+	sc_catalog_enter(&save);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "could not advance the positions: %s", SPI_result_code_string(ret));
+	if (SPI_processed == (uint64) n)
+	{
+		SPI_finish();
+		return -1;
+	}
+
+	/* Which did not move?  The single form says why. */
+	moved = palloc0(sizeof(bool) * n);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int32		part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (partitions[i] == part)
+				moved[i] = true;
+	}
+	SPI_finish();
+	for (int i = 0; i < n && lost < 0; i++)
+		if (!moved[i] &&
+			!sc_positions_advance(cube_id, cube_name, replica_set, epochs[i], partitions[i],
+								  from[i], to[i]))
+			lost = partitions[i];
+	pfree(moved);
+	return lost;
+}
+
 /* ----------------------------------------------------------------
  * Reassignment: hold, merge, hand over
  * ----------------------------------------------------------------

@@ -52,6 +52,10 @@ extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,
 extern bool sc_positions_advance(int32 cube_id, const char *cube_name,
 								 const char *replica_set, int64 epoch,
 								 int32 partition, int64 from, int64 to);
+extern int32 sc_positions_advance_all(int32 cube_id, const char *cube_name,
+									  const char *replica_set, int n, const int64 *epochs,
+									  const int32 *partitions, const int64 *from,
+									  const int64 *to);
 extern void sc_positions_hold(int32 cube_id, int n, const int32 *partitions);
 extern bool sc_positions_try_lock(int32 cube_id, int n, const int32 *partitions);
 extern int64 sc_positions_merged(int32 cube_id, int32 partition);

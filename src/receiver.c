@@ -1667,18 +1667,39 @@ sc_receiver_process(int n)
 	}
 
 	sc_receiver_lock_positions(newpos);
-	for (int p = 0; p < receiver.nparts; p++)
-		if (newpos[p] != receiver.positions[p] &&
-			!sc_positions_advance(receiver.cube_id, receiver.cube->qualified,
-								  receiver.replica_set, receiver.epochs[p],
-								  receiver.parts[p], receiver.positions[p], newpos[p]))
+	{
+		int			nmoved = 0;
+		int64	   *epochs = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+		int32	   *parts = palloc(sizeof(int32) * Max(receiver.nparts, 1));
+		int64	   *from = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+		int64	   *to = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+		int32		lost;
+
+		/* parts[] ascends: the order in which receivers lock positions */
+		for (int p = 0; p < receiver.nparts; p++)
+			if (newpos[p] != receiver.positions[p])
+			{
+				epochs[nmoved] = receiver.epochs[p];
+				parts[nmoved] = receiver.parts[p];
+				from[nmoved] = receiver.positions[p];
+				to[nmoved] = newpos[p];
+				nmoved++;
+			}
+		lost = sc_positions_advance_all(receiver.cube_id, receiver.cube->qualified,
+										receiver.replica_set, nmoved, epochs, parts, from, to);
+		pfree(epochs);
+		pfree(parts);
+		pfree(from);
+		pfree(to);
+		if (lost >= 0)
 		{
-			sc_receiver_lost_partition(receiver.parts[p], n);
+			sc_receiver_lost_partition(lost, n);
 			pfree(newpos);
 			if (outcome.paused)
 				pfree(outcome.bad_error);
 			return;
 		}
+	}
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
 	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
