@@ -421,7 +421,7 @@ sc_lag_stamps(const ScKafkaConnInfo *conn, const char *topic, int n, const int32
 		ms[i] = -1;
 	if (n == 0)
 		return;
-	c = sc_kafka_consumer_create(conn, "streamcube-lag", 1024);
+	c = sc_kafka_consumer_create(conn, "streamcube-lag", 1024, 0);
 	PG_TRY();
 	{
 		sc_kafka_consumer_assign(c, topic, n, parts, offsets);

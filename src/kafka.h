@@ -116,7 +116,10 @@ extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 
 extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 												 const char *group_id,
-												 int queue_kbytes);
+												 int queue_kbytes, int batch_max_ms);
+extern int	sc_kafka_consumer_batch_hold_ms(ScKafkaConsumer *consumer, int batch_max_ms);
+extern void sc_kafka_consumer_fetch_settings(ScKafkaConsumer *consumer, int *wait_ms,
+											 int *min_bytes, bool *derived);
 extern List *sc_kafka_consumer_describe(ScKafkaConsumer *consumer,
 										const ScKafkaConnInfo *conn, const char *topic,
 										int timeout_ms, bool *topic_missing,

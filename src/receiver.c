@@ -81,6 +81,7 @@ typedef struct ScReceiver
 	ScKafkaConnInfo *conn;
 	ScKafkaConsumer *consumer;
 	WaitEventSet *wait_set;		/* latch, postmaster, consumer's wake-up pipe */
+	WaitEventSet *latch_set;	/* latch and postmaster only */
 
 	int			nparts;
 	int32	   *parts;
@@ -1067,11 +1068,24 @@ sc_receiver_open_consumer(void)
 	sc_ingest_forget_windows(receiver.ing);
 	sc_receiver_group(receiver.group, sizeof(receiver.group));
 	/* The check goes through the consumer: its connections are then up. */
-	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes);
+	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes,
+										sc_batch_max_ms);
 	if (!sc_receiver_check_kafka(consumer))
 	{
 		sc_kafka_consumer_destroy(consumer);	/* never assigned */
 		return false;
+	}
+	{
+		int			wait_ms,
+					min_bytes;
+		bool		derived;
+
+		sc_kafka_consumer_fetch_settings(consumer, &wait_ms, &min_bytes, &derived);
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s fetches with fetch.wait.max.ms %d and fetch.min.bytes %d%s, and holds a batch open %d ms",
+						receiver.cube->qualified, wait_ms, min_bytes,
+						derived ? " (from streamcube.batch_max_ms)" : "",
+						sc_kafka_consumer_batch_hold_ms(consumer, sc_batch_max_ms))));
 	}
 	receiver.consumer = consumer;
 	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
@@ -1108,6 +1122,11 @@ sc_receiver_close_consumer(void)
 		FreeWaitEventSet(receiver.wait_set);
 		receiver.wait_set = NULL;
 	}
+	if (receiver.latch_set != NULL)
+	{
+		FreeWaitEventSet(receiver.latch_set);
+		receiver.latch_set = NULL;
+	}
 	sc_kafka_consumer_destroy(receiver.consumer);
 	receiver.consumer = NULL;
 	for (int p = 0; p < receiver.nparts; p++)
@@ -1119,15 +1138,15 @@ sc_receiver_close_consumer(void)
  * ----------------------------------------------------------------
  */
 /*
- * Sleep until the latch is set, the consumer has something, or timeout_ms.
- * A live stream wakes a receiver a thousand times a second (each fetch
- * response that finds the queue empty writes to the pipe), so the wait set
- * is made once per consumer: WaitLatchOrSocket() would create, fill and
+ * Sleep until the latch is set, the consumer has something (unless
+ * latch_only), or timeout_ms.  A live stream wakes a receiver each time a
+ * fetch response finds the queue empty (it writes to the pipe), so the wait
+ * sets are made once per consumer: WaitLatchOrSocket() would create, fill and
  * close an epoll set at every wake-up (epoll_create1, three epoll_ctl and
  * a close around each epoll_wait).
  */
 static void
-sc_receiver_wait(long timeout_ms)
+sc_receiver_wait_for(long timeout_ms, bool latch_only)
 {
 	WaitEvent	event;
 
@@ -1146,8 +1165,21 @@ sc_receiver_wait(long timeout_ms)
 		AddWaitEventToSet(receiver.wait_set, WL_SOCKET_READABLE,
 						  sc_kafka_consumer_wait_fd(receiver.consumer), NULL, NULL);
 	}
-	(void) WaitEventSetWait(receiver.wait_set, timeout_ms, &event, 1, PG_WAIT_EXTENSION);
+	if (latch_only && receiver.latch_set == NULL)
+	{
+		receiver.latch_set = CreateWaitEventSet(TopMemoryContext, 2);
+		AddWaitEventToSet(receiver.latch_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(receiver.latch_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	}
+	(void) WaitEventSetWait(latch_only ? receiver.latch_set : receiver.wait_set,
+							timeout_ms, &event, 1, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
+}
+
+static void
+sc_receiver_wait(long timeout_ms)
+{
+	sc_receiver_wait_for(timeout_ms, false);
 }
 
 /* How often an "unknown topic" error makes the receiver look at Kafka. */
@@ -1191,10 +1223,14 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 }
 
 /*
- * Collect up to batch_max_rows new messages, waiting at most batch_max_ms
- * after the first one; messages carried over from the last batch come
- * first.  Returns 0 after an idle wait, -1 when a poll failure paused the
- * cube.
+ * Collect up to batch_max_rows new messages, holding the batch open at most
+ * batch_max_ms after the first one (less when the broker gathers the stream
+ * too: sc_kafka_consumer_batch_hold_ms); messages carried over from the
+ * last batch come first.  While the batch is open the receiver sleeps until
+ * it closes, deaf to the consumer's wake-ups: what comes meanwhile waits in
+ * librdkafka's queue, and one poll at the end takes it all, instead of a
+ * wake-up and a poll for every fetch response.  Returns 0 after an idle
+ * wait, -1 when a poll failure paused the cube.
  */
 static int
 sc_receiver_collect(void)
@@ -1204,6 +1240,7 @@ sc_receiver_collect(void)
 	int64		bytes = 0;
 	int			n = receiver.carried;
 	TimestampTz first = n > 0 ? GetCurrentTimestamp() : 0;
+	int			hold_ms = sc_kafka_consumer_batch_hold_ms(receiver.consumer, sc_batch_max_ms);
 
 	for (int i = 0; i < n; i++)
 		bytes += receiver.messages[i].len;
@@ -1272,7 +1309,7 @@ sc_receiver_collect(void)
 			sc_receiver_wait(1000);
 			return 0;
 		}
-		if (TimestampDifferenceExceeds(first, GetCurrentTimestamp(), sc_batch_max_ms))
+		if (TimestampDifferenceExceeds(first, GetCurrentTimestamp(), hold_ms))
 			return n;
 		if (got == 0)
 		{
@@ -1280,9 +1317,9 @@ sc_receiver_collect(void)
 			int			usecs;
 
 			TimestampDifference(GetCurrentTimestamp(),
-								TimestampTzPlusMilliseconds(first, sc_batch_max_ms),
+								TimestampTzPlusMilliseconds(first, hold_ms),
 								&secs, &usecs);
-			sc_receiver_wait(secs * 1000 + usecs / 1000 + 1);
+			sc_receiver_wait_for(secs * 1000 + usecs / 1000 + 1, true);
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
