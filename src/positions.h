@@ -56,8 +56,11 @@ extern int32 sc_positions_advance_all(int32 cube_id, const char *cube_name,
 									  const char *replica_set, int n, const int64 *epochs,
 									  const int32 *partitions, const int64 *from,
 									  const int64 *to);
+extern bool sc_positions_lock_advance(int32 cube_id, const char *cube_name,
+									  const char *replica_set, int n, const int64 *epochs,
+									  const int32 *partitions, const int64 *from,
+									  const int64 *to, int32 *lost);
 extern void sc_positions_hold(int32 cube_id, int n, const int32 *partitions);
-extern bool sc_positions_try_lock(int32 cube_id, int n, const int32 *partitions);
 extern int64 sc_positions_merged(int32 cube_id, int32 partition);
 extern void sc_positions_hand_over(int32 cube_id, int32 partition, const char *replica_set,
 								   int64 epoch, int64 offset, TimestampTz held_at);

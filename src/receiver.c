@@ -169,7 +169,7 @@ sc_receiver_detach(int code, Datum arg)
 }
 
 static void sc_receiver_publish_stats(void);
-static void sc_receiver_lock_positions(const int64 *newpos);
+static int32 sc_receiver_advance_positions(const int64 *newpos);
 static bool sc_receiver_prepare(int n);
 
 /* Publish positions, watermarks (from the consumer's cache) and throughput. */
@@ -1666,6 +1666,7 @@ sc_receiver_process(int n)
 {
 	ScBatchOutcome outcome;
 	int64	   *newpos = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int32		lost;
 
 	sc_receiver_sort(receiver.messages, n);
 	n = sc_receiver_drop_duplicates(n);
@@ -1703,39 +1704,14 @@ sc_receiver_process(int n)
 		SPI_finish();
 	}
 
-	sc_receiver_lock_positions(newpos);
+	lost = sc_receiver_advance_positions(newpos);
+	if (lost >= 0)
 	{
-		int			nmoved = 0;
-		int64	   *epochs = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-		int32	   *parts = palloc(sizeof(int32) * Max(receiver.nparts, 1));
-		int64	   *from = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-		int64	   *to = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-		int32		lost;
-
-		/* parts[] ascends: the order in which receivers lock positions */
-		for (int p = 0; p < receiver.nparts; p++)
-			if (newpos[p] != receiver.positions[p])
-			{
-				epochs[nmoved] = receiver.epochs[p];
-				parts[nmoved] = receiver.parts[p];
-				from[nmoved] = receiver.positions[p];
-				to[nmoved] = newpos[p];
-				nmoved++;
-			}
-		lost = sc_positions_advance_all(receiver.cube_id, receiver.cube->qualified,
-										receiver.replica_set, nmoved, epochs, parts, from, to);
-		pfree(epochs);
-		pfree(parts);
-		pfree(from);
-		pfree(to);
-		if (lost >= 0)
-		{
-			sc_receiver_lost_partition(lost, n);
-			pfree(newpos);
-			if (outcome.paused)
-				pfree(outcome.bad_error);
-			return;
-		}
+		sc_receiver_lost_partition(lost, n);
+		pfree(newpos);
+		if (outcome.paused)
+			pfree(outcome.bad_error);
+		return;
 	}
 	sc_receiver_commit();
 	sc_ingest_end_batch(receiver.ing, true);
@@ -1797,24 +1773,39 @@ sc_receiver_prepare(int n)
 }
 
 /*
- * Lock the positions the batch advances (those in newpos[] that moved).
- * While they are held by someone else (a reassignment's transaction), ask
- * Kafka for its high watermarks about once a second and publish them, so
- * that streamcube.consumers shows the lag growing (Kafka's end minus the
- * committed position) instead of the lag of the last batch.
+ * Lock and advance the positions the batch moved (those in newpos[] that
+ * differ), all of them in one go (sc_positions_lock_advance).  While they
+ * are held by someone else (a reassignment's transaction), ask Kafka for
+ * its high watermarks about once a second and publish them, so that
+ * streamcube.consumers shows the lag growing (Kafka's end minus the
+ * committed position) instead of the lag of the last batch.  Returns the
+ * first partition found no longer the receiver's (the batch must roll
+ * back), or -1.
  */
-static void
-sc_receiver_lock_positions(const int64 *newpos)
+static int32
+sc_receiver_advance_positions(const int64 *newpos)
 {
-	int32	   *moved = palloc(sizeof(int32) * Max(receiver.nparts, 1));
 	int			n = 0;
+	int64	   *epochs = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int32	   *parts = palloc(sizeof(int32) * Max(receiver.nparts, 1));
+	int64	   *from = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int64	   *to = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int32		lost;
 	TimestampTz asked = 0;
 	long		pause_ms = 100;	/* doubled up to 1 s: each try is a subtransaction */
 
+	/* parts[] ascends: the order in which receivers lock positions */
 	for (int p = 0; p < receiver.nparts; p++)
 		if (newpos[p] != receiver.positions[p])
-			moved[n++] = receiver.parts[p];
-	while (n > 0 && !sc_positions_try_lock(receiver.cube_id, n, moved))
+		{
+			epochs[n] = receiver.epochs[p];
+			parts[n] = receiver.parts[p];
+			from[n] = receiver.positions[p];
+			to[n] = newpos[p];
+			n++;
+		}
+	while (!sc_positions_lock_advance(receiver.cube_id, receiver.cube->qualified,
+									  receiver.replica_set, n, epochs, parts, from, to, &lost))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
@@ -1836,7 +1827,11 @@ sc_receiver_lock_positions(const int64 *newpos)
 		pause_ms = Min(pause_ms * 2, 1000);
 		CHECK_FOR_INTERRUPTS();
 	}
-	pfree(moved);
+	pfree(epochs);
+	pfree(parts);
+	pfree(from);
+	pfree(to);
+	return lost;
 }
 
 /* Create the partitions of the current and next window when time moves on. */
