@@ -370,18 +370,39 @@ typedef struct ScTryLock
 	Datum		partitions;		/* int4[] */
 } ScTryLock;
 
+/* Prepared once per receiver: a batch runs it every time. */
 static void
 sc_positions_try_lock_fn(void *arg)
 {
+	static SPIPlanPtr plan = NULL;
 	ScTryLock  *t = arg;
-	Oid			types[2] = {INT4OID, INT4ARRAYOID};
 	Datum		args[2] = {Int32GetDatum(t->cube_id), t->partitions};
+	ScPrivilegeSave save;
+	int			ret;
 
 	SPI_connect();
-	sc_catalog_exec("SELECT 1 FROM streamcube.consume_positions "
-					"WHERE cube_id = $1 AND partition = ANY ($2) "
-					"ORDER BY partition FOR NO KEY UPDATE NOWAIT",
-					2, types, args, NULL, false, 0);
+	if (plan == NULL)
+	{
+		Oid			types[2] = {INT4OID, INT4ARRAYOID};
+		SPIPlanPtr	p;
+
+		sc_catalog_enter(&save);
+		p = SPI_prepare("SELECT 1 FROM streamcube.consume_positions "
+						"WHERE cube_id = $1 AND partition = ANY ($2) "
+						"ORDER BY partition FOR NO KEY UPDATE NOWAIT",
+						2, types);
+		sc_catalog_leave(&save);
+		if (p == NULL)
+			elog(ERROR, "could not prepare the position lock: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		plan = p;
+	}
+	sc_catalog_enter(&save);
+	ret = SPI_execute_plan(plan, args, NULL, false, 0);
+	sc_catalog_leave(&save);
+	if (ret < 0)
+		elog(ERROR, "could not lock the positions: %s", SPI_result_code_string(ret));
 	SPI_finish();
 }
 
