@@ -257,6 +257,8 @@ sc_positions_advance_all(int32 cube_id, const char *cube_name, const char *repli
 		return sc_positions_advance(cube_id, cube_name, replica_set, epochs[0], partitions[0],
 									from[0], to[0]) ? -1 : partitions[0];
 
+	/* the caller's memory, not SPI's: read after SPI_finish() */
+	moved = palloc0(sizeof(bool) * n);
 	SPI_connect();
 	if (plan == NULL)
 	{
@@ -294,11 +296,11 @@ sc_positions_advance_all(int32 cube_id, const char *cube_name, const char *repli
 	if (SPI_processed == (uint64) n)
 	{
 		SPI_finish();
+		pfree(moved);
 		return -1;
 	}
 
 	/* Which did not move?  The single form says why. */
-	moved = palloc0(sizeof(bool) * n);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		bool		isnull;
