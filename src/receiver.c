@@ -82,6 +82,11 @@ typedef struct ScReceiver
 	ScKafkaConsumer *consumer;
 	WaitEventSet *wait_set;		/* latch, postmaster, consumer's wake-up pipe */
 	WaitEventSet *latch_set;	/* latch and postmaster only */
+	bool		fetch_idle;		/* consumer opened with librdkafka's fetch defaults */
+	bool		fetch_derived;	/* the open consumer's fetch settings are derived */
+	TimestampTz last_message_at;	/* last batch collected, or the consumer opened */
+	TimestampTz pace_since;		/* start of the count of batches below */
+	int			pace_batches;	/* batches collected since pace_since */
 
 	int			nparts;
 	int32	   *parts;
@@ -1069,7 +1074,7 @@ sc_receiver_open_consumer(void)
 	sc_receiver_group(receiver.group, sizeof(receiver.group));
 	/* The check goes through the consumer: its connections are then up. */
 	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes,
-										sc_batch_max_ms);
+										receiver.fetch_idle ? 0 : sc_batch_max_ms);
 	if (!sc_receiver_check_kafka(consumer))
 	{
 		sc_kafka_consumer_destroy(consumer);	/* never assigned */
@@ -1084,8 +1089,12 @@ sc_receiver_open_consumer(void)
 		ereport(LOG,
 				(errmsg("streamcube receiver of cube %s fetches with fetch.wait.max.ms %d and fetch.min.bytes %d%s, and holds a batch open %d ms",
 						receiver.cube->qualified, wait_ms, min_bytes,
-						derived ? " (from streamcube.batch_max_ms)" : "",
+						derived ? " (from streamcube.batch_max_ms)" :
+						receiver.fetch_idle ? " (librdkafka's own while the topic is idle)" : "",
 						sc_kafka_consumer_batch_hold_ms(consumer, sc_batch_max_ms))));
+		receiver.fetch_derived = derived;
+		receiver.last_message_at = receiver.pace_since = GetCurrentTimestamp();
+		receiver.pace_batches = 0;
 	}
 	receiver.consumer = consumer;
 	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
@@ -1323,6 +1332,58 @@ sc_receiver_collect(void)
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
+}
+
+/*
+ * Derived fetch settings make the broker answer every fetch.wait.max.ms
+ * (sc_kafka_conf_fetch_wait): about twenty requests a second, each worth a
+ * little CPU, where librdkafka's own settings send two while nothing comes.
+ * An idle receiver cost twice what it did.  So a receiver whose topic has
+ * brought nothing for SC_IDLE_AFTER_MS opens its consumer again with
+ * librdkafka's settings (fetch.min.bytes 1: a message that comes is fetched
+ * at once, and the batch is held open batch_max_ms, as before), and goes
+ * back to the derived ones once a stream flows steadily again: at least
+ * SC_STEADY_BATCHES batches collected within SC_PACE_MS.  Opening a
+ * consumer again takes some tens of milliseconds, once per change of pace.
+ * A cluster that sets fetch.wait.max.ms or fetch.min.bytes itself is left
+ * alone.
+ */
+#define SC_IDLE_AFTER_MS 60000
+#define SC_PACE_MS 2000
+#define SC_STEADY_BATCHES 10
+
+static void
+sc_receiver_follow_pace(int n)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (receiver.consumer == NULL)
+		return;
+	if (n > 0)
+	{
+		receiver.last_message_at = now;
+		receiver.pace_batches++;
+	}
+	if (!receiver.fetch_idle)
+	{
+		if (receiver.fetch_derived &&
+			TimestampDifferenceExceeds(receiver.last_message_at, now, SC_IDLE_AFTER_MS))
+		{
+			receiver.fetch_idle = true;
+			sc_receiver_close_consumer();	/* opened again at the top */
+		}
+		return;
+	}
+	if (!TimestampDifferenceExceeds(receiver.pace_since, now, SC_PACE_MS))
+		return;
+	if (receiver.pace_batches >= SC_STEADY_BATCHES)
+	{
+		receiver.fetch_idle = false;
+		sc_receiver_close_consumer();
+		return;
+	}
+	receiver.pace_since = now;
+	receiver.pace_batches = 0;
 }
 
 /* Does some partition end past its position (control records only)? */
@@ -2054,6 +2115,7 @@ sc_receiver_run(void)
 				continue;		/* paused */
 			if (n > 0 || sc_receiver_eof_ahead())
 				sc_receiver_process(n);
+			sc_receiver_follow_pace(n);
 		}
 
 		if (TimestampDifferenceExceeds(last_publish, GetCurrentTimestamp(), 1000))

@@ -17,7 +17,10 @@
 #     topic's metadata);
 #   - a stream of 500 messages/s for 6 s is committed exactly, each row
 #     visible well within seconds (a loose bound: the point is that no
-#     message waits for fetch.min.bytes to fill).
+#     message waits for fetch.min.bytes to fill);
+#   - a minute without a message, the receiver fetches with librdkafka's
+#     own settings; a steady stream brings the derived ones back, and every
+#     message is there exactly once.
 
 use strict;
 use warnings;
@@ -116,6 +119,37 @@ my $median = $node->safe_psql('postgres',
 	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - ts)) FROM lf");
 note "median wait from ts to commit: $median s";
 cmp_ok($median, '<', 5, 'rows of a live stream become visible within seconds');
+
+# Idle for a minute: librdkafka's own settings (an idle consumer asks its
+# broker twice a second, not twenty times); a steady stream brings the
+# derived ones back.  'lw' keeps its cluster's settings throughout.
+$log = -s $node->logfile;
+my $waited = 0;
+while ($fetch_line->('lf', $log) eq '' && $waited < 180)
+{
+	sleep 1;
+	$waited++;
+}
+like(
+	$fetch_line->('lf', $log),
+	qr/fetch\.wait\.max\.ms 500 and fetch\.min\.bytes 1 \(librdkafka's own while the topic is idle\), and holds a batch open 50 ms$/,
+	'a minute without a message: librdkafka\'s own fetch settings');
+is($fetch_line->('lw', $log), '', 'a cluster that sets fetch.wait.max.ms keeps its consumer');
+$log = -s $node->logfile;
+my $producer = sc_produce_start($live, count => 30000, rate => 1000, partitions => 4, seed => 8);
+$waited = 0;
+while ($fetch_line->('lf', $log) eq '' && $waited < 90)
+{
+	sleep 1;
+	$waited++;
+}
+ok(sc_produce_finish($producer), 'the producer delivered everything');
+is($node->safe_psql('postgres', "SELECT streamcube_wait('lf', '60 s')"), 't', 'caught up again');
+like(
+	$fetch_line->('lf', $log),
+	qr/fetch\.wait\.max\.ms 45 and fetch\.min\.bytes 131072 \(from streamcube\.batch_max_ms\)/,
+	'a steady stream again: the derived fetch settings');
+sc_check_exact($node, 'lf', sc_kafka_contents($live), 'after two changes of pace');
 
 $node->stop;
 done_testing();
