@@ -764,8 +764,9 @@ sc_kafka_creates_topics(rd_kafka_t *rk)
 
 /*
  * The metadata of one topic only: a cluster may have thousands of topics,
- * and their partitions' metadata (each receiver's start, every
- * streamcube_create_cube) took longer than all the rest.  A topic that is
+ * and listing them all made each receiver's start and every
+ * streamcube_create_cube read the metadata of every partition of the
+ * cluster, an answer that grows with the cluster.  A topic that is
  * not there comes back with an error of its own instead of being left out;
  * a new topic's leaders may not be elected yet: asked again until the
  * deadline.  The client must not create topics (sc_kafka_creates_topics).
