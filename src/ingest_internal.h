@@ -173,7 +173,6 @@ typedef struct ScRollupIngest
 	Datum	  **values;			/* per captured column: per line */
 	bool	  **nulls;
 	bool	   *captured;		/* per line: its values are in */
-	int			nlines;
 	int			nrollups;
 	ScRollupPlan **plans;		/* per roll-up of cube->rollups, made when first used */
 } ScRollupIngest;

@@ -187,7 +187,6 @@ sc_rollup_batch_begin(ScIngest *ing, int n)
 
 	if (!ri->active)
 		return;
-	ri->nlines = n;
 	ri->captured = MemoryContextAllocZero(ing->batch_cxt, sizeof(bool) * Max(n, 1));
 	for (int c = 0; c < ing->cube->ncolumns; c++)
 		if (ri->capture[c])

@@ -62,7 +62,7 @@ extern List *sc_rollups_load(ScCube *cube);
 extern List *sc_cube_rollup_tables(int32 cube_id);
 extern void sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text,
 									ScMeasure *out, bool missing_ok);
-extern int	sc_rollup_column(const ScCube *cube, const char *name, const char *what);
+extern int	sc_rollup_column(const ScCube *cube, const char *name);
 extern const char *sc_rollup_problem(const ScCube *cube, const ScRollup *r);
 extern const char *sc_measure_function(ScMeasureKind kind);
 extern char *sc_rollup_extension_schema(ScMeasureKind kind, const char *measure);

@@ -485,7 +485,7 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	{
 		char	   *dim = dimnulls[d] ? NULL : TextDatumGetCString(dims[d]);
 
-		if (dim == NULL || (r.dims[d] = sc_rollup_column(cube, dim, "dimension")) < 0)
+		if (dim == NULL || (r.dims[d] = sc_rollup_column(cube, dim)) < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("dimension \"%s\" is not a column of cube \"%s\"", dim ? dim : "NULL", cube_name),

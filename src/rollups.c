@@ -81,12 +81,9 @@ sc_measure_function(ScMeasureKind kind)
 	return "?";
 }
 
-/*
- * The index in cube->columns of the column called name (what says what it
- * is for, in errors); -1 when the cube has none.
- */
+/* The index in cube->columns of the column called name; -1 when the cube has none. */
 int
-sc_rollup_column(const ScCube *cube, const char *name, const char *what)
+sc_rollup_column(const ScCube *cube, const char *name)
 {
 	for (int c = 0; c < cube->ncolumns; c++)
 		if (strcmp(cube->columns[c].name, name) == 0)
@@ -124,7 +121,7 @@ sc_measure_identifier(const char **p)
 		id.data = downcase_identifier(id.data, id.len, false, false);
 	}
 	*p = s;
-	return id.len > 0 || id.data[0] != '\0' ? id.data : NULL;
+	return id.data[0] != '\0' ? id.data : NULL;
 }
 
 /*
@@ -196,7 +193,7 @@ sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text, 
 		out->kind = SC_MEASURE_COUNT_ALL;
 		return;
 	}
-	out->column = sc_rollup_column(cube, column, "measure");
+	out->column = sc_rollup_column(cube, column);
 	if (out->column < 0 && !missing_ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -324,7 +321,7 @@ sc_rollups_load(ScCube *cube)
 		r->ndims = ndims;
 		r->dims = palloc(sizeof(int) * Max(ndims, 1));
 		for (int k = 0; k < ndims; k++)
-			r->dims[k] = sc_rollup_column(cube, TextDatumGetCString(dims[k]), "dimension");
+			r->dims[k] = sc_rollup_column(cube, TextDatumGetCString(dims[k]));
 
 		measures = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 7, &isnull));
 		r->measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
@@ -705,6 +702,39 @@ sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed)
  * ----------------------------------------------------------------
  */
 
+/*
+ * A logged table schema.name for the roll-up parent's rows of [lo, hi), as
+ * owner: its columns and key, a CHECK constraint equal to the bound (so
+ * that ATTACH needs no scan), and the rows of sources moved in with their
+ * tuple headers (rewrite.c), so that any snapshot sees the same rows
+ * before and after.  Seals and compactions of roll-ups build their new
+ * partitions so.  Returns its oid.
+ */
+static Oid
+sc_rollup_logged_copy(Oid owner, const char *parent, const char *schema, const char *name,
+					  const char *lo, const char *hi, const Oid *sources, int nsources)
+{
+	char	   *target = quote_qualified_identifier(schema, name);
+	ScAsOwner	as;
+	ScRowMove  *move;
+	Oid			relid;
+
+	sc_as_owner_enter(&as, owner);
+	sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
+						  "INCLUDING COMPRESSION INCLUDING INDEXES)", target, parent));
+	sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
+						  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
+						  target, lo, hi));
+	relid = get_relname_relid(name, get_namespace_oid(schema, false));
+	sc_as_owner_leave(&as);
+
+	move = sc_rows_move_begin(relid);
+	for (int i = 0; i < nsources; i++)
+		(void) sc_rows_move_from(move, sources[i]);
+	sc_rows_move_end(move);
+	return relid;
+}
+
 /* A roll-up's partition of a window being sealed, and its logged twin. */
 typedef struct ScRollupTwin
 {
@@ -757,9 +787,6 @@ sc_rollup_seal_copy(const ScCube *cube, int64 start)
 		Oid			active = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull));
 		Oid			rollup = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 3, &isnull));
 		Oid			nsp = get_rel_namespace(active);
-		char	   *twin;
-		ScAsOwner	as;
-		ScRowMove  *move;
 
 		/* what the twin keeps lives in the caller's context (SPI leaves its own current) */
 		MemoryContextSwitchTo(cxt);
@@ -774,20 +801,8 @@ sc_rollup_seal_copy(const ScCube *cube, int64 start)
 		t->owner = sc_relation_owner(rollup);
 		LockRelationOid(active, ShareLock);
 		t->twin_name = sc_free_name(nsp, psprintf("%s_sealing", t->name));
-		twin = quote_qualified_identifier(t->schema, t->twin_name);
-
-		sc_as_owner_enter(&as, t->owner);
-		sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
-							  "INCLUDING COMPRESSION INCLUDING INDEXES)", twin, t->parent));
-		sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
-							  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
-							  twin, t->lo, t->hi));
-		t->twin = get_relname_relid(t->twin_name, nsp);
-		sc_as_owner_leave(&as);
-
-		move = sc_rows_move_begin(t->twin);
-		(void) sc_rows_move_from(move, active);
-		sc_rows_move_end(move);
+		t->twin = sc_rollup_logged_copy(t->owner, t->parent, t->schema, t->twin_name,
+										t->lo, t->hi, &active, 1);
 		MemoryContextSwitchTo(cxt);
 		twins = lappend(twins, t);
 	}
@@ -1032,26 +1047,12 @@ sc_rollup_compact_copy(const ScCube *cube, int64 start, int64 end, const char *s
 	{
 		ScRollupMerge *m = lfirst(lc);
 		Oid			nsp = get_namespace_oid(m->schema, false);
-		char	   *target;
-		ScAsOwner	as;
-		ScRowMove  *move;
 
 		MemoryContextSwitchTo(cxt);
 		m->new_name = sc_free_name(nsp, psprintf("%s_compacting", m->final_base));
-		target = quote_qualified_identifier(m->schema, m->new_name);
-		sc_as_owner_enter(&as, m->owner);
-		sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
-							  "INCLUDING COMPRESSION INCLUDING INDEXES)", target, m->parent));
-		sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
-							  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
-							  target, sc_bound_literal(cube, start), sc_bound_literal(cube, end)));
-		m->new_relid = get_relname_relid(m->new_name, nsp);
-		sc_as_owner_leave(&as);
-
-		move = sc_rows_move_begin(m->new_relid);
-		for (int s = 0; s < m->nsources; s++)
-			(void) sc_rows_move_from(move, m->sources[s]);
-		sc_rows_move_end(move);
+		m->new_relid = sc_rollup_logged_copy(m->owner, m->parent, m->schema, m->new_name,
+											 sc_bound_literal(cube, start), sc_bound_literal(cube, end),
+											 m->sources, m->nsources);
 	}
 	MemoryContextSwitchTo(cxt);
 	return merges;
