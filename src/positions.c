@@ -151,38 +151,23 @@ sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_s
 {
 	static SPIPlanPtr plan = NULL;
 	Datum		values[6];
-	ScPrivilegeSave save;
 	int			ret;
 	bool		ours;
 
 	SPI_connect();
-	if (plan == NULL)
-	{
-		Oid			types[6] = {INT4OID, INT4OID, INT8OID, INT8OID, TEXTOID, INT8OID};
-		SPIPlanPtr	p;
-
-		sc_catalog_enter(&save);
-		p = SPI_prepare("UPDATE streamcube.consume_positions "
-						"SET position = $3, updated_at = now() "
-						"WHERE cube_id = $1 AND partition = $2 AND position = $4 "
-						"  AND replica_set = $5 AND epoch = $6",
-						6, types);
-		sc_catalog_leave(&save);
-		if (p == NULL)
-			elog(ERROR, "could not prepare the position update: %s",
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		plan = p;
-	}
 	values[0] = Int32GetDatum(cube_id);
 	values[1] = Int32GetDatum(partition);
 	values[2] = Int64GetDatum(to);
 	values[3] = Int64GetDatum(from);
 	values[4] = CStringGetTextDatum(replica_set);
 	values[5] = Int64GetDatum(epoch);
-	sc_catalog_enter(&save);
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	sc_catalog_leave(&save);
+	ret = sc_catalog_exec_kept(&plan,
+							   "UPDATE streamcube.consume_positions "
+							   "SET position = $3, updated_at = now() "
+							   "WHERE cube_id = $1 AND partition = $2 AND position = $4 "
+							   "  AND replica_set = $5 AND epoch = $6",
+							   6, (Oid[]) {INT4OID, INT4OID, INT8OID, INT8OID, TEXTOID, INT8OID},
+							   values, NULL, false, 0);
 	if (ret == SPI_OK_UPDATE && SPI_processed == 1)
 	{
 		SPI_finish();
@@ -246,7 +231,6 @@ sc_positions_advance_all(int32 cube_id, const char *cube_name, const char *repli
 {
 	static SPIPlanPtr plan = NULL;
 	Datum		values[6];
-	ScPrivilegeSave save;
 	bool	   *moved;
 	int32		lost = -1;
 	int			ret;
@@ -260,37 +244,23 @@ sc_positions_advance_all(int32 cube_id, const char *cube_name, const char *repli
 	/* the caller's memory, not SPI's: read after SPI_finish() */
 	moved = palloc0(sizeof(bool) * n);
 	SPI_connect();
-	if (plan == NULL)
-	{
-		Oid			types[6] = {INT4OID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID,
-		INT8ARRAYOID};
-		SPIPlanPtr	p;
-
-		sc_catalog_enter(&save);
-		p = SPI_prepare("UPDATE streamcube.consume_positions c "
-						"SET position = u.position_to, updated_at = now() "
-						"FROM unnest($3, $4, $5, $6) AS u(partition, position_from, position_to, epoch) "
-						"WHERE c.cube_id = $1 AND c.partition = u.partition "
-						"  AND c.position = u.position_from AND c.replica_set = $2 "
-						"  AND c.epoch = u.epoch "
-						"RETURNING c.partition",
-						6, types);
-		sc_catalog_leave(&save);
-		if (p == NULL)
-			elog(ERROR, "could not prepare the position update: %s",
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		plan = p;
-	}
 	values[0] = Int32GetDatum(cube_id);
 	values[1] = CStringGetTextDatum(replica_set);
 	values[2] = sc_int4_array(n, partitions);
 	values[3] = sc_int8_array(n, from);
 	values[4] = sc_int8_array(n, to);
 	values[5] = sc_int8_array(n, epochs);
-	sc_catalog_enter(&save);
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	sc_catalog_leave(&save);
+	ret = sc_catalog_exec_kept(&plan,
+							   "UPDATE streamcube.consume_positions c "
+							   "SET position = u.position_to, updated_at = now() "
+							   "FROM unnest($3, $4, $5, $6) AS u(partition, position_from, position_to, epoch) "
+							   "WHERE c.cube_id = $1 AND c.partition = u.partition "
+							   "  AND c.position = u.position_from AND c.replica_set = $2 "
+							   "  AND c.epoch = u.epoch "
+							   "RETURNING c.partition",
+							   6, (Oid[]) {INT4OID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID,
+							   INT8ARRAYOID},
+							   values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not advance the positions: %s", SPI_result_code_string(ret));
 	if (SPI_processed == (uint64) n)
@@ -379,32 +349,13 @@ sc_positions_try_lock_fn(void *arg)
 	static SPIPlanPtr plan = NULL;
 	ScTryLock  *t = arg;
 	Datum		args[2] = {Int32GetDatum(t->cube_id), t->partitions};
-	ScPrivilegeSave save;
-	int			ret;
 
 	SPI_connect();
-	if (plan == NULL)
-	{
-		Oid			types[2] = {INT4OID, INT4ARRAYOID};
-		SPIPlanPtr	p;
-
-		sc_catalog_enter(&save);
-		p = SPI_prepare("SELECT 1 FROM streamcube.consume_positions "
-						"WHERE cube_id = $1 AND partition = ANY ($2) "
-						"ORDER BY partition FOR NO KEY UPDATE NOWAIT",
-						2, types);
-		sc_catalog_leave(&save);
-		if (p == NULL)
-			elog(ERROR, "could not prepare the position lock: %s",
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		plan = p;
-	}
-	sc_catalog_enter(&save);
-	ret = SPI_execute_plan(plan, args, NULL, false, 0);
-	sc_catalog_leave(&save);
-	if (ret < 0)
-		elog(ERROR, "could not lock the positions: %s", SPI_result_code_string(ret));
+	(void) sc_catalog_exec_kept(&plan,
+								"SELECT 1 FROM streamcube.consume_positions "
+								"WHERE cube_id = $1 AND partition = ANY ($2) "
+								"ORDER BY partition FOR NO KEY UPDATE NOWAIT",
+								2, (Oid[]) {INT4OID, INT4ARRAYOID}, args, NULL, false, 0);
 	SPI_finish();
 }
 
