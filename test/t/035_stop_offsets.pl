@@ -172,7 +172,10 @@ sc_check_exact($node, 'txn', sc_records_contents(sc_kafka_records($ttopic)),
 # 4. A backfill by time
 # ---------------------------------------------------------------------
 my $btopic = sc_topic('stops_time');
-sc_create_topic($btopic, 2);
+# The messages are stamped (CreateTime) in the past: with Kafka's default
+# time retention (7 days) the broker's retention check, every 5 minutes,
+# would delete them once that date is more than a week ago.
+sc_create_topic_config($btopic, 2, 'retention.ms' => -1);
 my $base = 1795132800;    # 2026-11-20 00:00 UTC
 sc_produce($btopic, count => 1000, meta => 1, 'start-ts' => $base, 'step-ms' => 1000, seed => 4);
 # --meta stamps each message ts + 1 hour (CreateTime): message i at base + i s + 1 h
