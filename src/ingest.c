@@ -522,6 +522,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	first_bad = (stop < n && !deferred) ? stop : n;
 
 	/* 2. Write the lines; isolate what the table rejects. */
+	sc_windows_fresh_routes(ing);
 	sc_rollup_batch_begin(ing, b->nlines);
 	stop_line = sc_batch_write(ing, pause);
 	if (stop_line >= 0)

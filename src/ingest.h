@@ -40,6 +40,8 @@ extern bool sc_ingest_prepare(ScIngest *ing, const ScKafkaMessage *messages, int
 extern bool sc_ingest_ready(ScIngest *ing, const ScKafkaMessage *messages, int n);
 extern void sc_ingest_forget_windows(ScIngest *ing);
 extern void sc_ingest_table_changed(ScIngest *ing);
+extern void sc_ingest_relcache_event(ScIngest *ing, Oid relid);
+extern bool sc_ingest_invalidation_due(ScIngest *ing);
 extern int	sc_ingest_missing_windows(ScIngest *ing);
 extern void sc_ingest_create_windows(ScIngest *ing);
 

@@ -148,6 +148,11 @@ typedef struct ScWindowCache
 	ScFirstEntry *firsts_pending;	/* recorded by the current transaction */
 	int			nfirsts_pending;
 	int			maxfirsts_pending;
+	uint64		table_events;	/* relcache invalidations of the tables routed into */
+	uint64		table_events_seen;	/* as many as when they were last flushed */
+	bool		reinval_due;	/* windows were created: invalidate the tables again */
+	TimestampTz reinval_after;	/* not before then */
+	bool		reinval_sent;	/* the current transaction does */
 } ScWindowCache;
 
 /* The direct path's set-up (ingest_direct.c): the columns' input functions. */
@@ -233,6 +238,7 @@ sc_try_subtransaction(void (*work) (void *), void *arg)
 extern const char sc_window_missing[];
 extern const char sc_window_busy[];
 extern void sc_windows_init(ScIngest *ing);
+extern void sc_windows_fresh_routes(ScIngest *ing);
 extern void sc_windows_begin(ScIngest *ing);
 extern const char *sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry);
 extern ScWindowEntry *sc_window_find(ScIngest *ing, int64 window);

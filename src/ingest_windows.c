@@ -55,6 +55,31 @@
  *	   forgets everything when it opens a consumer at positions read again
  *	   (sc_ingest_forget_windows).
  *
+ *	5. Rows that are routed through the cube's table (the COPY fallback)
+ *	   or a roll-up's (its merge) need the table's partition descriptor,
+ *	   which this process caches, to hold every window the batch read.
+ *	   PostgreSQL builds a descriptor from a scan of pg_inherits, then
+ *	   looks up each partition's bound; the first catalog lock of a
+ *	   transaction taken in between takes in invalidations.  A window
+ *	   another receiver attached (ATTACH takes only SHARE UPDATE EXCLUSIVE
+ *	   on the table: it commits while we hold ROW EXCLUSIVE) whose
+ *	   invalidation is taken in there is missing from the descriptor the
+ *	   build then caches, and nothing invalidates it again until the table
+ *	   next changes: a late row for that window found "no partition of
+ *	   relation".  So every relcache invalidation of those tables is
+ *	   counted as it is taken in (sc_ingest_relcache_event), and before a
+ *	   batch writes, after it read every window it writes, the tables'
+ *	   entries are flushed if one came since the last flush
+ *	   (sc_windows_fresh_routes): a descriptor built from then on scans
+ *	   pg_inherits after those windows were read, and holds them.
+ *	   Any backend that reads the cube can cache such a descriptor, and
+ *	   would not see the window's rows until the table next changes
+ *	   (PostgreSQL 15 does so; docs/architecture.md, "Partition
+ *	   descriptors").  So after a transaction that created windows
+ *	   commits, the receiver's next transaction invalidates the tables
+ *	   once more (sc_windows_begin): a descriptor whose build took in the
+ *	   first invalidation is dropped by the second.
+ *
  * The first offsets recorded are kept per (window, Kafka partition) for the
  * partition they were recorded for: a seal deletes a window's, and a window
  * is active again only with a new partition.  Windows that could not be
@@ -74,8 +99,10 @@
 #include "positions.h"
 #include "rollup.h"
 #include "storage/lmgr.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -133,6 +160,29 @@ sc_windows_init(ScIngest *ing)
 }
 
 /*
+ * The second invalidation of the tables after windows were created, once
+ * SC_REINVAL_DELAY_MS have passed since: a backend's descriptor build took
+ * in the first within microseconds, and must be over when the second
+ * comes.  The receiver runs a transaction for it when none comes sooner.
+ */
+#define SC_REINVAL_DELAY_MS 100
+
+bool
+sc_ingest_invalidation_due(ScIngest *ing)
+{
+	return ing->windows.reinval_due && GetCurrentTimestamp() >= ing->windows.reinval_after;
+}
+
+/* Invalidate a table's relcache entries in every backend, at our commit. */
+static void
+sc_windows_invalidate_again(Oid relid)
+{
+	/* a roll-up dropped since the cube was read has nothing to invalidate */
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		CacheInvalidateRelcacheByRelid(relid);
+}
+
+/*
  * A new transaction uses the windows: no lock of theirs is held yet.  The
  * last one ended (sc_windows_end_batch), so nothing is pending: the cache
  * may start again from nothing if it grew past its bounds.
@@ -144,6 +194,16 @@ sc_windows_begin(ScIngest *ing)
 		hash_get_num_entries(ing->windows.firsts) > SC_FIRSTS_CACHE_MAX)
 		sc_ingest_forget_windows(ing);
 	ing->windows.batch_no++;
+	/* Windows created before: their tables' invalidation, again (point 5). */
+	if (sc_ingest_invalidation_due(ing))
+	{
+		ListCell   *lc;
+
+		sc_windows_invalidate_again(ing->cube->relid);
+		foreach(lc, ing->cube->rollups)
+			sc_windows_invalidate_again(((ScRollup *) lfirst(lc))->relid);
+		ing->windows.reinval_sent = true;
+	}
 }
 
 /* The committed state of a window the batch uses already (NULL: made in it). */
@@ -494,6 +554,45 @@ sc_ingest_table_changed(ScIngest *ing)
 }
 
 /*
+ * A relcache invalidation was taken in, of relid (InvalidOid: of every
+ * relation).  Called from the receiver's relcache callback, in the middle
+ * of whatever took it in: it only counts those of the tables a batch
+ * routes rows into, the cube's and its roll-ups' (point 5 at the top).
+ */
+void
+sc_ingest_relcache_event(ScIngest *ing, Oid relid)
+{
+	bool		ours = !OidIsValid(relid) || relid == ing->cube->relid;
+	ListCell   *lc;
+
+	foreach(lc, ing->cube->rollups)
+		ours = ours || ((ScRollup *) lfirst(lc))->relid == relid;
+	if (ours)
+		ing->windows.table_events++;
+}
+
+/*
+ * Before a batch writes, once it has read every window it writes: flush
+ * the cached entries of the tables it may route rows into if an
+ * invalidation of theirs came since the last flush, so that their
+ * partition descriptors are built again from now on (point 5 at the top).
+ * Their entries are read again when next opened; the direct path, which
+ * routes nothing, only opens them.
+ */
+void
+sc_windows_fresh_routes(ScIngest *ing)
+{
+	ListCell   *lc;
+
+	if (ing->windows.table_events == ing->windows.table_events_seen)
+		return;
+	ing->windows.table_events_seen = ing->windows.table_events;
+	RelationCacheInvalidateEntry(ing->cube->relid);
+	foreach(lc, ing->cube->rollups)
+		RelationCacheInvalidateEntry(((ScRollup *) lfirst(lc))->relid);
+}
+
+/*
  * After COMMIT, what the batch created and recorded is known; after an
  * abort, not.
  */
@@ -504,6 +603,14 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 
 	if (committed)
 	{
+		if (wc->reinval_sent)
+			wc->reinval_due = false;
+		if (wc->npending > 0)
+		{
+			wc->reinval_due = true;
+			wc->reinval_after = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															SC_REINVAL_DELAY_MS);
+		}
 		for (int i = 0; i < wc->nfirsts_pending; i++)
 		{
 			ScFirstEntry *f = hash_search(wc->firsts, &wc->firsts_pending[i].key, HASH_ENTER, NULL);
@@ -514,6 +621,7 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 	}
 	wc->npending = 0;
 	wc->nfirsts_pending = 0;
+	wc->reinval_sent = false;
 }
 
 /*

@@ -262,6 +262,8 @@ sc_receiver_relcache_cb(Datum arg, Oid relid)
 {
 	if (receiver.cube == NULL || relid == InvalidOid || relid == receiver.cube->relid)
 		receiver.table_changed = true;
+	if (receiver.ing != NULL)
+		sc_ingest_relcache_event(receiver.ing, relid);
 }
 
 /*
@@ -1895,14 +1897,19 @@ sc_receiver_advance_positions(const int64 *newpos)
 	return lost;
 }
 
-/* Create the partitions of the current and next window when time moves on. */
+/*
+ * Create the partitions of the current and next window when time moves on;
+ * send the second invalidation of windows created before when it is due
+ * (docs/architecture.md, "Partition descriptors").
+ */
 static void
 sc_receiver_windows_ahead(void)
 {
 	int64		now = sc_cube_time(receiver.cube, GetCurrentTimestamp());
 	int64		window = sc_window_start(receiver.cube, now);
 
-	if (window == receiver.current_window && !receiver.table_changed)
+	if (window == receiver.current_window && !receiver.table_changed &&
+		!sc_ingest_invalidation_due(receiver.ing))
 		return;
 	if (!sc_receiver_begin_work("creating windows ahead"))
 		return;

@@ -192,16 +192,11 @@ cmp_ok($sealed_during, '>', 0, '2: windows were sealed while the replay arrived'
 cmp_ok($compacted_during, '>', 0, '2: a day was compacted while the replay arrived');
 wait_cube('race', '2');
 check_exact('race', $topic2, '2: after the race');
-TODO:
-{
-	# Known race, not fixed yet (closing note of stop 29): now and then a
-	# receiver's batch fails with "no partition of relation ... found for
-	# row" while a seal or a compaction swaps a window it writes late rows
-	# to; the batch rolls back, the receiver restarts and the rows arrive
-	# exactly once (checked above and below), but it should not fail.
-	local $TODO = 'a receiver may restart once when a swap races its late rows';
-	is(receiver_pids('race'), $pids, '2: neither receiver failed');
-}
+# Once in a few loaded CI runs a batch failed here with "no partition of
+# relation ... found for row": PostgreSQL 15 cached a partition descriptor
+# without the window the other receiver had just attached
+# (docs/architecture.md, "Partition descriptors").
+is(receiver_pids('race'), $pids, '2: neither receiver failed');
 
 # Seal and compact the rest, then once more: still exact, nothing late lost.
 $node->safe_psql('postgres', 'SELECT streamcube_seal_due()') for 1 .. 4;
