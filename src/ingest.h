@@ -42,6 +42,7 @@ extern void sc_ingest_forget_windows(ScIngest *ing);
 extern void sc_ingest_table_changed(ScIngest *ing);
 extern void sc_ingest_relcache_event(ScIngest *ing, Oid relid);
 extern bool sc_ingest_invalidation_due(ScIngest *ing);
+extern void sc_ingest_send_invalidation(ScIngest *ing);
 extern int	sc_ingest_missing_windows(ScIngest *ing);
 extern void sc_ingest_create_windows(ScIngest *ing);
 

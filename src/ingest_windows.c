@@ -75,10 +75,11 @@
  *	   Any backend that reads the cube can cache such a descriptor, and
  *	   would not see the window's rows until the table next changes
  *	   (PostgreSQL 15 does so; docs/architecture.md, "Partition
- *	   descriptors").  So after a transaction that created windows
- *	   commits, the receiver's next transaction invalidates the tables
- *	   once more (sc_windows_begin): a descriptor whose build took in the
- *	   first invalidation is dropped by the second.
+ *	   descriptors").  So 100 ms or more after a transaction that
+ *	   created windows commits, the receiver invalidates the tables once
+ *	   more (sc_ingest_send_invalidation), in its next transaction or in
+ *	   one of its own: a descriptor whose build took in the first
+ *	   invalidation is dropped by the second.
  *
  * The first offsets recorded are kept per (window, Kafka partition) for the
  * partition they were recorded for: a seal deletes a window's, and a window
@@ -163,7 +164,7 @@ sc_windows_init(ScIngest *ing)
  * The second invalidation of the tables after windows were created, once
  * SC_REINVAL_DELAY_MS have passed since: a backend's descriptor build took
  * in the first within microseconds, and must be over when the second
- * comes.  The receiver runs a transaction for it when none comes sooner.
+ * comes.
  */
 #define SC_REINVAL_DELAY_MS 100
 
@@ -194,16 +195,26 @@ sc_windows_begin(ScIngest *ing)
 		hash_get_num_entries(ing->windows.firsts) > SC_FIRSTS_CACHE_MAX)
 		sc_ingest_forget_windows(ing);
 	ing->windows.batch_no++;
-	/* Windows created before: their tables' invalidation, again (point 5). */
-	if (sc_ingest_invalidation_due(ing))
-	{
-		ListCell   *lc;
+	sc_ingest_send_invalidation(ing);
+}
 
-		sc_windows_invalidate_again(ing->cube->relid);
-		foreach(lc, ing->cube->rollups)
-			sc_windows_invalidate_again(((ScRollup *) lfirst(lc))->relid);
-		ing->windows.reinval_sent = true;
-	}
+/*
+ * Windows created before: their tables' invalidation, again, when it is
+ * due (point 5 at the top), sent when the current transaction commits.  A
+ * transaction that uses the windows sends it; the receiver runs one of its
+ * own for it when none comes.
+ */
+void
+sc_ingest_send_invalidation(ScIngest *ing)
+{
+	ListCell   *lc;
+
+	if (!sc_ingest_invalidation_due(ing) || ing->windows.reinval_sent)
+		return;
+	sc_windows_invalidate_again(ing->cube->relid);
+	foreach(lc, ing->cube->rollups)
+		sc_windows_invalidate_again(((ScRollup *) lfirst(lc))->relid);
+	ing->windows.reinval_sent = true;
 }
 
 /* The committed state of a window the batch uses already (NULL: made in it). */

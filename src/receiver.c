@@ -1898,18 +1898,30 @@ sc_receiver_advance_positions(const int64 *newpos)
 }
 
 /*
- * Create the partitions of the current and next window when time moves on;
- * send the second invalidation of windows created before when it is due
- * (docs/architecture.md, "Partition descriptors").
+ * The second invalidation of the cube's table (and its roll-ups') after
+ * the receiver created windows, when no batch came to send it
+ * (docs/architecture.md, "Partition descriptors").  A transaction that
+ * locks nothing of the cube: it waits for no one.
  */
+static void
+sc_receiver_invalidate_again(void)
+{
+	if (!sc_ingest_invalidation_due(receiver.ing))
+		return;
+	sc_receiver_begin("invalidating the cube's table");
+	sc_ingest_send_invalidation(receiver.ing);
+	sc_receiver_commit();
+	sc_ingest_end_batch(receiver.ing, true);
+}
+
+/* Create the partitions of the current and next window when time moves on. */
 static void
 sc_receiver_windows_ahead(void)
 {
 	int64		now = sc_cube_time(receiver.cube, GetCurrentTimestamp());
 	int64		window = sc_window_start(receiver.cube, now);
 
-	if (window == receiver.current_window && !receiver.table_changed &&
-		!sc_ingest_invalidation_due(receiver.ing))
+	if (window == receiver.current_window && !receiver.table_changed)
 		return;
 	if (!sc_receiver_begin_work("creating windows ahead"))
 		return;
@@ -2114,6 +2126,7 @@ sc_receiver_run(void)
 		sc_receiver_windows_ahead();
 		if (receiver.consumer == NULL)
 			continue;			/* the cube changed: a new one opens at the top */
+		sc_receiver_invalidate_again();
 
 		{
 			int			n = sc_receiver_collect();
