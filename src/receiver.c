@@ -248,12 +248,20 @@ sc_receiver_begin(const char *activity)
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
+/*
+ * Commit, and hand the table statistics of what the transaction did to the
+ * cumulative statistics (at most once a second; a backend does so when it
+ * goes idle, a background worker only when asked): pg_stat_user_tables
+ * counts the rows receivers insert, and autovacuum, which reads those
+ * counts, analyzes active partitions.
+ */
 static void
 sc_receiver_commit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_activity(STATE_IDLE, NULL);
+	pgstat_report_stat(false);
 }
 
 /* The cube's table changed: columns, or the set of its partitions. */
@@ -2147,6 +2155,8 @@ sc_receiver_run(void)
 			sc_kafka_consumer_report(receiver.consumer);
 			sc_receiver_refresh_metadata();
 			sc_receiver_publish();
+			/* statistics the last commits left pending, when idle */
+			pgstat_report_stat(false);
 			last_publish = GetCurrentTimestamp();
 		}
 	}

@@ -13,7 +13,8 @@
 #     streamcube.consumers.tombstones_skipped and are neither rows nor
 #     dead letters;
 #   - streamcube.lag() on a live stream: the last stable offset of a
-#     partition is never above its high watermark.
+#     partition is never above its high watermark;
+#   - pg_stat_user_tables counts the rows receivers insert.
 
 use strict;
 use warnings;
@@ -41,6 +42,14 @@ is($node->safe_psql('postgres', "SELECT streamcube_wait('ev', '60 s')"),
 is($node->safe_psql('postgres',
 		"SELECT unassigned_partitions FROM streamcube.consumers WHERE cube = 'ev'::regclass"),
 	'{}', 'no partition is unassigned');
+
+# The receivers' inserts reach the cumulative statistics (a background
+# worker reports them only when it asks to), where autovacuum reads them.
+ok( $node->poll_query_until('postgres',
+		"SELECT sum(s.n_tup_ins) FROM pg_stat_user_tables s JOIN pg_inherits i ON i.inhrelid = s.relid "
+		  . "WHERE i.inhparent = 'ev'::regclass",
+		'200'),
+	'pg_stat_user_tables counts the 200 rows the receiver inserted into the partitions');
 
 sc_add_partitions($topic, 4);
 sc_produce($topic, count => 400, 'start-ts' => $start_ts + 1000, 'step-ms' => 1000);
