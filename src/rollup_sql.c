@@ -34,6 +34,7 @@
 #include "utils/datum.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/relcache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
@@ -308,6 +309,15 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 			nulls[c] = palloc(sizeof(bool) * SC_ROLLUP_FILL_CHUNK);
 		}
 	appendStringInfo(&sql, " FROM %s", cube->qualified);
+
+	/*
+	 * A partition descriptor of the cube this backend cached earlier may
+	 * lack a window a receiver attached while it was built
+	 * (docs/architecture.md, "Partition descriptors"); built again now,
+	 * after the locks, it holds every window there is: new ones wait for
+	 * the cube's row.
+	 */
+	RelationCacheInvalidateEntry(cube->relid);
 
 	sc_as_owner_enter(&as, cube->owner);
 	/* read_only false: a snapshot taken now, after the locks, sees the batch we waited for */
