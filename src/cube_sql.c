@@ -1104,7 +1104,11 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 						"VALUES ('cube', $1, $4::oid::regclass, $2, $3, $5)",
 						5, jtypes, jvalues, NULL, false, 0);
 	}
+	/*
+	 * new_options may live in SPI's memory (each SPI call leaves SPI's
+	 * context current), which SPI_finish frees: into the caller's first.
+	 */
+	result = DatumGetJsonbP(SPI_datumTransfer(new_options, false, -1));
 	SPI_finish();
-	result = DatumGetJsonbPCopy(new_options);
 	PG_RETURN_JSONB_P(result);
 }

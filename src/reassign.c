@@ -1168,6 +1168,8 @@ sc_reassign(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	/* built in SPI's memory, which SPI_finish frees: into the caller's */
+	result = DatumGetJsonbP(SPI_datumTransfer(JsonbPGetDatum(result), false, -1));
 	SPI_finish();
 	PG_RETURN_JSONB_P(result);
 }
