@@ -803,12 +803,18 @@ sc_option_start_cube(Datum value)
 {
 	Oid			argtype = JSONBOID;
 	char	   *name;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	if (SPI_execute_with_args("SELECT CASE WHEN jsonb_typeof($1 -> 'cube') = 'string' "
 							  "             AND (SELECT count(*) FROM jsonb_object_keys($1)) = 1 "
 							  "            THEN $1 ->> 'cube' END",
 							  1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read cube option \"start\"");
+	/*
+	 * SPI_execute left SPI's own context current: back to the caller's (the
+	 * cube's), for the name and the options parsed after it.
+	 */
+	MemoryContextSwitchTo(cxt);
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (name == NULL)
 		ereport(ERROR,

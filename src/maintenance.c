@@ -131,17 +131,20 @@ sc_due_retention(ScCube *cube, int max_partitions)
 }
 
 
-/* The ids of every cube. */
+/* The ids of every cube, in the caller's memory context (it outlives SPI). */
 static List *
 sc_all_cubes(void)
 {
 	ScPrivilegeSave save;
 	List	   *ids = NIL;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	sc_catalog_enter(&save);
 	if (SPI_execute("SELECT cube_id FROM streamcube.cubes ORDER BY cube_id", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.cubes");
 	sc_catalog_leave(&save);
+	/* SPI_execute left SPI's own context current: the list goes in the caller's */
+	MemoryContextSwitchTo(cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;

@@ -302,8 +302,13 @@ sc_receiver_load_cube(void)
 	}
 	MemoryContextSwitchTo(old);
 
-	/* What changed since the last load, for the reason of a pause. */
+	/*
+	 * What changed since the last load, for the reason of a pause: kept
+	 * with the cube, past this transaction.
+	 */
 	cube->broken = sc_cube_check_table(cube, receiver.cube);
+	if (cube->broken != NULL)
+		cube->broken = MemoryContextStrdup(cxt, cube->broken);
 
 	if (receiver.ing == NULL)
 		receiver.ing = sc_ingest_create(cube);
@@ -1826,6 +1831,9 @@ sc_receiver_prepare(int n)
 	sc_receiver_begin("resolving message schemas");
 	SPI_connect();
 	ready = sc_ingest_prepare(receiver.ing, receiver.messages, n, &why);
+	/* why is in SPI's memory, freed by SPI_finish: kept past the commit */
+	if (!ready)
+		why = MemoryContextStrdup(TopMemoryContext, why);
 	SPI_finish();
 	sc_receiver_commit();
 	if (ready)
@@ -1838,6 +1846,7 @@ sc_receiver_prepare(int n)
 		ereport(LOG,
 				(errmsg("streamcube receiver of cube %s waits: %s", receiver.cube->qualified, why)));
 	sc_receiver_warn(why);
+	pfree(why);
 	receiver.prepare_backoff_ms = Min(Max(receiver.prepare_backoff_ms * 2, 250), 30000);
 	sc_receiver_wait(receiver.prepare_backoff_ms);
 	return false;
