@@ -114,6 +114,15 @@ SKIP:
 
 	# The reader's query stops in the build, goes on once the third hour is in.
 	my $during = $reader->query_safe('SELECT count(*) FROM pd');
+	# gdb ends by itself once it detached; never wait on it for ever (a
+	# breakpoint that was not met would keep it attached)
+	$until = time() + 60;
+	while (time() < $until && $g->pumpable)
+	{
+		$g->pump_nb;
+		sleep 0.05;
+	}
+	$g->kill_kill if $g->pumpable;
 	$g->finish;
 	note "gdb: $gout | $gerr";
 	# "finish" stops where the scan returns to: the descriptor's build
