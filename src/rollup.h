@@ -47,6 +47,15 @@ typedef struct ScRollup
 	int64		retention;		/* microseconds; -1 keeps */
 } ScRollup;
 
+/*
+ * Room left free in the pages of an active roll-up partition.  Every batch
+ * rewrites the roll-up rows of the groups it touches; a new version that
+ * fits on its page is a HOT update, which adds no key entry, and the page
+ * is pruned of the versions older batches left.  Sealed partitions are
+ * packed full (written once, then read).
+ */
+#define SC_ROLLUP_ACTIVE_FILLFACTOR 50
+
 /* The digests' compression: centroids a t-digest keeps (extension tdigest). */
 #define SC_TDIGEST_COMPRESSION 100
 

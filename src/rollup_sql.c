@@ -170,6 +170,22 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 	return types;
 }
 
+/*
+ * Whether a dimension of this type and collation can be keyed bytewise:
+ * text, varchar and char under a deterministic collation (whose equality
+ * is byte equality, char's trailing blanks aside, which its own
+ * comparison ignores under any collation).
+ */
+static bool
+sc_rollup_bytewise_key(Oid type, Oid coll)
+{
+	Oid			base = getBaseType(type);
+
+	if (base != TEXTOID && base != VARCHAROID && base != BPCHAROID)
+		return false;
+	return OidIsValid(coll) && get_collation_isdeterministic(coll);
+}
+
 /* The roll-up's table, as the cube's owner; returns its oid. */
 static Oid
 sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const char *relname,
@@ -213,11 +229,26 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 		elog(ERROR, "could not create roll-up %s", qualified);
 	relid = get_relname_relid(relname, nsp);
 
-	/* one row per bucket and dimensions; NULL is a value of a dimension too */
+	/*
+	 * One row per bucket and dimensions; NULL is a value of a dimension too.
+	 * Every batch probes this key once per group it merges, so text
+	 * dimensions are compared bytewise ("C") where their collation is
+	 * deterministic: equality is then byte equality under any collation, so
+	 * the key is the same, and a probe does not call strcoll.  The roll-up's
+	 * columns keep their collation for queries.
+	 */
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (bucket", qualified);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&sql, ", %s", quote_identifier(cube->columns[r->dims[d]].name));
+	{
+		Oid			type;
+		int32		typmod;
+		Oid			coll;
+
+		get_atttypetypmodcoll(relid, d + 2, &type, &typmod, &coll);
+		appendStringInfo(&sql, ", %s%s", quote_identifier(cube->columns[r->dims[d]].name),
+						 sc_rollup_bytewise_key(type, coll) ? " COLLATE \"C\"" : "");
+	}
 	appendStringInfoString(&sql, ") NULLS NOT DISTINCT");
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create the key of roll-up %s", qualified);

@@ -32,6 +32,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "parser/parse_func.h"
 #include "parser/scansup.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -48,6 +49,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 /* ----------------------------------------------------------------
@@ -233,6 +235,7 @@ sc_rollup_extension_schema(ScMeasureKind kind, const char *measure)
 {
 	const char *ext;
 	Oid			oid;
+	Oid			nsp;
 
 	if (kind == SC_MEASURE_HLL)
 		ext = "hll";
@@ -248,7 +251,25 @@ sc_rollup_extension_schema(ScMeasureKind kind, const char *measure)
 						measure, ext),
 				 errhint("Install the package postgresql-15-%s (Debian) and run CREATE EXTENSION %s.",
 						 ext, ext)));
-	return (char *) quote_identifier(get_namespace_name(sc_extension_schema(oid)));
+	nsp = sc_extension_schema(oid);
+	if (kind == SC_MEASURE_TDIGEST)
+	{
+		/* batches combine digests with tdigest_union, new in tdigest 1.2 */
+		Oid			digest = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+											 CStringGetDatum("tdigest"), ObjectIdGetDatum(nsp));
+		Oid			args[3] = {digest, digest, BOOLOID};
+
+		if (!OidIsValid(digest) ||
+			!OidIsValid(LookupFuncName(list_make2(makeString(get_namespace_name(nsp)),
+												  makeString("tdigest_union")),
+									   3, args, true)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("measure \"%s\" needs version 1.2 or later of the extension tdigest",
+							measure),
+					 errhint("Run ALTER EXTENSION tdigest UPDATE.")));
+	}
+	return (char *) quote_identifier(get_namespace_name(nsp));
 }
 
 /* What in the cube keeps r from being kept up to date; NULL when nothing. */
@@ -500,8 +521,8 @@ sc_rollup_combine(StringInfo s, const ScMeasure *m, const char *col, bool first)
 							 schema, q, q, q, q);
 			break;
 		case SC_MEASURE_TDIGEST:
-			appendStringInfo(s, "(SELECT %s.tdigest(d) FROM (VALUES (r.%s), (excluded.%s)) v(d) "
-							 "WHERE d IS NOT NULL)", schema, q, q);
+			/* tdigest_union takes NULL as the empty digest */
+			appendStringInfo(s, "%s.tdigest_union(r.%s, excluded.%s)", schema, q, q);
 			break;
 	}
 }
@@ -630,8 +651,9 @@ sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, i
 	ScPrivilegeSave save;
 
 	sc_as_owner_enter(&as, sc_relation_owner(rollup_relid));
-	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)",
-						  sealed ? "" : "UNLOGGED", qualified, parent));
+	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)%s",
+						  sealed ? "" : "UNLOGGED", qualified, parent,
+						  sealed ? "" : " WITH (fillfactor = " CppAsString2(SC_ROLLUP_ACTIVE_FILLFACTOR) ")"));
 	sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
 						  parent, qualified, sc_bound_literal(cube, start),
 						  sc_bound_literal(cube, start + cube->width)));
