@@ -56,6 +56,7 @@ CREATE FUNCTION streamcube._receiver_slots(OUT in_use integer, OUT total integer
     AS 'MODULE_PATHNAME', 'sc_receiver_slots';
 
 -- rows_direct and rows_copy: which of the two writers took the rows;
+-- batches: how many transactions took them;
 -- lag_seconds: how old the oldest message not consumed yet is
 DROP VIEW streamcube.consumers;
 DROP FUNCTION streamcube._receivers();
@@ -67,7 +68,8 @@ CREATE FUNCTION streamcube._receivers(
         OUT last_error text, OUT last_error_at timestamptz,
         OUT topic_partitions integer, OUT tombstones_skipped bigint,
         OUT epoch bigint, OUT rows_direct bigint, OUT rows_copy bigint,
-        OUT lag_seconds double precision, OUT partition_lag_seconds double precision[])
+        OUT lag_seconds double precision, OUT partition_lag_seconds double precision[],
+        OUT batches bigint)
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
 
@@ -108,7 +110,10 @@ SELECT r.pid,
        -- receiver itself, or through COPY (late rows into sealed windows,
        -- windows with triggers, streamcube.direct_insert = off)
        r.rows_direct,
-       r.rows_copy
+       r.rows_copy,
+       -- transactions that moved positions since the receiver started:
+       -- rows_total / batches is how many rows a batch takes
+       r.batches
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
@@ -142,6 +147,7 @@ SELECT NULL::integer,
        ARRAY(SELECT k."offset" FROM unnest(w.partitions) WITH ORDINALITY AS u(part, i)
              JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.part
              ORDER BY u.i),
+       NULL::bigint,
        NULL::bigint,
        NULL::bigint
 FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions

@@ -58,7 +58,7 @@ PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_rollup_stats);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
-#define SC_RECEIVER_COLS 21		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
+#define SC_RECEIVER_COLS 22		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
 
 /* A Kafka timestamp (milliseconds since 1970) as a timestamptz. */
 static TimestampTz
@@ -216,6 +216,7 @@ sc_receivers(PG_FUNCTION_ARGS)
 			values[20] = PointerGetDatum(construct_md_array(ages, ages_null, 1, dims, lbs, FLOAT8OID,
 															8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		}
+		values[21] = Int64GetDatum((int64) slot->batches);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

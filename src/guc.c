@@ -19,6 +19,7 @@ int			sc_max_receiver_partitions = 1024;
 int			sc_launcher_naptime_ms = 5000;
 int			sc_kafka_timeout_ms = 5000;
 int			sc_batch_max_rows = 20000;
+int			sc_rollup_batch_max_rows = 100000;
 int			sc_batch_max_ms = 50;
 int			sc_batch_max_kbytes = 16384;
 int			sc_fetch_queue_kbytes = 16384;
@@ -81,6 +82,17 @@ sc_guc_define(void)
 							NULL,
 							&sc_batch_max_rows,
 							20000, 1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("streamcube.rollup_batch_max_rows",
+							"Maximum number of messages a receiver of a cube with roll-ups commits in one transaction.",
+							"A batch merges into a roll-up once per group it holds: when messages wait (catch-up), "
+							"larger batches merge each group fewer times. batch_max_ms still closes a batch of a "
+							"live stream. The larger of this and streamcube.batch_max_rows applies.",
+							&sc_rollup_batch_max_rows,
+							100000, 1, 1000000,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

@@ -120,6 +120,7 @@ typedef struct ScReceiver
 	uint64		tombstones_skipped;
 	uint64		rows_direct;
 	uint64		rows_copy;
+	uint64		batches;
 
 	/* throughput */
 	uint64		rows_total;
@@ -223,6 +224,7 @@ sc_receiver_publish_stats(void)
 	slot->tombstones_skipped = receiver.tombstones_skipped;
 	slot->rows_direct = receiver.rows_direct;
 	slot->rows_copy = receiver.rows_copy;
+	slot->batches = receiver.batches;
 	slot->epoch = receiver.assignment_epoch;
 	LWLockRelease(sc_shared->lock);
 }
@@ -1247,6 +1249,37 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 }
 
 /*
+ * How many messages a batch may take: streamcube.batch_max_rows, or more
+ * for a cube with roll-ups (streamcube.rollup_batch_max_rows), whose
+ * batches cost per group they merge more than per row.
+ */
+static int
+sc_receiver_batch_rows(void)
+{
+	if (receiver.cube != NULL && receiver.cube->rollups != NIL)
+		return Max(sc_batch_max_rows, sc_rollup_batch_max_rows);
+	return sc_batch_max_rows;
+}
+
+/* Room for a batch of the current size in receiver.messages. */
+static void
+sc_receiver_size_messages(void)
+{
+	int			want = sc_receiver_batch_rows();
+
+	if (receiver.messages == NULL)
+	{
+		receiver.messages = MemoryContextAllocZero(TopMemoryContext, sizeof(ScKafkaMessage) * want);
+		receiver.maxmessages = want;
+	}
+	else if (want > receiver.maxmessages)
+	{
+		receiver.messages = repalloc(receiver.messages, sizeof(ScKafkaMessage) * want);
+		receiver.maxmessages = want;
+	}
+}
+
+/*
  * Collect up to batch_max_rows new messages, holding the batch open at most
  * batch_max_ms after the first one (less when the broker gathers the stream
  * too: sc_kafka_consumer_batch_hold_ms); messages carried over from the
@@ -1259,7 +1292,7 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 static int
 sc_receiver_collect(void)
 {
-	int			max = Min(sc_batch_max_rows, receiver.maxmessages);
+	int			max = Min(sc_receiver_batch_rows(), receiver.maxmessages);
 	int64		max_bytes = (int64) sc_batch_max_kbytes * 1024;
 	int64		bytes = 0;
 	int			n = receiver.carried;
@@ -1717,6 +1750,8 @@ sc_receiver_after_batch(int n, ScBatchOutcome *outcome)
 	receiver.tombstones_skipped += outcome->tombstones_skipped;
 	receiver.rows_direct += outcome->rows_direct;
 	receiver.rows_copy += outcome->rows_copy;
+	if (outcome->cut > 0)
+		receiver.batches++;
 	receiver.last_batch_at = now;
 	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
 	{
@@ -2061,9 +2096,7 @@ sc_receiver_run(void)
 		return;					/* the cube is gone */
 	CacheRegisterRelcacheCallback(sc_receiver_relcache_cb, (Datum) 0);
 
-	receiver.maxmessages = sc_batch_max_rows;
-	receiver.messages = MemoryContextAllocZero(TopMemoryContext,
-											   sizeof(ScKafkaMessage) * receiver.maxmessages);
+	sc_receiver_size_messages();
 	receiver.rate_since = GetCurrentTimestamp();
 	sc_receiver_publish();
 
@@ -2078,12 +2111,6 @@ sc_receiver_run(void)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (sc_batch_max_rows > receiver.maxmessages)
-			{
-				receiver.messages = repalloc(receiver.messages,
-											 sizeof(ScKafkaMessage) * sc_batch_max_rows);
-				receiver.maxmessages = sc_batch_max_rows;
-			}
 		}
 
 		LWLockAcquire(sc_shared->lock, LW_SHARED);
@@ -2144,6 +2171,7 @@ sc_receiver_run(void)
 		if (receiver.consumer == NULL)
 			continue;			/* the cube changed: a new one opens at the top */
 		sc_receiver_invalidate_again();
+		sc_receiver_size_messages();	/* the settings or roll-ups changed */
 
 		{
 			int			n = sc_receiver_collect();

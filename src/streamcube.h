@@ -99,6 +99,7 @@ extern int	sc_max_receiver_partitions;
 extern int	sc_launcher_naptime_ms;
 extern int	sc_kafka_timeout_ms;
 extern int	sc_batch_max_rows;
+extern int	sc_rollup_batch_max_rows;
 extern int	sc_batch_max_ms;
 extern int	sc_batch_max_kbytes;
 extern int	sc_fetch_queue_kbytes;
@@ -171,6 +172,7 @@ typedef struct ScReceiverSlot
 	uint64		tombstones_skipped;
 	uint64		rows_direct;	/* rows the direct path wrote */
 	uint64		rows_copy;		/* rows written through COPY */
+	uint64		batches;		/* transactions that moved positions */
 	int64		epoch;			/* assignment epoch applied; -1 before the first */
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;

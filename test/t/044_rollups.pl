@@ -169,6 +169,20 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _o
 	'20800|20800', 'after a reassignment and a crash: every message once');
 is(diff_exact('events', 'events_by_minute'), '', 'and the roll-up still equals the raw rows');
 
+# How the roll-up is stored for its batches: active partitions leave half of
+# each page free (an update of a roll-up row stays on its page, a HOT
+# update), sealed ones are packed; the key compares the text dimensions
+# bytewise (their collation is deterministic).
+is($node->safe_psql('postgres',
+		"SELECT w.state, c.reloptions FROM streamcube.rollup_windows w JOIN pg_class c ON c.oid = w.relid "
+		  . "JOIN streamcube.rollup_catalog r USING (rollup_id) WHERE r.relid = 'events_by_minute'::regclass "
+		  . "GROUP BY 1, 2 ORDER BY 1"),
+	"active|{fillfactor=50}\nsealed|", 'active roll-up partitions have fillfactor 50, sealed ones the default');
+like($node->safe_psql('postgres',
+		"SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'events_by_minute'::regclass"),
+	qr/\(bucket, country COLLATE "C", device COLLATE "C"\) NULLS NOT DISTINCT/,
+	'the roll-up\'s key compares country and device bytewise');
+
 # ---------------------------------------------------------------------
 # The view; readers need SELECT on the roll-up
 # ---------------------------------------------------------------------
@@ -283,14 +297,34 @@ is($node->safe_psql('postgres', $daily_diff), '', 'after a crash too');
 # ---------------------------------------------------------------------
 # A cube that keeps no raw rows
 # ---------------------------------------------------------------------
+# Its topic holds 9000 messages before the cube exists: a backlog, which a
+# cube with roll-ups reads in batches larger than streamcube.batch_max_rows
+# (up to streamcube.rollup_batch_max_rows), as its batches cost per group
+# merged.  A cube without roll-up reading the same backlog stays within
+# batch_max_rows.
+$node->safe_psql('postgres', 'ALTER SYSTEM SET streamcube.batch_max_rows = 500');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 my $t2 = sc_topic('noraw');
 sc_create_topic($t2, 3);
-sc_create_cube($node, 'noraw', $t2, '{"raw_rows": "none"}');
-$node->safe_psql('postgres',
-	"SELECT streamcube_create_rollup('noraw', 'noraw_by_minute', '1 minute', ARRAY['device'], "
-	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"top\": \"max(amount)\"}')");
 sc_produce($t2, count => 9000, 'start-ts' => $now - 2 * $hour, 'step-ms' => 500, seed => 3);
+$node->safe_psql('postgres',
+	"BEGIN; SELECT streamcube_create_cube('noraw', 'k', '$t2', "
+	  . "'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 hour', 'json', "
+	  . "'{\"raw_rows\": \"none\"}'); "
+	  . "SELECT streamcube_create_rollup('noraw', 'noraw_by_minute', '1 minute', ARRAY['device'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"top\": \"max(amount)\"}'); COMMIT");
+sc_create_cube($node, 'plain', $t2);
 $node->safe_psql('postgres', "SELECT streamcube_wait('noraw', '60 s')");
+$node->safe_psql('postgres', "SELECT streamcube_wait('plain', '60 s')");
+my ($noraw_batches, $plain_batches) = split /\n/, $node->safe_psql('postgres',
+	"SELECT max(rows_total / batches) FROM streamcube.consumers WHERE cube = 'noraw'::regclass "
+	  . "UNION ALL SELECT max(rows_total / batches) FROM streamcube.consumers WHERE cube = 'plain'::regclass");
+cmp_ok($noraw_batches, '>', 500, "the cube with a roll-up read its backlog in batches of $noraw_batches rows on average");
+cmp_ok($plain_batches, '<=', 500, "the cube without one in batches of $plain_batches rows at most (batch_max_rows)");
+is($node->safe_psql('postgres', "SELECT count(*) FROM plain"), '9000', 'the cube without roll-up read the backlog');
+$node->safe_psql('postgres', "SELECT streamcube_drop_cube('plain')");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET streamcube.batch_max_rows');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 $node->poll_query_until('postgres', 'SELECT coalesce(sum(n), 0) = 9000 FROM noraw_by_minute')
   or diag 'roll-up of the no-raw cube incomplete';
 is($node->safe_psql('postgres', 'SELECT count(*) FROM noraw'), '0', 'the no-raw cube keeps no rows');
