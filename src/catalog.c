@@ -453,3 +453,25 @@ sc_check_install(PG_FUNCTION_ARGS)
 	sc_check_database();
 	PG_RETURN_VOID();
 }
+
+/* An int4[] of n values, for a catalog statement's argument. */
+Datum
+sc_int4_array(int n, const int32 *values)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+/* An int8[] of n values, for a catalog statement's argument. */
+Datum
+sc_int8_array(int n, const int64 *values)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}

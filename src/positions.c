@@ -196,26 +196,6 @@ sc_positions_advance(int32 cube_id, const char *cube_name, const char *replica_s
 	return false;
 }
 
-static Datum
-sc_int4_array(int n, const int32 *values)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		elems[i] = Int32GetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
-}
-
-static Datum
-sc_int8_array(int n, const int64 *values)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /*
  * sc_positions_advance() for n partitions (in ascending order) in one
  * statement: a batch over a topic of 512 partitions advanced nearly every

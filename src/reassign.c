@@ -212,7 +212,7 @@ sc_assignment_json(List *assigned, List *names)
 }
 
 static Datum
-sc_int4_array(List *ints)
+sc_int_list_array(List *ints)
 {
 	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(ints), 1));
 	ListCell   *lc;
@@ -220,16 +220,6 @@ sc_int4_array(List *ints)
 	foreach(lc, ints)
 		elems[foreach_current_index(lc)] = Int32GetDatum(lfirst_int(lc));
 	return PointerGetDatum(construct_array(elems, list_length(ints), INT4OID, 4, true, TYPALIGN_INT));
-}
-
-static Datum
-sc_int8_array(int n, const int64 *values)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 static char *
@@ -314,7 +304,7 @@ sc_journal(ScReassign *r, ScJournalRow *row)
 	v[3] = CStringGetTextDatum(row->step);
 	v[4] = row->replica_set ? CStringGetTextDatum(row->replica_set) : (Datum) 0;
 	n[4] = row->replica_set ? ' ' : 'n';
-	v[5] = row->partitions ? sc_int4_array(row->partitions) : (Datum) 0;
+	v[5] = row->partitions ? sc_int_list_array(row->partitions) : (Datum) 0;
 	n[5] = row->partitions ? ' ' : 'n';
 	v[6] = row->offsets ? sc_int8_array(list_length(row->partitions), row->offsets) : (Datum) 0;
 	n[6] = row->offsets ? ' ' : 'n';
@@ -1320,7 +1310,7 @@ sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 	v[1] = Int32GetDatum(cube_id);
 	v[2] = CStringGetTextDatum(step);
 	v[3] = CStringGetTextDatum(replica_set);
-	v[4] = sc_int4_array(partitions);
+	v[4] = sc_int_list_array(partitions);
 	v[5] = sc_int8_array(list_length(partitions), offsets);
 	v[6] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 	v[7] = TimestampTzGetDatum(since);
