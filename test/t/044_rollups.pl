@@ -317,8 +317,8 @@ sc_create_cube($node, 'plain', $t2);
 $node->safe_psql('postgres', "SELECT streamcube_wait('noraw', '60 s')");
 $node->safe_psql('postgres', "SELECT streamcube_wait('plain', '60 s')");
 my ($noraw_batches, $plain_batches) = split /\n/, $node->safe_psql('postgres',
-	"SELECT max(rows_total / batches) FROM streamcube.consumers WHERE cube = 'noraw'::regclass "
-	  . "UNION ALL SELECT max(rows_total / batches) FROM streamcube.consumers WHERE cube = 'plain'::regclass");
+	"SELECT max(rows_total / NULLIF(batches, 0)) FROM streamcube.consumers WHERE cube = 'noraw'::regclass "
+	  . "UNION ALL SELECT max(rows_total / NULLIF(batches, 0)) FROM streamcube.consumers WHERE cube = 'plain'::regclass");
 cmp_ok($noraw_batches, '>', 500, "the cube with a roll-up read its backlog in batches of $noraw_batches rows on average");
 cmp_ok($plain_batches, '<=', 500, "the cube without one in batches of $plain_batches rows at most (batch_max_rows)");
 is($node->safe_psql('postgres', "SELECT count(*) FROM plain"), '9000', 'the cube without roll-up read the backlog');
