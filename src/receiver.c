@@ -1250,8 +1250,9 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 
 /*
  * How many messages a batch may take: streamcube.batch_max_rows, or more
- * for a cube with roll-ups (streamcube.rollup_batch_max_rows), whose
- * batches cost per group they merge more than per row.
+ * for a cube with roll-ups (streamcube.rollup_batch_max_rows): its batches
+ * cost by the groups they merge into a roll-up more than by their rows,
+ * and a larger batch merges each group fewer times.
  */
 static int
 sc_receiver_batch_rows(void)
