@@ -601,14 +601,17 @@ sc_rollup_merge_sql(const ScCube *cube, const ScRollup *r, StringInfo sql,
 					 errhint("A roll-up reads columns of types that have arrays.")));
 	}
 
-	appendStringInfo(sql, "INSERT INTO %s AS r SELECT %s FROM ROWS FROM (pg_catalog.unnest($1)",
+	/*
+	 * The arrays are unnested in a SELECT list, in lockstep (they have one
+	 * length): a function scan (ROWS FROM) would first copy each array's
+	 * elements into a tuplestore of its own, which cost about as much as
+	 * aggregating them.
+	 */
+	appendStringInfo(sql, "INSERT INTO %s AS r SELECT %s FROM (SELECT pg_catalog.unnest($1) AS b",
 					 r->qualified, sc_rollup_select_list(cube, r, "u"));
 	for (int k = 0; k < ncols; k++)
-		appendStringInfo(sql, ", pg_catalog.unnest($%d)", k + 2);
-	appendStringInfoString(sql, ") AS u(b");
-	for (int k = 0; k < ncols; k++)
-		appendStringInfo(sql, ", c%d", cols[k]);
-	appendStringInfoString(sql, ") GROUP BY u.b");
+		appendStringInfo(sql, ", pg_catalog.unnest($%d) AS c%d", k + 2, cols[k]);
+	appendStringInfoString(sql, ") AS u GROUP BY u.b");
 	for (int d = 0; d < r->ndims; d++)
 		appendStringInfo(sql, ", u.c%d", r->dims[d]);
 	appendStringInfoString(sql, " ON CONFLICT (bucket");
