@@ -454,6 +454,16 @@ sc_check_install(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* An int4[] (type INT4OID) or int8[] (INT8OID) of n Datums. */
+Datum
+sc_int_array(const Datum *values, int n, Oid type)
+{
+	if (type == INT4OID)
+		return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT4OID, 4, true, TYPALIGN_INT));
+	return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT8OID, 8,
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
 /* An int4[] of n values, for a catalog statement's argument. */
 Datum
 sc_int4_array(int n, const int32 *values)
@@ -462,7 +472,7 @@ sc_int4_array(int n, const int32 *values)
 
 	for (int i = 0; i < n; i++)
 		elems[i] = Int32GetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
+	return sc_int_array(elems, n, INT4OID);
 }
 
 /* An int8[] of n values, for a catalog statement's argument. */
@@ -473,5 +483,5 @@ sc_int8_array(int n, const int64 *values)
 
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return sc_int_array(elems, n, INT8OID);
 }

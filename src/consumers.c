@@ -77,15 +77,6 @@ sc_age_seconds(int64 ms, TimestampTz now)
 	return Max((double) (now - sc_kafka_ms_timestamptz(ms)) / USECS_PER_SEC, 0.0);
 }
 
-static Datum
-sc_int_array(const Datum *values, int n, Oid type)
-{
-	if (type == INT4OID)
-		return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT4OID, 4, true, TYPALIGN_INT));
-	return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT8OID, 8,
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /* streamcube._receiver_slots(): receiver slots in use, and there are. */
 Datum
 sc_receiver_slots(PG_FUNCTION_ARGS)

@@ -219,7 +219,7 @@ sc_int_list_array(List *ints)
 
 	foreach(lc, ints)
 		elems[foreach_current_index(lc)] = Int32GetDatum(lfirst_int(lc));
-	return PointerGetDatum(construct_array(elems, list_length(ints), INT4OID, 4, true, TYPALIGN_INT));
+	return sc_int_array(elems, list_length(ints), INT4OID);
 }
 
 static char *

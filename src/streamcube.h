@@ -277,6 +277,7 @@ extern int	sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values
 struct _SPI_plan;				/* executor/spi.h's SPIPlanPtr points to one */
 extern int	sc_catalog_exec_kept(struct _SPI_plan **plan, const char *sql, int nargs, Oid *types,
 								 Datum *values, const char *nulls, bool read_only, long count);
+extern Datum sc_int_array(const Datum *values, int n, Oid type);
 extern Datum sc_int4_array(int n, const int32 *values);
 extern Datum sc_int8_array(int n, const int64 *values);
 extern void sc_caller_path_enter(int *nestlevel);
