@@ -688,21 +688,20 @@ sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, i
 void
 sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed)
 {
+	static SPIPlanPtr plan = NULL;	/* per window created: planned once */
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start)};
-	ScPrivilegeSave save;
 	SPITupleTable *tab;
 	uint64		n;
 
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT r.rollup_id, r.relid::oid, r.relid::text, "
-							  "       EXISTS (SELECT 1 FROM streamcube.rollup_windows w "
-							  "               WHERE w.rollup_id = r.rollup_id AND w.window_start = $2) "
-							  "FROM streamcube.rollup_catalog r WHERE r.cube_id = $1 "
-							  "ORDER BY r.rollup_id",
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (sc_catalog_exec_kept(&plan,
+							 "SELECT r.rollup_id, r.relid::oid, r.relid::text, "
+							 "       EXISTS (SELECT 1 FROM streamcube.rollup_windows w "
+							 "               WHERE w.rollup_id = r.rollup_id AND w.window_start = $2) "
+							 "FROM streamcube.rollup_catalog r WHERE r.cube_id = $1 "
+							 "ORDER BY r.rollup_id",
+							 2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.rollup_catalog");
-	sc_catalog_leave(&save);
 	tab = SPI_tuptable;
 	n = SPI_processed;
 	for (uint64 i = 0; i < n; i++)

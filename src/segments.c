@@ -272,6 +272,7 @@ sc_window_partition_name(Oid nsp, const char *base, int64 start)
 static bool
 sc_segment_known(const ScCube *cube, int64 start)
 {
+	static SPIPlanPtr plan = NULL;	/* twice per window created: planned once */
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
 	ObjectIdGetDatum(cube->relid)};
@@ -280,15 +281,14 @@ sc_segment_known(const ScCube *cube, int64 start)
 	bool		isnull;
 	char	   *relation;
 
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT 1 FROM pg_inherits i "
-							  "               WHERE i.inhrelid = s.relid AND i.inhparent = $3), "
-							  "       s.relid::regclass::text "
-							  "FROM streamcube.segment_catalog s "
-							  "WHERE s.cube_id = $1 AND s.window_start = $2",
-							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+	if (sc_catalog_exec_kept(&plan,
+							 "SELECT EXISTS (SELECT 1 FROM pg_inherits i "
+							 "               WHERE i.inhrelid = s.relid AND i.inhparent = $3), "
+							 "       s.relid::regclass::text "
+							 "FROM streamcube.segment_catalog s "
+							 "WHERE s.cube_id = $1 AND s.window_start = $2",
+							 3, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
-	sc_catalog_leave(&save);
 	if (SPI_processed == 0)
 		return false;
 	attached = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -334,11 +334,12 @@ sc_segment_lock_windows(const ScCube *cube)
 bool
 sc_segment_ensure(const ScCube *cube, int64 start)
 {
+	static SPIPlanPtr insert_plan = NULL;	/* per window created: planned once */
 	char	   *relname;
 	char	   *qualified;
 	StringInfoData sql;
-	ScPrivilegeSave save;
 	ScAsOwner	as;
+	Oid			relid;
 
 	SPI_connect();
 	if (sc_segment_known(cube, start))
@@ -379,14 +380,16 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 		elog(ERROR, "could not attach partition %s", qualified);
 	sc_as_owner_leave(&as);
 
-	sc_catalog_enter(&save);
-	SPI_execute_with_args("INSERT INTO streamcube.segment_catalog (cube_id, window_start, window_end, relid) "
-						  "VALUES ($1, $2, $3, $4::regclass)",
-						  4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID},
-						  (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
-							  TimestampTzGetDatum(start + cube->width), CStringGetTextDatum(qualified)},
-						  NULL, false, 0);
-	sc_catalog_leave(&save);
+	relid = get_relname_relid(relname, get_rel_namespace(cube->relid));
+	if (!OidIsValid(relid))
+		elog(ERROR, "partition %s vanished after it was created", qualified);
+	sc_catalog_exec_kept(&insert_plan,
+						 "INSERT INTO streamcube.segment_catalog (cube_id, window_start, window_end, relid) "
+						 "VALUES ($1, $2, $3, $4)",
+						 4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID},
+						 (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							 TimestampTzGetDatum(start + cube->width), ObjectIdGetDatum(relid)},
+						 NULL, false, 0);
 	SPI_finish();
 	return true;
 }
