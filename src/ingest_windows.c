@@ -260,13 +260,22 @@ sc_window_pending(ScIngest *ing, int64 window)
 	return false;
 }
 
+/* Is the window among those batches met that do not exist yet? */
+static bool
+sc_window_noted_missing(ScIngest *ing, int64 window)
+{
+	for (int i = 0; i < ing->windows.nmissing; i++)
+		if (ing->windows.missing[i] == window)
+			return true;
+	return false;
+}
+
 /* Windows a batch met that do not exist yet: created after it commits. */
 static void
 sc_window_note_missing(ScIngest *ing, int64 window)
 {
-	for (int i = 0; i < ing->windows.nmissing; i++)
-		if (ing->windows.missing[i] == window)
-			return;
+	if (sc_window_noted_missing(ing, window))
+		return;
 	if (ing->windows.nmissing == ing->windows.maxmissing)
 	{
 		ing->windows.maxmissing *= 2;
@@ -344,6 +353,16 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 
 	if (batch)
 	{
+		/*
+		 * Known to be missing already: a batch stops at such a window, and
+		 * the look ahead for more of them (sc_peek_missing_windows) meets
+		 * every message of the rest of the batch, most of them in windows
+		 * it noted a moment ago.  Asking the catalog for each again cost a
+		 * month's replay a fifth of its receiver.  The window is created,
+		 * or found made by another receiver, in the next round.
+		 */
+		if (sc_window_noted_missing(ing, window))
+			return sc_window_missing;
 		SPI_connect();
 		work.known = sc_segment_state(ing->cube, window, &work.state, ing->windows.cxt);
 		SPI_finish();
