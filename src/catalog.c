@@ -454,13 +454,14 @@ sc_check_install(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* An int4[] (type INT4OID) or int8[] (INT8OID) of n Datums. */
+/* An int4[] (type INT4OID), int8[] (INT8OID) or timestamptz[] (TIMESTAMPTZOID) of n Datums. */
 Datum
 sc_int_array(const Datum *values, int n, Oid type)
 {
 	if (type == INT4OID)
 		return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT4OID, 4, true, TYPALIGN_INT));
-	return PointerGetDatum(construct_array(unconstify(Datum *, values), n, INT8OID, 8,
+	Assert(type == INT8OID || type == TIMESTAMPTZOID);
+	return PointerGetDatum(construct_array(unconstify(Datum *, values), n, type, 8,
 										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 

@@ -665,6 +665,9 @@ void
 sc_windows_record(ScIngest *ing, int nlines_done)
 {
 	ScFirstKey	prev = {0, -1}; /* the last key known to be recorded */
+	int			first_new = ing->windows.nfirsts_pending;
+	int64	   *offsets = NULL; /* of the first offsets new here, by pending index */
+	int			maxoffsets = 0;
 
 	for (int l = 0; l < nlines_done; l++)
 	{
@@ -705,15 +708,39 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 				ing->windows.firsts_pending[k].key.partition == key.partition;
 		if (seen)
 			continue;
-		sc_positions_first_offset(ing->cube->cube_id, key.start, key.partition, m->offset);
 		if (ing->windows.nfirsts_pending == ing->windows.maxfirsts_pending)
 		{
 			ing->windows.maxfirsts_pending *= 2;
 			ing->windows.firsts_pending = repalloc(ing->windows.firsts_pending,
 												   sizeof(ScFirstEntry) * ing->windows.maxfirsts_pending);
 		}
+		if (ing->windows.nfirsts_pending - first_new == maxoffsets)
+		{
+			maxoffsets = Max(maxoffsets * 2, 16);
+			offsets = offsets == NULL ? palloc(sizeof(int64) * maxoffsets)
+				: repalloc(offsets, sizeof(int64) * maxoffsets);
+		}
+		offsets[ing->windows.nfirsts_pending - first_new] = m->offset;
 		ing->windows.firsts_pending[ing->windows.nfirsts_pending].key = key;
 		ing->windows.firsts_pending[ing->windows.nfirsts_pending++].relid = relid;
+	}
+
+	/* The new first offsets, all in one statement. */
+	if (ing->windows.nfirsts_pending > first_new)
+	{
+		int			n = ing->windows.nfirsts_pending - first_new;
+		int64	   *starts = palloc(sizeof(int64) * n);
+		int32	   *partitions = palloc(sizeof(int32) * n);
+
+		for (int i = 0; i < n; i++)
+		{
+			starts[i] = ing->windows.firsts_pending[first_new + i].key.start;
+			partitions[i] = ing->windows.firsts_pending[first_new + i].key.partition;
+		}
+		sc_positions_first_offsets(ing->cube->cube_id, n, starts, partitions, offsets);
+		pfree(starts);
+		pfree(partitions);
+		pfree(offsets);
 	}
 }
 

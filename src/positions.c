@@ -501,21 +501,36 @@ sc_positions_short_of(int32 cube_id, Datum parts, Datum targets)
  */
 
 /*
- * The first offset of a Kafka partition in an active window, in the
- * transaction that inserts its row.  Caller is connected to SPI.
+ * The first offsets of Kafka partitions in active windows, in the
+ * transaction that inserts their rows: n of them, window starts[i] and
+ * partitions[i] first at offsets[i], in one statement (a replay of history
+ * records one per window and partition it meets, a few per batch).  Caller
+ * is connected to SPI.
  */
 void
-sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition, int64 offset)
+sc_positions_first_offsets(int32 cube_id, int n, const int64 *starts,
+						   const int32 *partitions, const int64 *offsets)
 {
-	static SPIPlanPtr plan = NULL;	/* per window and partition: planned once */
-	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT4OID, INT8OID};
-	Datum		values[4] = {Int32GetDatum(cube_id), TimestampTzGetDatum(window_start),
-	Int32GetDatum(partition), Int64GetDatum(offset)};
+	static SPIPlanPtr plan = NULL;	/* every batch that opens a window: planned once */
+	Oid			types[4] = {INT4OID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT8ARRAYOID};
+	Datum		values[4];
+	Datum	   *elems;
 
+	if (n == 0)
+		return;
+	elems = palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		elems[i] = TimestampTzGetDatum(starts[i]);
+	values[0] = Int32GetDatum(cube_id);
+	values[1] = sc_int_array(elems, n, TIMESTAMPTZOID);
+	values[2] = sc_int4_array(n, partitions);
+	values[3] = sc_int8_array(n, offsets);
 	sc_catalog_exec_kept(&plan,
 						 "INSERT INTO streamcube.window_offsets "
-						 "(cube_id, window_start, partition, first_offset) VALUES ($1, $2, $3, $4) "
+						 "(cube_id, window_start, partition, first_offset) "
+						 "SELECT $1, unnest($2), unnest($3), unnest($4) "
 						 "ON CONFLICT DO NOTHING", 4, types, values, NULL, false, 0);
+	pfree(elems);
 }
 
 /*

@@ -65,8 +65,8 @@ extern int64 sc_positions_merged(int32 cube_id, int32 partition);
 extern void sc_positions_hand_over(int32 cube_id, int32 partition, const char *replica_set,
 								   int64 epoch, int64 offset, TimestampTz held_at);
 extern int64 sc_positions_short_of(int32 cube_id, Datum parts, Datum targets);
-extern void sc_positions_first_offset(int32 cube_id, int64 window_start, int32 partition,
-									  int64 offset);
+extern void sc_positions_first_offsets(int32 cube_id, int n, const int64 *starts,
+									   const int32 *partitions, const int64 *offsets);
 extern void sc_positions_late(int32 cube_id, int64 window_start, int32 partition, int64 upto);
 extern void sc_positions_seal(int32 cube_id, int64 window_start);
 
