@@ -454,3 +454,42 @@ BEGIN
     END IF;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- streamcube.segments: an active partition may hold several windows (a
+-- bucket of history, streamcube.history_buckets); it is "active" (or
+-- "sealing"), not "compacted", until sealed.
+-- ---------------------------------------------------------------------
+CREATE OR REPLACE VIEW streamcube.segments AS
+SELECT c.relid::regclass AS cube,
+       min(s.window_start) AS window_start,
+       max(s.window_end) AS window_end,
+       -- several windows in one partition: compacted once sealed; a bucket
+       -- of history's windows is one while active too (segments.c)
+       CASE WHEN count(*) > 1 AND min(s.state) = 'sealed' THEN 'compacted'
+            -- a seal holds a SHARE lock on the window's partition while it copies
+            WHEN min(s.state) = 'active' AND EXISTS (
+                 SELECT 1 FROM pg_catalog.pg_locks l
+                 WHERE l.relation = s.relid AND l.mode = 'ShareLock' AND l.granted)
+            THEN 'sealing' ELSE min(s.state) END AS state,
+       streamcube._segment_rows(c.relid, s.relid) AS rows,
+       pg_catalog.pg_total_relation_size(s.relid) AS bytes,
+       s.relid::regclass AS relation,
+       max(s.sealed_at) AS sealed_at,
+       -- per Kafka partition: every message of the partition's windows below
+       -- this offset is in it (the smallest of its windows' marks; 0 when a
+       -- window has none, as a window no row ever needed)
+       (SELECT pg_catalog.jsonb_object_agg(u.partition, u."offset" ORDER BY u.partition)
+        FROM (SELECT u.partition,
+                     CASE WHEN pg_catalog.count(*) < (SELECT pg_catalog.count(*) FROM streamcube.segment_catalog w2
+                                                      WHERE w2.cube_id = c.cube_id AND w2.relid = s.relid)
+                          THEN 0 ELSE pg_catalog.min(u."offset") END AS "offset"
+              FROM streamcube.sealed_upto u
+              JOIN streamcube.segment_catalog w USING (cube_id, window_start)
+              WHERE w.cube_id = c.cube_id AND w.relid = s.relid
+              GROUP BY u.partition) u) AS sealed_upto,
+       count(*)::integer AS windows
+FROM streamcube.segment_catalog s
+JOIN streamcube.cubes c USING (cube_id)
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid)
+GROUP BY c.cube_id, c.relid, s.relid;

@@ -108,48 +108,6 @@ struct ScCompactJob
  * ----------------------------------------------------------------
  */
 
-/* The bucket of level `level` that holds ts: [*start, *end). */
-static void
-sc_compact_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *end)
-{
-	const ScCompactLevel *l = &cube->compact[level];
-
-	if (l->months == 0)
-	{
-		ScCube		as_width = *cube;
-
-		as_width.width = l->usecs;
-		*start = sc_window_start(&as_width, ts);
-		*end = *start + l->usecs;
-	}
-	else
-	{
-		struct pg_tm tm;
-		fsec_t		fsec;
-		Timestamp	t;
-
-		if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("window of cube %s is out of range", cube->qualified)));
-		tm.tm_mday = 1;
-		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-		tm.tm_mon = ((tm.tm_mon - 1) / l->months) * l->months + 1;
-		if (tm2timestamp(&tm, 0, NULL, &t) != 0)
-			elog(ERROR, "could not compute a compaction bucket");
-		*start = t;
-		tm.tm_mon += l->months;
-		if (tm.tm_mon > 12)
-		{
-			tm.tm_mon -= 12;
-			tm.tm_year++;
-		}
-		if (tm2timestamp(&tm, 0, NULL, &t) != 0)
-			elog(ERROR, "could not compute a compaction bucket");
-		*end = t;
-	}
-}
-
 /* What a bucket's partition is named after its start: "_20261201", "_202612". */
 static char *
 sc_compact_stamp(const ScCube *cube, int level, int64 start)
@@ -330,7 +288,7 @@ sc_compact_plan(ScCube *cube, TimestampTz older_than, int max_sources)
 			int			hi = lo;
 			ScCompactJob *job;
 
-			sc_compact_bucket(cube, level, w[lo].start, &start, &end);
+			sc_level_bucket(cube, level, w[lo].start, &start, &end);
 			while (hi < n && w[hi].start < end)
 				hi++;
 			if (end <= older_than && end > drop_before &&

@@ -172,9 +172,11 @@ extern int64 sc_window_start(const ScCube *cube, int64 ts);
 extern int64 sc_bucket_start(int64 ts, int64 width);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
-extern bool sc_segment_ensure(const ScCube *cube, int64 window_start);
+extern bool sc_segment_ensure(const ScCube *cube, int64 window_start,
+							  int64 *created_start, int64 *created_end);
+extern void sc_level_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *end);
 extern void sc_segment_lock_windows(const ScCube *cube);
-extern void sc_segment_set_partition(const ScCube *cube, int64 start, Oid relid);
+extern void sc_segment_set_partition(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);
 extern void sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);

@@ -594,8 +594,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
-	sc_segment_ensure(cube, now);
-	sc_segment_ensure(cube, now + cube->width);
+	sc_segment_ensure(cube, now, NULL, NULL);
+	sc_segment_ensure(cube, now + cube->width, NULL, NULL);
 
 	/* Each replica set with partitions needs a receiver slot. */
 	sc_slots_warn_short(name, Min(Max(list_length(cube->replica_sets), 1), list_length(partitions)));

@@ -27,6 +27,7 @@ int			sc_restart_max_delay_ms = 60000;
 int			sc_batch_max_windows = 8;
 int			sc_metadata_interval_ms = 30000;
 bool		sc_direct_insert = true;
+bool		sc_history_buckets = true;
 
 void
 sc_guc_define(void)
@@ -155,6 +156,15 @@ sc_guc_define(void)
 							 "Receivers form rows themselves instead of going through COPY.",
 							 "Rows into sealed windows, and into partitions with triggers or generated columns, go through COPY either way.",
 							 &sc_direct_insert,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("streamcube.history_buckets",
+							 "A window of history gets the partition of its whole compaction bucket.",
+							 "When a receiver creates a window whose bucket of the cube's finest compaction level has ended (all of it due for sealing) and holds no window yet, one partition is made for the bucket instead of one per window, sealed in one step and never compacted again.",
+							 &sc_history_buckets,
 							 true,
 							 PGC_SIGHUP,
 							 0,

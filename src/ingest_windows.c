@@ -229,6 +229,8 @@ typedef struct ScWindowWork
 	ScIngest   *ing;
 	int64		window;
 	bool		created;
+	int64		created_start;	/* the windows created, when created */
+	int64		created_end;
 	bool		known;
 	ScWindowState state;
 } ScWindowWork;
@@ -237,13 +239,15 @@ static void
 sc_window_work(void *arg)
 {
 	ScWindowWork *w = arg;
+	const ScCube *cube = w->ing->cube;
 
-	w->created = sc_segment_ensure(w->ing->cube, w->window);
+	w->created = sc_segment_ensure(cube, w->window, &w->created_start, &w->created_end);
 	SPI_connect();
-	/* The roll-ups get their partitions of it in the same transaction. */
+	/* The roll-ups get their partitions of them in the same transaction. */
 	if (w->created)
-		sc_rollup_windows_create(w->ing->cube, w->window, false);
-	w->known = sc_segment_state(w->ing->cube, w->window, &w->state, w->ing->windows.cxt);
+		for (int64 s = w->created_start; s < w->created_end; s += cube->width)
+			sc_rollup_windows_create(cube, s, false);
+	w->known = sc_segment_state(cube, w->window, &w->state, w->ing->windows.cxt);
 	SPI_finish();
 }
 
@@ -379,12 +383,16 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		}
 		if (work.created)
 		{
-			if (ing->windows.npending == ing->windows.maxpending)
+			/* every window of a bucket made for history (segments.c) */
+			for (int64 s = work.created_start; s < work.created_end; s += ing->cube->width)
 			{
-				ing->windows.maxpending *= 2;
-				ing->windows.pending = repalloc(ing->windows.pending, sizeof(int64) * ing->windows.maxpending);
+				if (ing->windows.npending == ing->windows.maxpending)
+				{
+					ing->windows.maxpending *= 2;
+					ing->windows.pending = repalloc(ing->windows.pending, sizeof(int64) * ing->windows.maxpending);
+				}
+				ing->windows.pending[ing->windows.npending++] = s;
 			}
-			ing->windows.pending[ing->windows.npending++] = window;
 			return NULL;
 		}
 		if (!work.known)

@@ -283,7 +283,7 @@ sc_seal_due(PG_FUNCTION_ARGS)
 	List	   *dues = NIL;
 	ListCell   *lc;
 	int			sealed = 0;
-	int			seal_budget = SC_SEAL_MAX_WINDOWS;
+	int			seal_budget = SC_SEAL_MAX_PARTITIONS;
 	int			compact_budget = SC_COMPACT_DUE_SOURCES;
 	int			drop_budget = SC_DROP_STEP;
 
@@ -317,7 +317,7 @@ sc_seal_due(PG_FUNCTION_ARGS)
 		ScDueCube  *due = lfirst(lc);
 
 		if (sc_seal_due_try(due, SC_DUE_FINISH))
-			sealed += list_length(due->jobs);
+			sealed += sc_seal_windows(due->jobs);
 		else if (due->jobs != NIL || due->compact_jobs != NIL)
 			(void) sc_seal_due_try(due, SC_DUE_CLEANUP);
 	}

@@ -78,11 +78,17 @@
 
 PG_FUNCTION_INFO_V1(sc_seal);
 
-/* One window being sealed. */
+/*
+ * One partition being sealed: one window, or the windows of a bucket of
+ * history that share one (segments.c, sc_segment_history_bucket), sealed
+ * together.
+ */
 typedef struct ScSealJob
 {
 	ScCube	   *cube;
 	int64		start;
+	int64		end;			/* its windows are [start, end) */
+	int			nwindows;
 	Oid			active;			/* the unlogged partition */
 	char	   *active_schema;	/* its schema (the cube's may have moved since) */
 	char	   *active_name;	/* its unqualified name */
@@ -102,7 +108,7 @@ sc_seal_copy(ScSealJob *job)
 	ScCube	   *cube = job->cube;
 	Oid			nsp = get_rel_namespace(job->active);
 	const char *lo = sc_bound_literal(cube, job->start);
-	const char *hi = sc_bound_literal(cube, job->start + cube->width);
+	const char *hi = sc_bound_literal(cube, job->end);
 	char	   *twin;
 	ScAsOwner	save;
 	ScRowMove  *move;
@@ -132,11 +138,12 @@ sc_seal_copy(ScSealJob *job)
 	sc_sealed_table_guard(twin);
 	sc_as_owner_leave(&save);
 
-	/* The roll-ups' partitions of the window: locked by the same lock. */
+	/* The roll-ups' partitions of its windows: locked by the same lock. */
+	for (int64 w = job->start; w < job->end; w += cube->width)
 	{
 		MemoryContext old = MemoryContextSwitchTo(cube->mcxt);
 
-		job->rollup_twins = sc_rollup_seal_copy(cube, job->start);
+		job->rollup_twins = list_concat(job->rollup_twins, sc_rollup_seal_copy(cube, w));
 		MemoryContextSwitchTo(old);
 	}
 }
@@ -156,8 +163,8 @@ sc_seal_swap_statements(ScSealJob *job)
 	appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified, active);
 	sc_seal_exec(sql.data);
 
-	/* The window is the twin now: the sql_drop trigger must not forget it. */
-	sc_segment_set_partition(cube, job->start, job->twin);
+	/* Its windows are the twin now: the sql_drop trigger must not forget them. */
+	sc_segment_set_partition(cube, job->start, job->end, job->twin);
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "DROP TABLE %s", active);
@@ -171,7 +178,7 @@ sc_seal_swap_statements(ScSealJob *job)
 	appendStringInfo(&sql, "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
 					 cube->qualified, active,
 					 sc_bound_literal(cube, job->start),
-					 sc_bound_literal(cube, job->start + cube->width));
+					 sc_bound_literal(cube, job->end));
 	sc_seal_exec(sql.data);
 
 	sc_rollup_seal_swap(job->rollup_twins);
@@ -194,7 +201,10 @@ static void
 sc_seal_swap(ScSealJob *job)
 {
 	sc_seal_with_lock_retry(job->cube, sc_seal_swap_fn, job,
-							psprintf("seal window %s", sc_bound_literal(job->cube, job->start)));
+							job->nwindows == 1
+							? psprintf("seal window %s", sc_bound_literal(job->cube, job->start))
+							: psprintf("seal windows %s to %s", sc_bound_literal(job->cube, job->start),
+									   sc_bound_literal(job->cube, job->end)));
 }
 
 /* ----------------------------------------------------------------
@@ -206,25 +216,26 @@ sc_seal_record(ScSealJob *job)
 {
 	ScCube	   *cube = job->cube;
 	ScPrivilegeSave save;
-	Oid			types[5] = {INT4OID, TIMESTAMPTZOID, TEXTOID, INT8OID, NAMEOID};
+	Oid			types[5] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, NAMEOID};
 	Datum		values[5];
 
 	values[0] = Int32GetDatum(cube->cube_id);
 	values[1] = TimestampTzGetDatum(job->start);
-	values[2] = (Datum) 0;
+	values[2] = TimestampTzGetDatum(job->end);
 	values[3] = Int64GetDatum(job->rows);
 	values[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 
-	sc_segment_mark_sealed(cube, job->start);
-
-	sc_positions_seal(cube->cube_id, job->start);
+	for (int64 w = job->start; w < job->end; w += cube->width)
+	{
+		sc_segment_mark_sealed(cube, w);
+		sc_positions_seal(cube->cube_id, w);
+	}
 
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("INSERT INTO streamcube.segment_log "
 							  "(cube_id, cube, window_start, window_end, action, rows, done_by) "
-							  "SELECT $1, c.relid, $2, s.window_end, 'sealed', $4, $5 "
-							  "FROM streamcube.cubes c JOIN streamcube.segment_catalog s USING (cube_id) "
-							  "WHERE c.cube_id = $1 AND s.window_start = $2",
+							  "SELECT $1, c.relid, $2, $3, 'sealed', $4, $5 "
+							  "FROM streamcube.cubes c WHERE c.cube_id = $1",
 							  5, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not journal the seal");
 	sc_catalog_leave(&save);
@@ -236,25 +247,37 @@ sc_seal_record(ScSealJob *job)
  * ----------------------------------------------------------------
  */
 
-/* The active windows of a cube that end at or before older_than. */
+/*
+ * The active partitions of a cube whose windows all end at or before
+ * older_than, at most max_partitions of them, oldest first: a job each,
+ * with the windows it holds (one, or a bucket of history's).  Their
+ * catalog rows are locked.
+ */
 static List *
-sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
+sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_partitions)
 {
 	ScPrivilegeSave save;
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT4OID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(older_than),
-	Int32GetDatum(max_windows)};
+	Int32GetDatum(max_partitions)};
 	List	   *jobs = NIL;
+	ScSealJob  *job = NULL;
 	MemoryContext old;
 
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT s.window_start, s.relid::oid, r.relname, n.nspname "
+	if (SPI_execute_with_args("WITH due AS ("
+							  "  SELECT s.relid FROM streamcube.segment_catalog s "
+							  "  WHERE s.cube_id = $1 GROUP BY s.relid "
+							  "  HAVING bool_and(s.state = 'active') AND max(s.window_end) <= $2 "
+							  "  ORDER BY min(s.window_start) LIMIT $3) "
+							  "SELECT s.window_start, s.relid::oid, r.relname, n.nspname "
 							  "FROM streamcube.segment_catalog s "
+							  "JOIN due d ON d.relid = s.relid "
 							  "JOIN pg_class r ON r.oid = s.relid "
 							  "JOIN pg_namespace n ON n.oid = r.relnamespace "
 							  "WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2 "
 							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
-							  "ORDER BY s.window_start LIMIT $3 FOR UPDATE OF s",
+							  "ORDER BY s.window_start FOR UPDATE OF s",
 							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
@@ -262,12 +285,23 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
 	old = MemoryContextSwitchTo(cube->mcxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		ScSealJob  *job = palloc0(sizeof(ScSealJob));
 		bool		isnull;
+		int64		start = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		Oid			relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 
+		/* the windows of one partition are consecutive: ranges never overlap */
+		if (job != NULL && job->active == relid && job->end == start)
+		{
+			job->end += cube->width;
+			job->nwindows++;
+			continue;
+		}
+		job = palloc0(sizeof(ScSealJob));
 		job->cube = cube;
-		job->start = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		job->active = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		job->start = start;
+		job->end = start + cube->width;
+		job->nwindows = 1;
+		job->active = relid;
 		job->active_name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
 		job->active_schema = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4);
 		jobs = lappend(jobs, job);
@@ -282,7 +316,7 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_windows)
  * them.  Returns the jobs for sc_seal_finish().
  */
 List *
-sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_windows)
+sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_partitions)
 {
 	List	   *jobs;
 	ListCell   *lc;
@@ -297,12 +331,24 @@ sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_windows)
 	if (!sc_seal_lock_cube(cube))
 		return NIL;				/* dropped meanwhile */
 
-	if (max_windows <= 0)
+	if (max_partitions <= 0)
 		return NIL;
-	jobs = sc_seal_due_windows(cube, older_than, max_windows);
+	jobs = sc_seal_due_windows(cube, older_than, max_partitions);
 	foreach(lc, jobs)
 		sc_seal_copy(lfirst(lc));
 	return jobs;
+}
+
+/* How many windows the jobs seal. */
+int
+sc_seal_windows(List *jobs)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, jobs)
+		n += ((ScSealJob *) lfirst(lc))->nwindows;
+	return n;
 }
 
 /* Phases 2 and 3 for a cube: swap, record, rebuild its sealed view. */
@@ -323,10 +369,10 @@ sc_seal_finish(ScCube *cube, List *jobs)
 static int
 sc_seal_cube(ScCube *cube, TimestampTz older_than)
 {
-	List	   *jobs = sc_seal_prepare(cube, older_than, SC_SEAL_MAX_WINDOWS);
+	List	   *jobs = sc_seal_prepare(cube, older_than, SC_SEAL_MAX_PARTITIONS);
 
 	sc_seal_finish(cube, jobs);
-	return list_length(jobs);
+	return sc_seal_windows(jobs);
 }
 
 /* now() as the cube's time column sees it. */

@@ -73,6 +73,51 @@ sc_bucket_start(int64 ts, int64 width)
 	return SC_WINDOW_ORIGIN + k * width;
 }
 
+/*
+ * The bucket of compaction level `level` (option "compact") that holds ts:
+ * [*start, *end).
+ */
+void
+sc_level_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *end)
+{
+	const ScCompactLevel *l = &cube->compact[level];
+
+	if (l->months == 0)
+	{
+		ScCube		as_width = *cube;
+
+		as_width.width = l->usecs;
+		*start = sc_window_start(&as_width, ts);
+		*end = *start + l->usecs;
+	}
+	else
+	{
+		struct pg_tm tm;
+		fsec_t		fsec;
+		Timestamp	t;
+
+		if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("window of cube %s is out of range", cube->qualified)));
+		tm.tm_mday = 1;
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		tm.tm_mon = ((tm.tm_mon - 1) / l->months) * l->months + 1;
+		if (tm2timestamp(&tm, 0, NULL, &t) != 0)
+			elog(ERROR, "could not compute a compaction bucket");
+		*start = t;
+		tm.tm_mon += l->months;
+		if (tm.tm_mon > 12)
+		{
+			tm.tm_mon -= 12;
+			tm.tm_year++;
+		}
+		if (tm2timestamp(&tm, 0, NULL, &t) != 0)
+			elog(ERROR, "could not compute a compaction bucket");
+		*end = t;
+	}
+}
+
 /* Read exactly n digits; -1 if any is not a digit. */
 static inline int
 sc_digits(const char *p, int n)
@@ -327,19 +372,65 @@ sc_segment_lock_windows(const ScCube *cube)
 }
 
 /*
+ * The partition a window of history gets: the bucket of the cube's finest
+ * compaction level that holds the window, when that bucket has ended
+ * already (it ends at or before now minus the cube's grace: every window
+ * of it is due for sealing, and once sealed it would be compacted into
+ * one partition of the bucket anyway) and the catalog knows none of its
+ * windows.  One partition for, say, a day of windows of an hour costs one
+ * CREATE and ATTACH instead of 24, and a seal instead of 24 seals and a
+ * compaction; the windows stay windows in the catalog, all active, all
+ * naming it.  False, for a window of its own: the cube has no compaction
+ * levels, setting streamcube.history_buckets is off, the bucket is not
+ * over, one of its windows exists (made before, or by a late row), or the
+ * cube has roll-ups (their partitions, one per window, are merged when a
+ * compaction merges the cube's, which a bucket made whole never needs).
+ * The caller holds the window lock and is connected to SPI.
+ */
+static bool
+sc_segment_history_bucket(const ScCube *cube, int64 start, int64 *bucket_start, int64 *bucket_end)
+{
+	static SPIPlanPtr plan = NULL;
+	int64		due_before;
+	bool		isnull;
+
+	if (!sc_history_buckets || cube->ncompact == 0)
+		return false;
+	sc_level_bucket(cube, 0, start, bucket_start, bucket_end);
+	due_before = sc_cube_time(cube, GetCurrentTransactionStartTimestamp()) - cube->grace;
+	if (*bucket_end > due_before || *bucket_end - *bucket_start <= cube->width)
+		return false;
+	if (sc_catalog_exec_kept(&plan,
+							 "SELECT EXISTS (SELECT 1 FROM streamcube.segment_catalog "
+							 "               WHERE cube_id = $1 AND window_start >= $2 AND window_start < $3) "
+							 "    OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog WHERE cube_id = $1)",
+							 3, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+							 (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(*bucket_start),
+								 TimestampTzGetDatum(*bucket_end)},
+							 NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.segment_catalog");
+	return !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
  * Make sure the window starting at `start` has its partition; true when
- * this call created it.  Runs inside the caller's transaction; DDL runs as
- * the current user (the cube owner).
+ * this call created it, for the windows [*created_start, *created_end):
+ * the window alone, or every window of its bucket when it is history
+ * (sc_segment_history_bucket).  Runs inside the caller's transaction; DDL
+ * runs as the current user (the cube owner).
  */
 bool
-sc_segment_ensure(const ScCube *cube, int64 start)
+sc_segment_ensure(const ScCube *cube, int64 start, int64 *created_start, int64 *created_end)
 {
-	static SPIPlanPtr insert_plan = NULL;	/* per window created: planned once */
+	static SPIPlanPtr insert_plan = NULL;	/* per partition created: planned once */
 	char	   *relname;
 	char	   *qualified;
 	StringInfoData sql;
 	ScAsOwner	as;
 	Oid			relid;
+	int64		lo = start,
+				hi = start + cube->width;
+	Interval	width = {.time = cube->width};
 
 	SPI_connect();
 	if (sc_segment_known(cube, start))
@@ -355,8 +446,10 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 		SPI_finish();
 		return false;
 	}
+	if (!sc_segment_history_bucket(cube, start, &lo, &hi))
+		lo = start, hi = start + cube->width;
 
-	relname = sc_window_partition_name(get_rel_namespace(cube->relid), cube->relname, start);
+	relname = sc_window_partition_name(get_rel_namespace(cube->relid), cube->relname, lo);
 	qualified = quote_qualified_identifier(cube->schema, relname);
 
 	/*
@@ -375,7 +468,7 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
 					 cube->qualified, qualified,
-					 sc_bound_literal(cube, start), sc_bound_literal(cube, start + cube->width));
+					 sc_bound_literal(cube, lo), sc_bound_literal(cube, hi));
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not attach partition %s", qualified);
 	sc_as_owner_leave(&as);
@@ -385,12 +478,18 @@ sc_segment_ensure(const ScCube *cube, int64 start)
 		elog(ERROR, "partition %s vanished after it was created", qualified);
 	sc_catalog_exec_kept(&insert_plan,
 						 "INSERT INTO streamcube.segment_catalog (cube_id, window_start, window_end, relid) "
-						 "VALUES ($1, $2, $3, $4)",
-						 4, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID},
-						 (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
-							 TimestampTzGetDatum(start + cube->width), ObjectIdGetDatum(relid)},
+						 "SELECT $1, w, w + $4, $3 "
+						 "FROM pg_catalog.generate_series($2, $5 - $4, $4) AS w",
+						 5, (Oid[]) {INT4OID, TIMESTAMPTZOID, OIDOID, INTERVALOID, TIMESTAMPTZOID},
+						 (Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(lo),
+							 ObjectIdGetDatum(relid), IntervalPGetDatum(&width),
+						 TimestampTzGetDatum(hi)},
 						 NULL, false, 0);
 	SPI_finish();
+	if (created_start != NULL)
+		*created_start = lo;
+	if (created_end != NULL)
+		*created_end = hi;
 	return true;
 }
 
@@ -456,18 +555,18 @@ sc_segment_state(const ScCube *cube, int64 start, ScWindowState *state, MemoryCo
  * compaction below.  The caller is connected to SPI.
  */
 
-/* A seal's swap: the window is its logged twin now. */
+/* A seal's swap: the windows [start, end) are their logged twin now. */
 void
-sc_segment_set_partition(const ScCube *cube, int64 start, Oid relid)
+sc_segment_set_partition(const ScCube *cube, int64 start, int64 end, Oid relid)
 {
-	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDOID};
-	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
-	ObjectIdGetDatum(relid)};
+	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[4] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+		TimestampTzGetDatum(end), ObjectIdGetDatum(relid)};
 
-	if (sc_catalog_exec("UPDATE streamcube.segment_catalog SET relid = $3 "
-						"WHERE cube_id = $1 AND window_start = $2",
-						3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_processed != 1)
+	if (sc_catalog_exec("UPDATE streamcube.segment_catalog SET relid = $4 "
+						"WHERE cube_id = $1 AND window_start >= $2 AND window_start < $3",
+						4, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != (uint64) ((end - start) / cube->width))
 		elog(ERROR, "could not point window %s of cube %s at its sealed partition",
 			 sc_bound_literal(cube, start), cube->qualified);
 }

@@ -107,6 +107,7 @@ extern int	sc_restart_max_delay_ms;
 extern int	sc_batch_max_windows;
 extern int	sc_metadata_interval_ms;
 extern bool sc_direct_insert;
+extern bool sc_history_buckets;
 
 extern void sc_guc_define(void);
 

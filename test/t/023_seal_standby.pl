@@ -55,7 +55,8 @@ $primary->append_conf('postgresql.conf', join("\n",
 	"shared_preload_libraries = 'streamcube'",
 	"streamcube.database = 'postgres'",
 	"max_worker_processes = 16",
-	"log_min_messages = info") . "\n");
+	"log_min_messages = info",
+	"streamcube.history_buckets = off") . "\n");
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION streamcube');
 $primary->safe_psql('postgres', "SELECT streamcube_add_cluster('k', '$ENV{SC_KAFKA}')");

@@ -21,6 +21,15 @@
 #           a window after its seal or compaction changed it: a row written
 #           into a dropped partition would be missing, one written into the
 #           wrong partition would show in the window check).
+#   part 3  buckets of history (setting streamcube.history_buckets, on
+#           from here; parts 1 and 2 run with it off, window by window):
+#           a replay of past days makes one partition per day (the cube's
+#           compaction level), its 24 windows all naming it, while seals
+#           race it and two receivers write into it; each day is sealed in
+#           one step and never compacted.  Exact.
+#   part 4  a crash (immediate stop) while buckets of history are active:
+#           their UNLOGGED partitions come back empty, the receivers read
+#           again from the checkpoints, and the cube is exact.
 
 use strict;
 use warnings;
@@ -43,6 +52,8 @@ my $hour = 3_600;
 my $node = sc_node('history', 'log_min_messages = debug1',
 	# a replay of days creates its windows 48 at a time between batches
 	'streamcube.batch_max_windows = 48');
+# parts 1 and 2 run with streamcube.history_buckets off (sc_node), a
+# partition per window; part 3 turns it on
 
 sub wait_cube
 {
@@ -215,5 +226,83 @@ note "2: windows read again after a seal or compaction (some receiver): $again o
 is(join(', ', map { "$_: $reads->{$_}" } @often), '',
 	'2: no window was read more than three times per receiver');
 
+# ------------------------------------------------------------------ part 3
+$node->safe_psql('postgres', 'ALTER SYSTEM SET streamcube.history_buckets = on');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+# a new session is forked by a postmaster that read it, as receivers are
+$node->poll_query_until('postgres', 'SHOW streamcube.history_buckets', 'on')
+  or die 'streamcube.history_buckets did not turn on';
+
+my $topic3 = sc_topic('history_buckets');
+sc_create_topic($topic3, 4);
+sc_create_cube($node, 'buckets', $topic3, '{"replica_sets": ["a", "b"]}');
+$from = -s $node->logfile;
+$pids = receiver_pids('buckets');
+# 36,000 messages over d0 .. d0 + 3 (three past days), 6 s of them, while
+# streamcube_seal_due() seals what the receivers write to.
+$producer = sc_produce_start($topic3, count => 36_000, rate => 6_000,
+	'start-ts' => $d0, 'step-ms' => 7_200);
+while (sc_producer_running($producer))
+{
+	$node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
+	sleep 0.2;
+}
+ok(sc_produce_finish($producer), '3: the replay was produced');
+wait_cube('buckets', '3');
+my $sealed_days = $node->safe_psql('postgres',
+	"SELECT count(*) FROM streamcube.segment_log WHERE cube = 'buckets'::regclass "
+	  . "AND action = 'sealed' AND window_end - window_start = interval '1 day'");
+note "3: days sealed while the replay arrived: $sealed_days";
+cmp_ok($sealed_days, '>', 0, '3: a day of history was sealed in one step while its rows arrived');
+check_exact('buckets', $topic3, '3: after the race');
+is(receiver_pids('buckets'), $pids, '3: neither receiver failed');
+$node->safe_psql('postgres', 'SELECT streamcube_seal_due()') for 1 .. 2;
+check_exact('buckets', $topic3, '3: everything sealed');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(to_char(window_start AT TIME ZONE 'UTC', 'MM-DD HH24') || ' ' || windows || ' ' || state, ', ' "
+		  . "ORDER BY window_start) FROM streamcube.segments "
+		  . "WHERE cube = 'buckets'::regclass AND window_start < to_timestamp($d0 + 3 * $day)"),
+	join(', ', map { strftime_utc($d0 + $_ * $day) . ' 24 compacted' } 0 .. 2),
+	'3: each past day is one partition of its 24 windows');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FILTER (WHERE action = 'compacted'), "
+		  . "count(*) FILTER (WHERE action = 'sealed' AND window_start < to_timestamp($d0 + 3 * $day)) "
+		  . "FROM streamcube.segment_log WHERE cube = 'buckets'::regclass"),
+	'0|3', '3: each day was sealed once, as a whole, and nothing compacted');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT c.relpersistence::text, ',') FROM streamcube.segments s "
+		  . "JOIN pg_class c ON c.oid = s.relation "
+		  . "WHERE s.cube = 'buckets'::regclass AND s.window_start < to_timestamp($d0 + 3 * $day)"),
+	'p', '3: the sealed days are logged');
+
+# ------------------------------------------------------------------ part 4
+my $topic4 = sc_topic('history_crash');
+sc_create_topic($topic4, 4);
+sc_create_cube($node, 'bcrash', $topic4);
+sc_produce($topic4, count => 8_000, 'start-ts' => $d0, 'step-ms' => 2 * $day * 1000 / 8_000);
+wait_cube('bcrash', '4');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows) "
+		  . "FROM streamcube.segments WHERE cube = 'bcrash'::regclass "
+		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
+	'2 48 active 8000', '4: two days of history, two active partitions of 24 windows');
+$node->stop('immediate');
+$node->start;
+wait_cube('bcrash', '4');
+check_exact('bcrash', $topic4, '4: after the crash');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows) "
+		  . "FROM streamcube.segments WHERE cube = 'bcrash'::regclass "
+		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
+	'2 48 active 8000', '4: the same two partitions, read again from the checkpoints');
+$node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
+check_exact('bcrash', $topic4, '4: sealed after the crash');
+
 $node->stop;
 done_testing();
+
+sub strftime_utc
+{
+	my @t = gmtime(shift);
+	return sprintf('%02d-%02d %02d', $t[4] + 1, $t[3], $t[2]);
+}
