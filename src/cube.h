@@ -175,6 +175,8 @@ extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 extern bool sc_segment_ensure(const ScCube *cube, int64 window_start,
 							  int64 *created_start, int64 *created_end);
 extern void sc_level_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *end);
+extern bool sc_segment_history_span(const ScCube *cube, int64 start, int64 *bucket_start,
+									int64 *bucket_end);
 extern void sc_segment_lock_windows(const ScCube *cube);
 extern void sc_segment_set_partition(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);

@@ -276,7 +276,7 @@ sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int from, int n
 	int			mark = lines->len;
 
 	ing->windows.peeking = true;
-	for (volatile int j = from; j < n && ing->windows.nmissing < sc_batch_max_windows; j++)
+	for (volatile int j = from; j < n && sc_ingest_missing_partitions(ing) < sc_batch_max_windows; j++)
 	{
 		PG_TRY();
 		{

@@ -127,6 +127,17 @@ typedef struct ScWindowEntry
 	uint64		locked_batch;	/* the batch whose transaction holds its lock */
 } ScWindowEntry;
 
+/*
+ * Most partitions one batch locks (and writes): a lock each, and COPY's
+ * locks on their indexes, all held to the commit.  A batch whose messages
+ * spread over more (a backlog across a year of windows) ends before the
+ * first message of a window in one more; the rest waits for the next
+ * batch, in order.  Well under max_locks_per_transaction's default share
+ * of the lock table.  Windows that share a partition (a bucket of history,
+ * a compacted one) take it once.
+ */
+#define SC_BATCH_MAX_LOCKED_PARTITIONS 64
+
 /* The window cache (ingest_windows.c). */
 typedef struct ScWindowCache
 {
@@ -136,12 +147,15 @@ typedef struct ScWindowCache
 	uint64		batch_no;		/* counts transactions that use windows */
 	bool		peeking;		/* looking ahead: take no lock */
 	uint64		nlocked_batch;	/* the transaction nlocked counts for */
-	int			nlocked;		/* windows it locked */
+	int			nlocked;		/* partitions it locked ... */
+	Oid			locked[SC_BATCH_MAX_LOCKED_PARTITIONS]; /* ... which */
 	int64	   *pending;		/* windows created in the current transaction */
 	int			npending;
 	int			maxpending;
 	int64	   *missing;		/* windows met by batches, not created yet */
+	int64	   *missing_part;	/* ... the partition each will likely get (its start) */
 	int			nmissing;
+	int			nmissing_parts; /* how many partitions they will likely get */
 	int			maxmissing;
 	HTAB	   *bad;			/* ScBadWindow: windows that cannot be created */
 	HTAB	   *firsts;			/* ScFirstEntry: recorded in window_offsets */
@@ -244,6 +258,7 @@ extern const char *sc_window_need(ScIngest *ing, int64 window, bool batch, ScWin
 extern ScWindowEntry *sc_window_find(ScIngest *ing, int64 window);
 extern int64 sc_window_upto(const ScWindowEntry *e, int32 partition);
 extern void sc_windows_record(ScIngest *ing, int nlines_done);
+extern int	sc_ingest_missing_partitions(ScIngest *ing);
 extern void sc_windows_end_batch(ScIngest *ing, bool committed);
 
 /* ingest_write.c */

@@ -114,14 +114,6 @@ typedef struct ScBadWindow
 	char		error[256];
 } ScBadWindow;
 
-/*
- * Most windows one batch locks (and writes): a lock each, and COPY's locks
- * on their indexes, all held to the commit.  A batch whose messages spread
- * over more (a backlog across a year of windows) ends before the first
- * message of one more window; the rest waits for the next batch, in order.
- * Well under max_locks_per_transaction's default share of the lock table.
- */
-#define SC_BATCH_MAX_LOCKED_WINDOWS 64
 
 /*
  * Bounds of what the cache keeps: a year of windows of an hour, and their
@@ -153,6 +145,7 @@ sc_windows_init(ScIngest *ing)
 	wc->bad = hash_create("streamcube bad windows", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	wc->maxmissing = 16;
 	wc->missing = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * wc->maxmissing);
+	wc->missing_part = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * wc->maxmissing);
 	wc->maxfirsts_pending = 64;
 	wc->firsts_pending = MemoryContextAlloc(TopMemoryContext,
 											sizeof(ScFirstEntry) * wc->maxfirsts_pending);
@@ -274,18 +267,60 @@ sc_window_noted_missing(ScIngest *ing, int64 window)
 	return false;
 }
 
+/*
+ * The partition a missing window will likely get, by its start: its
+ * bucket of history's (segments.c), or its own.  Creation rounds are
+ * bounded by partitions made, not by windows: the windows of a bucket
+ * after its first are made with it.
+ */
+static int64
+sc_window_likely_partition(ScIngest *ing, int64 window)
+{
+	int64		lo,
+				hi;
+
+	return sc_segment_history_span(ing->cube, window, &lo, &hi) ? lo : window;
+}
+
+/* Count the partitions the missing windows will likely get. */
+static void
+sc_window_count_missing_parts(ScIngest *ing)
+{
+	ScWindowCache *wc = &ing->windows;
+
+	wc->nmissing_parts = 0;
+	for (int i = 0; i < wc->nmissing; i++)
+	{
+		bool		seen = false;
+
+		for (int k = 0; k < i && !seen; k++)
+			seen = wc->missing_part[k] == wc->missing_part[i];
+		wc->nmissing_parts += !seen;
+	}
+}
+
 /* Windows a batch met that do not exist yet: created after it commits. */
 static void
 sc_window_note_missing(ScIngest *ing, int64 window)
 {
+	ScWindowCache *wc = &ing->windows;
+	int64		part;
+	bool		seen = false;
+
 	if (sc_window_noted_missing(ing, window))
 		return;
-	if (ing->windows.nmissing == ing->windows.maxmissing)
+	if (wc->nmissing == wc->maxmissing)
 	{
-		ing->windows.maxmissing *= 2;
-		ing->windows.missing = repalloc(ing->windows.missing, sizeof(int64) * ing->windows.maxmissing);
+		wc->maxmissing *= 2;
+		wc->missing = repalloc(wc->missing, sizeof(int64) * wc->maxmissing);
+		wc->missing_part = repalloc(wc->missing_part, sizeof(int64) * wc->maxmissing);
 	}
-	ing->windows.missing[ing->windows.nmissing++] = window;
+	part = sc_window_likely_partition(ing, window);
+	for (int k = 0; k < wc->nmissing && !seen; k++)
+		seen = wc->missing_part[k] == part;
+	wc->nmissing_parts += !seen;
+	wc->missing_part[wc->nmissing] = part;
+	wc->missing[wc->nmissing++] = window;
 }
 
 /*
@@ -451,6 +486,7 @@ sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 	ScRelVersion version;
 	const char *why;
 	bool		found;
+	bool		held;
 
 	*entry = NULL;
 	/* Messages come in runs of one window: most need no hash lookup. */
@@ -474,8 +510,15 @@ sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 			wc->nlocked = 0;
 		}
 		/* Bounded locks per batch: messages spread over a year of windows wait their turn. */
-		if (batch && wc->nlocked >= SC_BATCH_MAX_LOCKED_WINDOWS)
-			return sc_window_busy;
+		held = false;
+		for (int i = 0; i < wc->nlocked && !held; i++)
+			held = wc->locked[i] == e->state.relid;
+		if (!held && wc->nlocked == SC_BATCH_MAX_LOCKED_PARTITIONS)
+		{
+			if (batch)
+				return sc_window_busy;
+			held = true;		/* a creation round: locks more, counts no more */
+		}
 
 		if (!ConditionalLockRelationOid(e->state.relid, RowExclusiveLock))
 			return sc_window_busy;
@@ -484,7 +527,8 @@ sc_window_need(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		{
 			e->partition = version;
 			e->locked_batch = wc->batch_no;
-			wc->nlocked++;
+			if (!held)
+				wc->locked[wc->nlocked++] = e->state.relid;
 			return NULL;
 		}
 		/* Sealed, compacted, dropped or detached since it was read. */
@@ -504,23 +548,44 @@ sc_ingest_missing_windows(ScIngest *ing)
 	return ing->windows.nmissing;
 }
 
+/* How many partitions those will likely get (buckets of history count once). */
+int
+sc_ingest_missing_partitions(ScIngest *ing)
+{
+	return ing->windows.nmissing_parts;
+}
+
 /*
- * Create the windows the last batches met, at most
- * streamcube.batch_max_windows of them, in the caller's transaction (its
- * own, not a batch's).  One that cannot be created is remembered with the
+ * Create the windows the last batches met, in the caller's transaction
+ * (its own, not a batch's): as many as take at most
+ * streamcube.batch_max_windows partitions (a bucket of history is one for
+ * all its windows).  One that cannot be created is remembered with the
  * reason, which its messages then get as their dead letter's error.
  */
 void
 sc_ingest_create_windows(ScIngest *ing)
 {
-	int			n = Min(ing->windows.nmissing, sc_batch_max_windows);
+	ScWindowCache *wc = &ing->windows;
+	int			n = 0;
+	int			parts = 0;
 	ScWindowEntry *e;
 
 	sc_windows_begin(ing);
-	for (int i = 0; i < n; i++)
-		(void) sc_window_need(ing, ing->windows.missing[i], false, &e);
-	memmove(ing->windows.missing, ing->windows.missing + n, sizeof(int64) * (ing->windows.nmissing - n));
-	ing->windows.nmissing -= n;
+	for (; n < wc->nmissing; n++)
+	{
+		bool		seen = false;
+
+		for (int k = 0; k < n && !seen; k++)
+			seen = wc->missing_part[k] == wc->missing_part[n];
+		if (!seen && parts == sc_batch_max_windows)
+			break;
+		parts += !seen;
+		(void) sc_window_need(ing, wc->missing[n], false, &e);
+	}
+	memmove(wc->missing, wc->missing + n, sizeof(int64) * (wc->nmissing - n));
+	memmove(wc->missing_part, wc->missing_part + n, sizeof(int64) * (wc->nmissing - n));
+	wc->nmissing -= n;
+	sc_window_count_missing_parts(ing);
 }
 
 /* sealed_upto of a sealed window for one Kafka partition (0: none). */

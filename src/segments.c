@@ -376,29 +376,42 @@ sc_segment_lock_windows(const ScCube *cube)
  * compaction level that holds the window, when that bucket has ended
  * already (it ends at or before now minus the cube's grace: every window
  * of it is due for sealing, and once sealed it would be compacted into
- * one partition of the bucket anyway) and the catalog knows none of its
- * windows.  One partition for, say, a day of windows of an hour costs one
- * CREATE and ATTACH instead of 24, and a seal instead of 24 seals and a
- * compaction; the windows stay windows in the catalog, all active, all
- * naming it.  False, for a window of its own: the cube has no compaction
- * levels, setting streamcube.history_buckets is off, the bucket is not
- * over, one of its windows exists (made before, or by a late row), or the
- * cube has roll-ups (their partitions, one per window, are merged when a
- * compaction merges the cube's, which a bucket made whole never needs).
- * The caller holds the window lock and is connected to SPI.
+ * one partition of the bucket anyway).  One partition for, say, a day of
+ * windows of an hour costs one CREATE and ATTACH instead of 24, and a seal
+ * instead of 24 seals and a compaction; the windows stay windows in the
+ * catalog, all active, all naming it.
+ *
+ * This is the arithmetic: false when the cube has no compaction levels,
+ * setting streamcube.history_buckets is off, or the bucket is not over.
+ * sc_segment_history_bucket() decides for good, under the window lock.
  */
-static bool
-sc_segment_history_bucket(const ScCube *cube, int64 start, int64 *bucket_start, int64 *bucket_end)
+bool
+sc_segment_history_span(const ScCube *cube, int64 start, int64 *bucket_start, int64 *bucket_end)
 {
-	static SPIPlanPtr plan = NULL;
 	int64		due_before;
-	bool		isnull;
 
 	if (!sc_history_buckets || cube->ncompact == 0)
 		return false;
 	sc_level_bucket(cube, 0, start, bucket_start, bucket_end);
 	due_before = sc_cube_time(cube, GetCurrentTransactionStartTimestamp()) - cube->grace;
-	if (*bucket_end > due_before || *bucket_end - *bucket_start <= cube->width)
+	return *bucket_end <= due_before && *bucket_end - *bucket_start > cube->width;
+}
+
+/*
+ * The bucket of history of a window that has none yet (above), unless one
+ * of its windows exists (made before, or by a late row: the bucket goes on
+ * window by window) or the cube has roll-ups (their partitions, one per
+ * window, are merged when a compaction merges the cube's, which a bucket
+ * made whole never needs).  The caller holds the window lock and is
+ * connected to SPI.
+ */
+static bool
+sc_segment_history_bucket(const ScCube *cube, int64 start, int64 *bucket_start, int64 *bucket_end)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+
+	if (!sc_segment_history_span(cube, start, bucket_start, bucket_end))
 		return false;
 	if (sc_catalog_exec_kept(&plan,
 							 "SELECT EXISTS (SELECT 1 FROM streamcube.segment_catalog "
