@@ -114,6 +114,13 @@ SELECT schedule, command, jobname FROM cron.job WHERE jobid = :job;
 SELECT cron.unschedule(:job);
 DROP EXTENSION pg_cron;
 
+-- Dropping a cube forgets the first offsets of its active windows (a
+-- statement trigger on streamcube.cubes: the table has no foreign key).
+SELECT cube_id AS seal_events_id FROM streamcube.cubes WHERE relid = 'seal_events'::regclass \gset
+\! printf '{"ts":"%s","country":"now","device":"d","amount":1,"qty":1}\n' "$(date -u +%FT%TZ)" | kcat -P -b "$SC_KAFKA" -t seal_events -p 1
+SELECT streamcube_wait('seal_events', '60 s');
+SELECT count(*) > 0 AS first_offsets_before_drop FROM streamcube.window_offsets WHERE cube_id = :seal_events_id;
 SELECT streamcube_drop_cube('seal_late');
 SELECT streamcube_drop_cube('seal_events');
 SELECT count(*) AS leftover_relations FROM pg_class WHERE relname LIKE 'seal\_%';
+SELECT count(*) AS first_offsets_after_drop FROM streamcube.window_offsets WHERE cube_id = :seal_events_id;

@@ -1138,3 +1138,25 @@ FROM streamcube.segment_catalog s
 JOIN streamcube.cubes c USING (cube_id)
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid)
 GROUP BY c.cube_id, c.relid, s.relid;
+
+-- ---------------------------------------------------------------------
+-- streamcube.window_offsets loses its foreign key to streamcube.cubes: a
+-- replay of history records a first offset per window and Kafka partition,
+-- and the key's check (a query per row) cost more than the insert.  Its
+-- writers hold the cube's row already (a receiver's batch locks it FOR KEY
+-- SHARE; seals and drops lock it too), so the row cannot go meanwhile; a
+-- statement trigger on streamcube.cubes does what ON DELETE CASCADE did.
+-- ---------------------------------------------------------------------
+ALTER TABLE streamcube.window_offsets DROP CONSTRAINT window_offsets_cube_id_fkey;
+
+CREATE FUNCTION streamcube._cubes_forget_offsets() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM streamcube.window_offsets w USING gone g WHERE w.cube_id = g.cube_id;
+    RETURN NULL;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION streamcube._cubes_forget_offsets() FROM PUBLIC;
+CREATE TRIGGER cubes_forget_offsets AFTER DELETE ON streamcube.cubes
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION streamcube._cubes_forget_offsets();

@@ -62,9 +62,14 @@ sc_cube_row_delete(int32 cube_id)
 	Oid			view = InvalidOid;
 	bool		isnull;
 
+	/*
+	 * No row limit: a ModifyTable stopped early by one never ends its
+	 * statement, and the table's statement trigger (which forgets the
+	 * cube's first offsets) would not fire.  cube_id is the key.
+	 */
 	if (sc_catalog_exec("DELETE FROM streamcube.cubes WHERE cube_id = $1 "
 						"RETURNING sealed_view::oid",
-						1, t, v, NULL, false, 1) != SPI_OK_DELETE_RETURNING)
+						1, t, v, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not delete from streamcube.cubes");
 	if (SPI_processed == 1)
 	{
