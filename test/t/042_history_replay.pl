@@ -30,6 +30,7 @@
 #   part 4  a crash (immediate stop) while buckets of history are active:
 #           their UNLOGGED partitions come back empty, the receivers read
 #           again from the checkpoints, and the cube is exact.
+#   part 5  a cube with a roll-up goes on window by window.
 
 use strict;
 use warnings;
@@ -297,6 +298,24 @@ is( $node->safe_psql('postgres',
 	'2 48 active 8000', '4: the same two partitions, read again from the checkpoints');
 $node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
 check_exact('bcrash', $topic4, '4: sealed after the crash');
+
+# ------------------------------------------------------------------ part 5
+# A cube with a roll-up keeps a partition per window in history: a roll-up's
+# partitions follow the cube's windows, and are merged only when a
+# compaction merges the cube's, which a bucket never needs.
+my $topic5 = sc_topic('history_rollup');
+sc_create_topic($topic5, 2);
+sc_create_cube($node, 'broll', $topic5);
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('broll', 'broll_hourly', '1 hour', ARRAY['country'], '{\"n\": \"count(*)\"}')");
+sc_produce($topic5, count => 2_000, 'start-ts' => $d0, 'step-ms' => $day * 1000 / 2_000);
+wait_cube('broll', '5');
+check_exact('broll', $topic5, '5: a cube with a roll-up');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) || ' ' || sum(windows) || ' ' || max(windows) FROM streamcube.segments "
+		  . "WHERE cube = 'broll'::regclass AND window_start < to_timestamp($d0 + $day)"),
+	'24 24 1', '5: its past day has a partition per window');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM broll_hourly'), '2000', '5: the roll-up counts every row');
 
 $node->stop;
 done_testing();
