@@ -267,7 +267,9 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_partitions)
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("WITH due AS ("
 							  "  SELECT s.relid FROM streamcube.segment_catalog s "
-							  "  WHERE s.cube_id = $1 GROUP BY s.relid "
+							  "  WHERE s.cube_id = $1 "
+							  "    AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
+							  "  GROUP BY s.relid "
 							  "  HAVING bool_and(s.state = 'active') AND max(s.window_end) <= $2 "
 							  "  ORDER BY min(s.window_start) LIMIT $3) "
 							  "SELECT s.window_start, s.relid::oid, r.relname, n.nspname "
@@ -276,7 +278,6 @@ sc_seal_due_windows(ScCube *cube, TimestampTz older_than, int max_partitions)
 							  "JOIN pg_class r ON r.oid = s.relid "
 							  "JOIN pg_namespace n ON n.oid = r.relnamespace "
 							  "WHERE s.cube_id = $1 AND s.state = 'active' AND s.window_end <= $2 "
-							  "  AND EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = s.relid) "
 							  "ORDER BY s.window_start FOR UPDATE OF s",
 							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
