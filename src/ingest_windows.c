@@ -282,6 +282,16 @@ sc_window_likely_partition(ScIngest *ing, int64 window)
 	return sc_segment_history_span(ing->cube, window, &lo, &hi) ? lo : window;
 }
 
+/* Is missing window i the first of the missing to likely get its partition? */
+static bool
+sc_window_first_of_part(const ScWindowCache *wc, int i)
+{
+	for (int k = 0; k < i; k++)
+		if (wc->missing_part[k] == wc->missing_part[i])
+			return false;
+	return true;
+}
+
 /* Count the partitions the missing windows will likely get. */
 static void
 sc_window_count_missing_parts(ScIngest *ing)
@@ -290,13 +300,7 @@ sc_window_count_missing_parts(ScIngest *ing)
 
 	wc->nmissing_parts = 0;
 	for (int i = 0; i < wc->nmissing; i++)
-	{
-		bool		seen = false;
-
-		for (int k = 0; k < i && !seen; k++)
-			seen = wc->missing_part[k] == wc->missing_part[i];
-		wc->nmissing_parts += !seen;
-	}
+		wc->nmissing_parts += sc_window_first_of_part(wc, i);
 }
 
 /* Windows a batch met that do not exist yet: created after it commits. */
@@ -304,8 +308,6 @@ static void
 sc_window_note_missing(ScIngest *ing, int64 window)
 {
 	ScWindowCache *wc = &ing->windows;
-	int64		part;
-	bool		seen = false;
 
 	if (sc_window_noted_missing(ing, window))
 		return;
@@ -315,12 +317,10 @@ sc_window_note_missing(ScIngest *ing, int64 window)
 		wc->missing = repalloc(wc->missing, sizeof(int64) * wc->maxmissing);
 		wc->missing_part = repalloc(wc->missing_part, sizeof(int64) * wc->maxmissing);
 	}
-	part = sc_window_likely_partition(ing, window);
-	for (int k = 0; k < wc->nmissing && !seen; k++)
-		seen = wc->missing_part[k] == part;
-	wc->nmissing_parts += !seen;
-	wc->missing_part[wc->nmissing] = part;
-	wc->missing[wc->nmissing++] = window;
+	wc->missing_part[wc->nmissing] = sc_window_likely_partition(ing, window);
+	wc->missing[wc->nmissing] = window;
+	wc->nmissing_parts += sc_window_first_of_part(wc, wc->nmissing);
+	wc->nmissing++;
 }
 
 /*
@@ -573,13 +573,11 @@ sc_ingest_create_windows(ScIngest *ing)
 	sc_windows_begin(ing);
 	for (; n < wc->nmissing; n++)
 	{
-		bool		seen = false;
+		bool		first = sc_window_first_of_part(wc, n);
 
-		for (int k = 0; k < n && !seen; k++)
-			seen = wc->missing_part[k] == wc->missing_part[n];
-		if (!seen && parts == sc_batch_max_windows)
+		if (first && parts == sc_batch_max_windows)
 			break;
-		parts += !seen;
+		parts += first;
 		(void) sc_window_need(ing, wc->missing[n], false, &e);
 	}
 	memmove(wc->missing, wc->missing + n, sizeof(int64) * (wc->nmissing - n));
