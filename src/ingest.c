@@ -261,48 +261,121 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 /*
  * A batch stopped before the first message of a window that does not
  * exist yet.  Note the other missing windows of the messages kept back
- * too, up to streamcube.batch_max_windows, so that the receiver creates
- * them in one transaction rather than one window per batch: a backlog
- * spread over many windows (a message an hour over months) would otherwise
- * cost a batch and a window-creation transaction per window.  Nothing is
- * ingested or locked here; a message that cannot be read is left for its
- * batch to judge.
+ * too, up to streamcube.batch_max_windows partitions, so that the receiver
+ * creates them in one transaction rather than one window per batch: a
+ * backlog spread over many windows (a message an hour over months) would
+ * otherwise cost a batch and a window-creation transaction per window.
+ * Nothing is ingested or locked here; a message that cannot be read is
+ * left for its batch to judge.
+ *
+ * The messages are sorted by partition and offset, and a partition's time
+ * values mostly grow with its offsets: so the peek reads the first and the
+ * last message of each partition's run, and reads between two messages
+ * only when their windows differ (halving the interval), rather than every
+ * message.  A replay of history meets a new window every day or hour of
+ * it, and reading the whole rest of the batch (every message's line) cost
+ * 3.4 % of a JSON receiver's instructions replaying a month.  A window
+ * this misses (a message out of time order inside a run) costs nothing but
+ * a later round: its batch stops before it as this one did.
  */
+typedef struct ScPeek
+{
+	ScIngest   *ing;
+	ScKafkaMessage *messages;
+	int64		now;
+	MemoryContext cxt;
+} ScPeek;
+
+/* The window budget of a creation round is used up. */
+static inline bool
+sc_peek_full(const ScPeek *pk)
+{
+	return sc_ingest_missing_partitions(pk->ing) >= sc_batch_max_windows;
+}
+
+/*
+ * Read message j as a batch would, noting its window if missing; false
+ * when its window could not be told (a bad message), else its window in
+ * *window.
+ */
+static bool
+sc_peek_message(ScPeek *pk, int j, int64 *window)
+{
+	StringInfo	lines = &pk->ing->batch.lines;
+	int			mark = lines->len;
+	volatile bool known = false;
+
+	PG_TRY();
+	{
+		int64		ts = 0;
+		ScFate		fate;
+		const char *why = sc_message_line(pk->ing, &pk->messages[j], pk->now, window, &ts, &fate);
+
+		known = why == NULL || why == sc_window_missing || why == sc_window_busy;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(pk->cxt);
+		edata = CopyErrorData();
+		if (!sc_is_data_error(edata))
+		{
+			pk->ing->windows.peeking = false;
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	lines->len = mark;
+	lines->data[mark] = '\0';
+	return known;
+}
+
+/*
+ * Messages lo and hi of one partition's run were read (their windows w_lo
+ * and w_hi, if known): read between them where the window changes.
+ */
+static void
+sc_peek_between(ScPeek *pk, int lo, bool k_lo, int64 w_lo, int hi, bool k_hi, int64 w_hi)
+{
+	while (hi - lo > 1 && !sc_peek_full(pk) && !(k_lo && k_hi && w_lo == w_hi))
+	{
+		int			mid = lo + (hi - lo) / 2;
+		int64		w_mid = 0;
+		bool		k_mid = sc_peek_message(pk, mid, &w_mid);
+
+		sc_peek_between(pk, lo, k_lo, w_lo, mid, k_mid, w_mid);
+		lo = mid;
+		k_lo = k_mid;
+		w_lo = w_mid;
+	}
+}
+
 static void
 sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int from, int n, int64 now)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	StringInfo	lines = &ing->batch.lines;
-	int			mark = lines->len;
+	ScPeek		pk = {.ing = ing, .messages = messages, .now = now, .cxt = CurrentMemoryContext};
 
 	ing->windows.peeking = true;
-	for (volatile int j = from; j < n && sc_ingest_missing_partitions(ing) < sc_batch_max_windows; j++)
+	for (int a = from; a < n && !sc_peek_full(&pk);)
 	{
-		PG_TRY();
-		{
-			int64		window = 0;
-			int64		ts = 0;
-			ScFate		fate;
+		int			b = a + 1;	/* the run is [a, b) */
+		int64		w_first = 0,
+					w_last = 0;
+		bool		k_first,
+					k_last;
 
-			(void) sc_message_line(ing, &messages[j], now, &window, &ts, &fate);
-		}
-		PG_CATCH();
+		while (b < n && messages[b].partition == messages[a].partition)
+			b++;
+		k_first = sc_peek_message(&pk, a, &w_first);
+		if (b - 1 > a && !sc_peek_full(&pk))
 		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			if (!sc_is_data_error(edata))
-			{
-				ing->windows.peeking = false;
-				PG_RE_THROW();
-			}
-			FlushErrorState();
-			FreeErrorData(edata);
+			k_last = sc_peek_message(&pk, b - 1, &w_last);
+			sc_peek_between(&pk, a, k_first, w_first, b - 1, k_last, w_last);
 		}
-		PG_END_TRY();
-		lines->len = mark;
-		lines->data[mark] = '\0';
+		a = b;
 	}
 	ing->windows.peeking = false;
 }

@@ -31,6 +31,12 @@
 #           their UNLOGGED partitions come back empty, the receivers read
 #           again from the checkpoints, and the cube is exact.
 #   part 5  a cube with a roll-up goes on window by window.
+#   part 6  a partition's run out of time order: a batch that stops at a
+#           missing window looks ahead for the others by reading each
+#           partition's run at its ends and where its window changes, not
+#           every message; a message of another day between two of the
+#           same window escapes that look, and costs a creation round of
+#           its own, nothing else.  Exact.
 
 use strict;
 use warnings;
@@ -51,6 +57,8 @@ my $hour = 3_600;
 
 # DEBUG1: the receivers say when they read a window from the catalog.
 my $node = sc_node('history', 'log_min_messages = debug1',
+	# part 6 tells the transactions that created windows apart
+	'track_commit_timestamp = on',
 	# a replay of days creates its windows 48 at a time between batches
 	'streamcube.batch_max_windows = 48');
 # parts 1 and 2 run with streamcube.history_buckets off (sc_node), a
@@ -316,6 +324,39 @@ is( $node->safe_psql('postgres',
 		  . "WHERE cube = 'broll'::regclass AND window_start < to_timestamp($d0 + $day)"),
 	'24 24 1', '5: its past day has a partition per window');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM broll_hourly'), '2000', '5: the roll-up counts every row');
+
+# ------------------------------------------------------------------ part 6
+my $topic6 = sc_topic('history_out_of_order');
+sc_create_topic($topic6, 1);
+my $ev = sub {
+	my ($t, $i) = @_;
+	my @g = gmtime($t);
+	return sprintf('{"ts":"%04d-%02d-%02dT%02d:%02d:%02dZ","country":"FR","device":"ios",'
+		  . '"amount":%d.25,"qty":%d}', $g[5] + 1900, $g[4] + 1, @g[3, 2, 1, 0], $i, $i);
+};
+# 300 events of one hour of the day after d0, one of d0 (another day: a
+# bucket of its own), 300 more of that hour: one run, in one batch.
+my $h6 = $d0 + $day + 10 * $hour;
+sc_kcat_produce($topic6, 0,
+	(map { $ev->($h6 + $_, $_) } 0 .. 299),
+	$ev->($d0 + 12 * $hour, 300),
+	(map { $ev->($h6 + 300 + $_, 301 + $_) } 0 .. 299));
+sc_create_cube($node, 'disorder', $topic6);
+wait_cube('disorder', '6');
+check_exact('disorder', $topic6, '6: a run out of time order');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(to_char(window_start AT TIME ZONE 'UTC', 'MM-DD HH24') || ' ' || rows, ', ' "
+		  . "ORDER BY window_start) FROM streamcube.segments "
+		  . "WHERE cube = 'disorder'::regclass AND rows > 0"),
+	strftime_utc($d0) . ' 1, ' . strftime_utc($d0 + $day) . ' 600',
+	'6: the day out of order has its row, the other day the rest');
+# Windows created in one round share the transaction that inserted them
+# (each bucket in a subtransaction of its own: their commit time).
+is( $node->safe_psql('postgres',
+		"SELECT count(DISTINCT pg_xact_commit_timestamp(xmin)) FROM streamcube.segment_catalog "
+		  . "WHERE cube_id = (SELECT cube_id FROM streamcube.cubes WHERE relid = 'disorder'::regclass) "
+		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
+	'2', '6: the look-ahead read the run at its ends: the day out of order was created in a round of its own');
 
 $node->stop;
 done_testing();
