@@ -12,12 +12,15 @@
  *	   of COPY's text or CSV format, and judged: a tombstone, a time value
  *	   outside the cube's rejection periods or retention, a window that
  *	   cannot be created make it bad; a window not created yet, or locked by
- *	   a seal, ends the batch just before it (the rest waits for the next
- *	   batch).  The time value is parsed here without raising errors, so a
- *	   message's window is known before anything is written.  Any error a
- *	   message causes while it is parsed makes that message bad, unless it
- *	   is not about the data (out of memory, a cancel): then the batch
- *	   aborts and nothing is lost.
+ *	   a seal, defers it and the rest of its partition's run to the next
+ *	   batch (the other partitions go on: the batch's messages are in
+ *	   partition, offset order, and each partition's position moves past
+ *	   the head of its run that was done, no further).  The time value is
+ *	   parsed here without raising errors, so a message's window is known
+ *	   before anything is written.  Any error a message causes while it
+ *	   is parsed makes that message bad, unless it is not about the data
+ *	   (out of memory, a cancel): then the batch aborts and nothing is
+ *	   lost.
  *	2. The lines are written (ingest_write.c): by the direct path or the
  *	   COPY fallback, bad rows isolated by bisection.
  *	3. What the rows tell the catalog is recorded (ingest_windows.c: first
@@ -25,6 +28,8 @@
  *	   merged into the cube's roll-ups (ingest_rollup.c).
  *	4. Bad messages before the cut become dead letters, with their key;
  *	   under policy "pause" the batch ends just before the first of them.
+ *	   The messages done go first in the batch, those deferred after them
+ *	   (sc_batch_set_aside), so that the receiver carries [cut, n).
  *
  * A batch creates no window: the receiver creates the windows a batch met
  * (at most streamcube.batch_max_windows at once) in a transaction of its
@@ -259,24 +264,24 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 }
 
 /*
- * A batch stopped before the first message of a window that does not
- * exist yet.  Note the other missing windows of the messages kept back
- * too, up to streamcube.batch_max_windows partitions, so that the receiver
- * creates them in one transaction rather than one window per batch: a
- * backlog spread over many windows (a message an hour over months) would
- * otherwise cost a batch and a window-creation transaction per window.
- * Nothing is ingested or locked here; a message that cannot be read is
- * left for its batch to judge.
+ * A batch deferred the runs of some partitions from the first message of a
+ * window that does not exist yet.  Note the other missing windows of those
+ * runs too, up to streamcube.batch_max_windows partitions, so that the
+ * receiver creates them in one transaction rather than one window per
+ * batch: a backlog spread over many windows (a message an hour over
+ * months) would otherwise cost a batch and a window-creation transaction
+ * per window.  Nothing is ingested or locked here; a message that cannot
+ * be read is left for its batch to judge.
  *
  * The messages are sorted by partition and offset, and a partition's time
  * values mostly grow with its offsets: so the peek reads the first and the
- * last message of each partition's run, and reads between two messages
- * only when their windows differ (halving the interval), rather than every
+ * last message of each deferred run, and reads between two messages only
+ * when their windows differ (halving the interval), rather than every
  * message.  A replay of history meets a new window every day or hour of
  * it, and reading the whole rest of the batch (every message's line) cost
  * 3.4 % of a JSON receiver's instructions replaying a month.  A window
  * this misses (a message out of time order inside a run) costs nothing but
- * a later round: its batch stops before it as this one did.
+ * a later round: its batch defers it as this one did.
  */
 typedef struct ScPeek
 {
@@ -354,27 +359,38 @@ sc_peek_between(ScPeek *pk, int lo, bool k_lo, int64 w_lo, int hi, bool k_hi, in
 }
 
 static void
-sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int from, int n, int64 now)
+sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int n, int64 now)
 {
 	ScPeek		pk = {.ing = ing, .messages = messages, .now = now, .cxt = CurrentMemoryContext};
+	uint8	   *fate = ing->batch.fate;
 
 	ing->windows.peeking = true;
-	for (int a = from; a < n && !sc_peek_full(&pk);)
+	for (int a = 0; a < n && !sc_peek_full(&pk);)
 	{
-		int			b = a + 1;	/* the run is [a, b) */
+		int			b = a + 1;	/* a deferred run is [a, b); a was read */
 		int64		w_first = 0,
 					w_last = 0;
 		bool		k_first,
 					k_last;
 
+		if (fate[a] != SC_FATE_DEFERRED)
+		{
+			a++;
+			continue;
+		}
 		while (b < n && messages[b].partition == messages[a].partition)
 			b++;
-		k_first = sc_peek_message(&pk, a, &w_first);
-		if (b - 1 > a && !sc_peek_full(&pk))
+		if (b - 1 > a + 1)
 		{
-			k_last = sc_peek_message(&pk, b - 1, &w_last);
-			sc_peek_between(&pk, a, k_first, w_first, b - 1, k_last, w_last);
+			k_first = sc_peek_message(&pk, a + 1, &w_first);
+			if (!sc_peek_full(&pk))
+			{
+				k_last = sc_peek_message(&pk, b - 1, &w_last);
+				sc_peek_between(&pk, a + 1, k_first, w_first, b - 1, k_last, w_last);
+			}
 		}
+		else if (b - 1 == a + 1)
+			(void) sc_peek_message(&pk, a + 1, &w_first);
 		a = b;
 	}
 	ing->windows.peeking = false;
@@ -390,10 +406,13 @@ sc_batch_drop_line(ScBatch *b, int mark)
 
 /*
  * Turn messages [from, n) into lines or reasons why not, until a message
- * under policy "pause" is bad or the window budget is used up; returns the
- * index where parsing stopped (n when it got through).  An error raised
- * while one message is parsed makes that message bad, unless it is not
- * about the data: then it aborts the batch.
+ * under policy "pause" is bad; returns the index where parsing stopped (n
+ * when it got through).  A message whose window is not there yet (not
+ * created, or locked by a seal, or beyond the batch's lock budget) and the
+ * rest of its partition's run are deferred, *deferred set: they wait for
+ * the next batch, while the other partitions' messages go on.  An error
+ * raised while one message is parsed makes that message bad, unless it is
+ * not about the data: then it aborts the batch.
  */
 static int
 sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
@@ -435,11 +454,16 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				error = sc_message_line(ing, m, now, &window, &ts, &fate);
 				if (error == sc_window_missing || error == sc_window_busy)
 				{
+					int32		partition = m->partition;
+
+					/* The rest of this partition's run waits; the others go on. */
 					sc_batch_drop_line(b, mark);
 					*deferred = true;
-					stopped = true;
-					missing = error == sc_window_missing;
-					break;
+					missing = missing || error == sc_window_missing;
+					for (; i < n && messages[i].partition == partition; i++)
+						b->fate[i] = SC_FATE_DEFERRED;
+					i--;		/* the loop steps to the next partition's run */
+					continue;
 				}
 				if (error == NULL && fate == SC_FATE_REREAD)
 				{
@@ -487,7 +511,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 		PG_END_TRY();
 	}
 	if (missing)
-		sc_peek_missing_windows(ing, messages, i + 1, n, now);
+		sc_peek_missing_windows(ing, messages, n, now);
 	return i;
 }
 
@@ -543,6 +567,48 @@ sc_batch_write(ScIngest *ing, bool pause)
 	return stop_line;
 }
 
+/*
+ * Put the messages the batch is done with first: those before the cut
+ * whose run was not deferred, in their order; then the deferred runs and
+ * everything from the cut on, in theirs, for the next batch.  Each
+ * partition's done messages are the head of its run, so its position
+ * moves past them and no further.  Returns the new cut.
+ */
+static int
+sc_batch_set_aside(ScBatch *b, int n, int cut)
+{
+	ScKafkaMessage *messages = palloc(sizeof(ScKafkaMessage) * n);
+	char	  **bad_error = palloc(sizeof(char *) * n);
+	uint8	   *fate = palloc(sizeof(uint8) * n);
+	int		   *moved = palloc(sizeof(int) * n);	/* old index -> new */
+	int			done = 0;
+	int			k = 0;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++)
+		{
+			bool		is_done = i < cut && b->fate[i] != SC_FATE_DEFERRED;
+
+			if (is_done != (pass == 0))
+				continue;
+			messages[k] = b->messages[i];
+			bad_error[k] = b->bad_error[i];
+			fate[k] = b->fate[i];
+			moved[i] = k++;
+			done += is_done;
+		}
+	memcpy(b->messages, messages, sizeof(ScKafkaMessage) * n);
+	memcpy(b->bad_error, bad_error, sizeof(char *) * n);
+	memcpy(b->fate, fate, sizeof(uint8) * n);
+	for (int l = 0; l < b->nlines; l++)
+		b->line_msg[l] = moved[b->line_msg[l]];
+	pfree(messages);
+	pfree(bad_error);
+	pfree(fate);
+	pfree(moved);
+	return done;
+}
+
 /* Dead letters for what is bad before the cut; count what was skipped. */
 static void
 sc_batch_dead_letters(ScIngest *ing, ScBatchOutcome *outcome)
@@ -592,7 +658,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_time(cube, GetCurrentTimestamp()), pause,
 							 &skip_index, &deferred);
 	b->line_start[b->nlines] = b->lines.len;
-	first_bad = (stop < n && !deferred) ? stop : n;
+	first_bad = stop;			/* a bad message under "pause", or n */
 
 	/* 2. Write the lines; isolate what the table rejects. */
 	sc_windows_fresh_routes(ing);
@@ -602,7 +668,8 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		first_bad = Min(first_bad, b->line_msg[stop_line]);
 	outcome->cut = Min(first_bad, stop);
 	/* The skip is done only if the skipped message is inside the cut. */
-	outcome->skip_used = skip_index >= 0 && skip_index < outcome->cut;
+	outcome->skip_used = skip_index >= 0 && skip_index < outcome->cut &&
+		b->fate[skip_index] != SC_FATE_DEFERRED;
 	written = stop_line >= 0 ? stop_line : b->nlines;
 	for (int l = 0; l < written; l++)
 		if (b->bad_error[b->line_msg[l]] == NULL)
@@ -622,8 +689,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		sc_rollup_merge_batch(ing, written, use);
 	}
 
-	/* 4. Dead letters; the bad message that pauses the cube. */
-	sc_batch_dead_letters(ing, outcome);
+	/* 4. The bad message that pauses the cube; dead letters. */
 	if (pause && first_bad < n && first_bad == outcome->cut)
 	{
 		outcome->paused = true;
@@ -632,6 +698,9 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 		/* Outlives the transaction: the receiver reports it after COMMIT. */
 		outcome->bad_error = MemoryContextStrdup(TopMemoryContext, b->bad_error[first_bad]);
 	}
+	if (deferred)
+		outcome->cut = sc_batch_set_aside(b, n, outcome->cut);
+	sc_batch_dead_letters(ing, outcome);
 
 	SPI_finish();
 	MemoryContextSwitchTo(old);

@@ -66,7 +66,8 @@ typedef enum ScFate
 	SC_FATE_ROW = 0,			/* a row into an active window (or bad) */
 	SC_FATE_LATE,				/* a row appended to a sealed window */
 	SC_FATE_REREAD,				/* read again after a crash, in a sealed window already: skipped */
-	SC_FATE_TOMBSTONE			/* a NULL value skipped (option tombstones = skip) */
+	SC_FATE_TOMBSTONE,			/* a NULL value skipped (option tombstones = skip) */
+	SC_FATE_DEFERRED			/* its window is not there yet: waits with the rest of its run */
 } ScFate;
 
 /* The current batch (ingest.c): its messages and their lines. */
@@ -130,9 +131,9 @@ typedef struct ScWindowEntry
 /*
  * Most partitions one batch locks (and writes): a lock each, and COPY's
  * locks on their indexes, all held to the commit.  A batch whose messages
- * spread over more (a backlog across a year of windows) ends before the
- * first message of a window in one more; the rest waits for the next
- * batch, in order.  Well under max_locks_per_transaction's default share
+ * spread over more (a backlog across a year of windows) defers the first
+ * message of a window in one more, with the rest of its partition's run,
+ * to the next batch, in order.  Well under max_locks_per_transaction's default share
  * of the lock table.  Windows that share a partition (a bucket of history,
  * a compacted one) take it once.
  */

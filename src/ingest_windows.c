@@ -393,10 +393,10 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 	if (batch)
 	{
 		/*
-		 * Known to be missing already: a batch stops at such a window, and
-		 * the look ahead for more of them (sc_peek_missing_windows) meets
-		 * every message of the rest of the batch, most of them in windows
-		 * it noted a moment ago.  Asking the catalog for each again cost a
+		 * Known to be missing already: a batch defers the runs that meet
+		 * such a window, other partitions meet it too, and the look ahead
+		 * for more of them (sc_peek_missing_windows) reads in the deferred
+		 * runs, most of them in windows it noted a moment ago.  Asking the catalog for each again cost a
 		 * month's replay a fifth of its receiver.  The window is created,
 		 * or found made by another receiver, in the next round.
 		 */
@@ -463,8 +463,8 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
  * transaction would let a concurrent query see the batch's positions but
  * not yet the new partition with its rows (ATTACH takes only SHARE UPDATE
  * EXCLUSIVE on the cube, and its invalidation is sent after the commit
- * becomes visible).  The batch stops before the first message of an
- * unknown window; the receiver creates the windows in a transaction of
+ * becomes visible).  The batch defers the first message of an unknown
+ * window, with the rest of its partition's run; the receiver creates the windows in a transaction of
  * their own (sc_ingest_create_windows) and the message goes on in the next
  * batch.  There, each window is created in a subtransaction: a time value
  * whose window cannot be created makes its message bad, not the batch.

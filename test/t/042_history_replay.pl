@@ -37,6 +37,10 @@
 #           every message; a message of another day between two of the
 #           same window escapes that look, and costs a creation round of
 #           its own, nothing else.  Exact.
+#   part 7  a partition that meets a window not made yet holds back only
+#           its own messages: the batch writes the other partitions' rows
+#           and commits their positions, and the held-back run follows
+#           after the window is made.  Exact.
 
 use strict;
 use warnings;
@@ -357,6 +361,24 @@ is( $node->safe_psql('postgres',
 		  . "WHERE cube_id = (SELECT cube_id FROM streamcube.cubes WHERE relid = 'disorder'::regclass) "
 		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
 	'2', '6: the look-ahead read the run at its ends: the day out of order was created in a round of its own');
+
+# ------------------------------------------------------------------ part 7
+my $topic7 = sc_topic('history_held_back');
+sc_create_topic($topic7, 2);
+# Partition 0 starts in a past day (no window yet), then goes on in the
+# next hour; partition 1 is all in the next hour (made with the cube, as
+# the current one is, whichever hour the cube is created in).  One batch
+# reads both.
+my $next7 = int(time) + $hour;
+sc_kcat_produce($topic7, 0, $ev->($d0 + 6 * $hour, 1), map { $ev->($next7, $_) } 2 .. 200);
+sc_kcat_produce($topic7, 1, map { $ev->($next7, $_) } 1 .. 200);
+sc_create_cube($node, 'heldback', $topic7);
+wait_cube('heldback', '7');
+check_exact('heldback', $topic7, '7: one partition held back');
+is( $node->safe_psql('postgres',
+		"SELECT (SELECT max(pg_xact_commit_timestamp(xmin)) FROM heldback WHERE _partition = 1) "
+		  . "< (SELECT min(pg_xact_commit_timestamp(xmin)) FROM heldback WHERE _partition = 0)"),
+	't', '7: partition 1 did not wait for the window partition 0 needed');
 
 $node->stop;
 done_testing();
