@@ -88,6 +88,12 @@ struct ScKafkaConsumer
 	ScKafkaEvents events;
 	rd_kafka_conf_t *commit_conf;	/* the consumer's, for committer */
 	rd_kafka_t *committer;		/* commits for Kafka's tools; NULL until one */
+	rd_kafka_queue_t *commit_queue; /* the committer's, for the answers */
+	rd_kafka_topic_partition_list_t *commit_latest; /* last asked for */
+	int			commits_waiting;	/* made and not answered yet */
+	bool		commit_failed;	/* the answer to commit_latest was a failure */
+	int			commit_backoff_ms;	/* from a failed try to the next */
+	TimestampTz commit_made_at; /* when commit_latest was last asked for */
 };
 
 const char *
@@ -1612,14 +1618,6 @@ sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
 	return n;
 }
 
-/* Write librdkafka's queued log lines and errors to the server log. */
-void
-sc_kafka_consumer_report(ScKafkaConsumer *c)
-{
-	rd_kafka_poll(c->rk, 0);
-	sc_kafka_flush_events(&c->events, "kafka");
-}
-
 void
 sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 {
@@ -1643,9 +1641,14 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	}
 	if (c->committer)
+	{
+		rd_kafka_queue_destroy(c->commit_queue);
 		rd_kafka_destroy_flags(c->committer, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	}
 	else if (c->commit_conf)
 		rd_kafka_conf_destroy(c->commit_conf);
+	if (c->commit_latest)
+		rd_kafka_topic_partition_list_destroy(c->commit_latest);
 	close(c->pipefd[0]);
 	close(c->pipefd[1]);
 	if (c->batch)
@@ -1712,19 +1715,100 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 						 timeout_ms)));
 }
 
+/* Commits for Kafka's tools are tried again from 1 s apart up to 10 s. */
+#define SC_COMMIT_BACKOFF_MIN_MS 1000
+#define SC_COMMIT_BACKOFF_MAX_MS 10000
+
+/* Do two lists hold the same partitions at the same offsets, in order? */
+static bool
+sc_kafka_same_offsets(const rd_kafka_topic_partition_list_t *a,
+					  const rd_kafka_topic_partition_list_t *b)
+{
+	if (a->cnt != b->cnt)
+		return false;
+	for (int i = 0; i < a->cnt; i++)
+		if (a->elems[i].partition != b->elems[i].partition ||
+			a->elems[i].offset != b->elems[i].offset)
+			return false;
+	return true;
+}
+
+/*
+ * The answer to a commit, inside rd_kafka_poll() of the committer.  Only
+ * the answer to the latest positions matters: a failure there is tried
+ * again (sc_kafka_consumer_serve_commits), a success settles it; an older
+ * commit's answer is overtaken by the latest's.
+ */
+static void
+sc_kafka_commit_answered(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+						 rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+	ScKafkaConsumer *c = opaque;
+	rd_kafka_resp_err_t first = err;
+	int			nfailed = 0;
+	int			n = offsets != NULL ? offsets->cnt : 0;
+	bool		failed;
+
+	c->commits_waiting--;
+	if (err == RD_KAFKA_RESP_ERR__DESTROY)
+		return;
+	for (int i = 0; i < n; i++)
+		if (offsets->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			if (first == RD_KAFKA_RESP_ERR_NO_ERROR)
+				first = offsets->elems[i].err;
+			nfailed++;
+		}
+	failed = first != RD_KAFKA_RESP_ERR_NO_ERROR;
+	if (failed)
+	{
+		char		text[256];
+
+		/* librdkafka logs no COMMITFAIL when the answer has a callback */
+		snprintf(text, sizeof(text), "COMMITFAIL: offset commit failed for %d/%d partition(s): %s",
+				 err != RD_KAFKA_RESP_ERR_NO_ERROR ? n : nfailed, n, rd_kafka_err2str(first));
+		sc_kafka_push_event(&c->events, SC_SYSLOG_WARNING, text);
+	}
+	if (offsets == NULL || c->commit_latest == NULL ||
+		!sc_kafka_same_offsets(offsets, c->commit_latest))
+		return;
+	c->commit_failed = failed;
+	if (!failed)
+		c->commit_backoff_ms = SC_COMMIT_BACKOFF_MIN_MS;
+}
+
+/* Ask the committer to commit c->commit_latest; its answer comes later. */
+static void
+sc_kafka_commit_latest(ScKafkaConsumer *c)
+{
+	c->commit_failed = false;
+	c->commit_made_at = GetCurrentTimestamp();
+	c->commits_waiting++;
+	if (rd_kafka_commit_queue(c->committer, c->commit_latest, c->commit_queue,
+							  sc_kafka_commit_answered, c) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		/* refused at once (no answer will come): try again later */
+		c->commits_waiting--;
+		c->commit_failed = true;
+	}
+}
+
 /*
  * Commit positions (the next offset to read, as Kafka counts) to the
  * consumer's group, asynchronously: for Kafka's tools only.  Never waits
  * and never fails: the request waits in librdkafka for the group's
- * coordinator, and its answer is dropped (streamcube's positions are in
- * PostgreSQL and are never read back from Kafka).
+ * coordinator (up to session.timeout.ms), and streamcube's positions stay
+ * in PostgreSQL (they are never read back from Kafka).  If the latest
+ * positions fail to commit, sc_kafka_consumer_serve_commits() commits
+ * them again until they are in, so that the group catches up when the
+ * coordinator is back even if no batch comes after.
  *
  * The commits go through a client of their own in the same group, made
  * from the consumer's configuration: librdkafka 2.0.2 starts fetching a
  * partition added to a consumer only once that consumer has no commit
  * waiting, so with the coordinator down a reassigned partition would not
- * be read at all.  Its answers and logs are served here, into the
- * consumer's events (last_error).
+ * be read at all.  Its answers and logs are served here and in
+ * sc_kafka_consumer_report(), into the consumer's events (last_error).
  */
 void
 sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
@@ -1747,13 +1831,53 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
 			sc_kafka_push_event(&c->events, SC_SYSLOG_WARNING, errbuf);
 			return;
 		}
+		c->commit_queue = rd_kafka_queue_get_main(c->committer);
+		c->commit_backoff_ms = SC_COMMIT_BACKOFF_MIN_MS;
 	}
 	(void) rd_kafka_poll(c->committer, 0);
 	list = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
 		if (positions[i] >= 0)
 			rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = positions[i];
-	if (list->cnt > 0)
-		(void) rd_kafka_commit(c->committer, list, 1);
-	rd_kafka_topic_partition_list_destroy(list);
+	if (list->cnt == 0)
+	{
+		rd_kafka_topic_partition_list_destroy(list);
+		return;
+	}
+	if (c->commit_latest != NULL)
+		rd_kafka_topic_partition_list_destroy(c->commit_latest);
+	c->commit_latest = list;
+	sc_kafka_commit_latest(c);
+}
+
+/*
+ * Serve the committer's answers, and commit the latest positions again if
+ * they failed and nothing is waiting: from 1 s after the failed try,
+ * doubling to 10 s while they keep failing fast (a try that waits for a
+ * coordinator already takes session.timeout.ms).
+ */
+static void
+sc_kafka_consumer_serve_commits(ScKafkaConsumer *c)
+{
+	if (c->committer == NULL)
+		return;
+	(void) rd_kafka_poll(c->committer, 0);
+	if (c->commit_failed && c->commits_waiting == 0 && c->commit_latest != NULL &&
+		TimestampDifferenceExceeds(c->commit_made_at, GetCurrentTimestamp(), c->commit_backoff_ms))
+	{
+		c->commit_backoff_ms = Min(c->commit_backoff_ms * 2, SC_COMMIT_BACKOFF_MAX_MS);
+		sc_kafka_commit_latest(c);
+	}
+}
+
+/*
+ * Write librdkafka's queued log lines and errors to the server log; serve
+ * the answers to commits for Kafka's tools.
+ */
+void
+sc_kafka_consumer_report(ScKafkaConsumer *c)
+{
+	rd_kafka_poll(c->rk, 0);
+	sc_kafka_consumer_serve_commits(c);
+	sc_kafka_flush_events(&c->events, "kafka");
 }
