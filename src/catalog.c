@@ -223,6 +223,15 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
  * caller keeps in a static variable; executed from the second call on.
  * The plan is made under sc_catalog_enter()'s search_path, the one it
  * always runs under, so the plan cache never has to make it again for that.
+ * It is generic from the first call: each is a lookup or a write by key
+ * on a small catalog table, and the plan cache would otherwise plan it
+ * anew for its first five calls (custom plans), and for every call after
+ * if the generic plan's estimate came out higher, as it may for a table
+ * that holds a few rows.  A receiver's first 200,000 rows (CSV,
+ * test/bench/instructions) planned 59 statements for events stamped now
+ * and 107 replaying a month, 36 and 68 with this (about 250,000
+ * instructions each).  A plan is still made again when a table it reads
+ * changes (ANALYZE, DDL).
  */
 int
 sc_catalog_exec_kept(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types,
@@ -234,7 +243,7 @@ sc_catalog_exec_kept(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types,
 	sc_catalog_enter(&save);
 	if (*plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (p == NULL)
 			elog(ERROR, "could not prepare a streamcube catalog statement: %s",

@@ -729,9 +729,10 @@ sc_receiver_lock_cube(int64 *version)
 	sc_catalog_enter(&save);
 	if (plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare("SELECT config_version FROM streamcube.cubes "
-									"WHERE cube_id = $1 FOR KEY SHARE",
-									1, &type);
+		/* generic at once, as sc_catalog_exec_kept() makes its plans */
+		SPIPlanPtr	p = SPI_prepare_cursor("SELECT config_version FROM streamcube.cubes "
+										   "WHERE cube_id = $1 FOR KEY SHARE",
+										   1, &type, CURSOR_OPT_GENERIC_PLAN);
 
 		if (p == NULL)
 			elog(ERROR, "could not prepare the cube lock: %s", SPI_result_code_string(SPI_result));
