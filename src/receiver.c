@@ -718,29 +718,16 @@ sc_receiver_reload(uint32 config_version)
 static bool
 sc_receiver_lock_cube(int64 *version)
 {
-	ScPrivilegeSave save;
 	Oid			type = INT4OID;
 	Datum		value = Int32GetDatum(receiver.cube_id);
 	bool		exists;
 
-	static SPIPlanPtr plan = NULL;	/* every batch runs it: parsed once */
+	static SPIPlanPtr plan = NULL;	/* every batch runs it: planned once */
 
 	SPI_connect();
-	sc_catalog_enter(&save);
-	if (plan == NULL)
-	{
-		/* generic at once, as sc_catalog_exec_kept() makes its plans */
-		SPIPlanPtr	p = SPI_prepare_cursor("SELECT config_version FROM streamcube.cubes "
-										   "WHERE cube_id = $1 FOR KEY SHARE",
-										   1, &type, CURSOR_OPT_GENERIC_PLAN);
-
-		if (p == NULL)
-			elog(ERROR, "could not prepare the cube lock: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		plan = p;
-	}
-	SPI_execute_plan(plan, &value, NULL, false, 1);
-	sc_catalog_leave(&save);
+	sc_catalog_exec_kept(&plan, "SELECT config_version FROM streamcube.cubes "
+						 "WHERE cube_id = $1 FOR KEY SHARE",
+						 1, &type, &value, NULL, false, 1);
 	exists = SPI_processed > 0;
 	if (exists)
 	{
