@@ -89,8 +89,9 @@ struct ScKafkaConsumer
 	rd_kafka_conf_t *commit_conf;	/* the consumer's, for committer */
 	rd_kafka_t *committer;		/* commits for Kafka's tools; NULL until one */
 	rd_kafka_queue_t *commit_queue; /* the committer's, for the answers */
-	rd_kafka_topic_partition_list_t *commit_latest; /* last asked for */
-	int			commits_waiting;	/* made and not answered yet */
+	rd_kafka_topic_partition_list_t *commit_latest; /* the newest positions */
+	bool		commit_unsent;	/* commit_latest not asked for yet */
+	int			commits_waiting;	/* made and not answered yet: 0 or 1 */
 	bool		commit_failed;	/* the answer to commit_latest was a failure */
 	int			commit_backoff_ms;	/* from a failed try to the next */
 	TimestampTz commit_made_at; /* when commit_latest was last asked for */
@@ -1719,25 +1720,10 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 #define SC_COMMIT_BACKOFF_MIN_MS 1000
 #define SC_COMMIT_BACKOFF_MAX_MS 10000
 
-/* Do two lists hold the same partitions at the same offsets, in order? */
-static bool
-sc_kafka_same_offsets(const rd_kafka_topic_partition_list_t *a,
-					  const rd_kafka_topic_partition_list_t *b)
-{
-	if (a->cnt != b->cnt)
-		return false;
-	for (int i = 0; i < a->cnt; i++)
-		if (a->elems[i].partition != b->elems[i].partition ||
-			a->elems[i].offset != b->elems[i].offset)
-			return false;
-	return true;
-}
-
 /*
- * The answer to a commit, inside rd_kafka_poll() of the committer.  Only
- * the answer to the latest positions matters: a failure there is tried
- * again (sc_kafka_consumer_serve_commits), a success settles it; an older
- * commit's answer is overtaken by the latest's.
+ * The answer to a commit, inside rd_kafka_poll() of the committer.  After
+ * a failure the next try, of the same positions or newer ones, waits (see
+ * sc_kafka_consumer_serve_commits); a success lets the next go at once.
  */
 static void
 sc_kafka_commit_answered(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -1769,9 +1755,6 @@ sc_kafka_commit_answered(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 				 err != RD_KAFKA_RESP_ERR_NO_ERROR ? n : nfailed, n, rd_kafka_err2str(first));
 		sc_kafka_push_event(&c->events, SC_SYSLOG_WARNING, text);
 	}
-	if (offsets == NULL || c->commit_latest == NULL ||
-		!sc_kafka_same_offsets(offsets, c->commit_latest))
-		return;
 	c->commit_failed = failed;
 	if (!failed)
 		c->commit_backoff_ms = SC_COMMIT_BACKOFF_MIN_MS;
@@ -1781,6 +1764,7 @@ sc_kafka_commit_answered(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 static void
 sc_kafka_commit_latest(ScKafkaConsumer *c)
 {
+	c->commit_unsent = false;
 	c->commit_failed = false;
 	c->commit_made_at = GetCurrentTimestamp();
 	c->commits_waiting++;
@@ -1794,14 +1778,48 @@ sc_kafka_commit_latest(ScKafkaConsumer *c)
 }
 
 /*
+ * Serve the committer's answers, then, if no commit is waiting, commit the
+ * latest positions if they are newer than the last try, or if the last try
+ * failed: after a failure, from 1 s after it, doubling to 10 s while tries
+ * keep failing fast (a try that waits for a coordinator already takes
+ * session.timeout.ms).
+ *
+ * One commit at a time.  librdkafka keeps a commit made while the group's
+ * coordinator is unknown and sends it once the coordinator is found, but
+ * a commit made just after that can be sent first: the group would be
+ * left at the older positions.  And a receiver in a coordinator outage
+ * has one commit waiting, not one for every batch (each failing with a
+ * COMMITFAIL warning after session.timeout.ms).
+ */
+static void
+sc_kafka_consumer_serve_commits(ScKafkaConsumer *c)
+{
+	if (c->committer == NULL)
+		return;
+	(void) rd_kafka_poll(c->committer, 0);
+	if (c->commits_waiting > 0 || c->commit_latest == NULL)
+		return;
+	if (c->commit_failed)
+	{
+		if (!TimestampDifferenceExceeds(c->commit_made_at, GetCurrentTimestamp(), c->commit_backoff_ms))
+			return;
+		c->commit_backoff_ms = Min(c->commit_backoff_ms * 2, SC_COMMIT_BACKOFF_MAX_MS);
+		sc_kafka_commit_latest(c);
+	}
+	else if (c->commit_unsent)
+		sc_kafka_commit_latest(c);
+}
+
+/*
  * Commit positions (the next offset to read, as Kafka counts) to the
  * consumer's group, asynchronously: for Kafka's tools only.  Never waits
  * and never fails: the request waits in librdkafka for the group's
  * coordinator (up to session.timeout.ms), and streamcube's positions stay
- * in PostgreSQL (they are never read back from Kafka).  If the latest
- * positions fail to commit, sc_kafka_consumer_serve_commits() commits
- * them again until they are in, so that the group catches up when the
- * coordinator is back even if no batch comes after.
+ * in PostgreSQL (they are never read back from Kafka).  While a commit is
+ * waiting, newer positions only replace the ones to commit next; if the
+ * latest fail, sc_kafka_consumer_serve_commits() commits them again until
+ * they are in, so that the group catches up when the coordinator is back
+ * even if no batch comes after.
  *
  * The commits go through a client of their own in the same group, made
  * from the consumer's configuration: librdkafka 2.0.2 starts fetching a
@@ -1834,7 +1852,6 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
 		c->commit_queue = rd_kafka_queue_get_main(c->committer);
 		c->commit_backoff_ms = SC_COMMIT_BACKOFF_MIN_MS;
 	}
-	(void) rd_kafka_poll(c->committer, 0);
 	list = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
 		if (positions[i] >= 0)
@@ -1847,27 +1864,8 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
 	if (c->commit_latest != NULL)
 		rd_kafka_topic_partition_list_destroy(c->commit_latest);
 	c->commit_latest = list;
-	sc_kafka_commit_latest(c);
-}
-
-/*
- * Serve the committer's answers, and commit the latest positions again if
- * they failed and nothing is waiting: from 1 s after the failed try,
- * doubling to 10 s while they keep failing fast (a try that waits for a
- * coordinator already takes session.timeout.ms).
- */
-static void
-sc_kafka_consumer_serve_commits(ScKafkaConsumer *c)
-{
-	if (c->committer == NULL)
-		return;
-	(void) rd_kafka_poll(c->committer, 0);
-	if (c->commit_failed && c->commits_waiting == 0 && c->commit_latest != NULL &&
-		TimestampDifferenceExceeds(c->commit_made_at, GetCurrentTimestamp(), c->commit_backoff_ms))
-	{
-		c->commit_backoff_ms = Min(c->commit_backoff_ms * 2, SC_COMMIT_BACKOFF_MAX_MS);
-		sc_kafka_commit_latest(c);
-	}
+	c->commit_unsent = true;
+	sc_kafka_consumer_serve_commits(c);
 }
 
 /*

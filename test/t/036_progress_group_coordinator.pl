@@ -168,6 +168,8 @@ ok($node->poll_query_until('postgres',
 
 is(mock_command('down 2'), 'ok', 'broker 2, the group\'s coordinator, is down');
 note 'coordinator down, ' . sc_elapsed();
+my $log_at_down = -s $node->logfile;
+my $down_at = time;
 
 # Watch the receiver: every sample must show the same process running, a
 # batch committed less than 3 s ago, and rows keep arriving.
@@ -268,6 +270,15 @@ ok($node->poll_query_until('postgres',
 	'no batch since the commits of the outage timed out');
 my $no_batch_since = $node->safe_psql('postgres',
 	"SELECT max(last_batch_at) FROM streamcube.consumers WHERE cube = 'coord'::regclass");
+# Each receiver has one commit waiting at a time: during the outage a
+# receiver's commits fail one every session.timeout.ms (6 s), each with a
+# COMMITFAIL warning, where one commit for every batch would fail (about
+# ten a second at the producer's 400 messages a second).
+my $outage_s = time - $down_at;
+my $commitfails = () = slurp_file($node->logfile, $log_at_down) =~ /COMMITFAIL/g;
+cmp_ok($commitfails, '<=', int($outage_s),
+	sprintf('one commit at a time: %d COMMITFAIL warnings in the %.0f s of the outage, with one or two receivers',
+		$commitfails, $outage_s));
 is(mock_command('up 2'), 'ok', 'broker 2 is up again');
 note 'coordinator up, ' . sc_elapsed();
 # A try may be waiting out session.timeout.ms, the next one 10 s after it.
