@@ -20,6 +20,7 @@
 #include "common/jsonapi.h"
 #include "ingest_internal.h"
 #include "mb/pg_wchar.h"
+#include "port/pg_bitutils.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -277,10 +278,48 @@ sc_scan_number(const char *p, const char *end)
 	return p;
 }
 
-/* A string without escapes or control characters; returns its closing quote. */
+/*
+ * Which bytes of eight (read little-endian) may stop a plain string: a
+ * quote, a backslash or a control character.  Each such byte has its high
+ * bit set in the result; a borrow can set it in bytes above one that stops
+ * the string too, never below, so the lowest bit set marks the first byte
+ * that stops it, and a word with none set holds none.
+ */
+#define SC_BYTES(b) (UINT64CONST(0x0101010101010101) * (b))
+static inline uint64
+sc_string_stops(uint64 w)
+{
+	uint64		quote = w ^ SC_BYTES('"');
+	uint64		backslash = w ^ SC_BYTES('\\');
+
+	return (((quote - SC_BYTES(0x01)) & ~quote) |
+			((backslash - SC_BYTES(0x01)) & ~backslash) |
+			((w - SC_BYTES(0x20)) & ~w)) & SC_BYTES(0x80);
+}
+
+/*
+ * A string without escapes or control characters; returns its closing
+ * quote.  Eight bytes at a time, the last few one by one.
+ */
 static inline const char *
 sc_scan_plain_string(const char *p, const char *end)
 {
+#ifndef WORDS_BIGENDIAN
+	while (end - p >= (ptrdiff_t) sizeof(uint64))
+	{
+		uint64		w;
+		uint64		stops;
+
+		memcpy(&w, p, sizeof(w));
+		stops = sc_string_stops(w);
+		if (stops != 0)
+		{
+			p += pg_rightmost_one_pos64(stops) / BITS_PER_BYTE;
+			return *p == '"' ? p : NULL;
+		}
+		p += sizeof(w);
+	}
+#endif
 	for (; p < end; p++)
 	{
 		unsigned char ch = (unsigned char) *p;
