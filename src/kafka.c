@@ -1619,6 +1619,8 @@ sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
 	return n;
 }
 
+static void sc_kafka_consumer_flush_commits(ScKafkaConsumer *c);
+
 void
 sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 {
@@ -1643,6 +1645,7 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 	}
 	if (c->committer)
 	{
+		sc_kafka_consumer_flush_commits(c);
 		rd_kafka_queue_destroy(c->commit_queue);
 		rd_kafka_destroy_flags(c->committer, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	}
@@ -1719,6 +1722,8 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 /* Commits for Kafka's tools are tried again from 1 s apart up to 10 s. */
 #define SC_COMMIT_BACKOFF_MIN_MS 1000
 #define SC_COMMIT_BACKOFF_MAX_MS 10000
+/* How long a consumer that goes waits for its last commits. */
+#define SC_COMMIT_FLUSH_MS 500
 
 /*
  * The answer to a commit, inside rd_kafka_poll() of the committer.  After
@@ -1808,6 +1813,40 @@ sc_kafka_consumer_serve_commits(ScKafkaConsumer *c)
 	}
 	else if (c->commit_unsent)
 		sc_kafka_commit_latest(c);
+}
+
+/*
+ * Before the committer goes (a pause, a shutdown, a new consumer): the
+ * latest positions, if not asked for yet or failed, are committed once
+ * more, and the answers waited for up to SC_COMMIT_FLUSH_MS, so that
+ * Kafka's tools show where the receiver stopped.  A coordinator that
+ * does not answer by then is not waited for: the group then catches up
+ * at the first batch after the consumer is opened again.
+ */
+static void
+sc_kafka_consumer_flush_commits(ScKafkaConsumer *c)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SC_COMMIT_FLUSH_MS);
+	bool		sent = false;
+
+	if (c->commit_latest == NULL)
+		return;
+	for (;;)
+	{
+		(void) rd_kafka_poll(c->committer, 0);
+		if (c->commits_waiting == 0)
+		{
+			if (sent || !(c->commit_unsent || c->commit_failed))
+				break;
+			sc_kafka_commit_latest(c);
+			sent = true;
+			if (c->commits_waiting == 0)
+				break;			/* refused at once */
+		}
+		if (GetCurrentTimestamp() >= deadline)
+			break;
+		(void) rd_kafka_poll(c->committer, 10);
+	}
 }
 
 /*

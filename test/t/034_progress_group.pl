@@ -108,6 +108,19 @@ is( $node->safe_psql('postgres',
 		"SELECT count(*), count(DISTINCT (_partition, _offset)) FROM pg_on"),
 	'930|930', 'every message once in the cube, through the change of group');
 
+# A pause closes the receiver's consumer: the positions it has not
+# committed to the group yet are committed before it goes, so Kafka's
+# tools show where the cube stopped.
+sc_produce($topic, count => 60, seed => 4);
+is($node->safe_psql('postgres', "SELECT streamcube_wait('pg_on', '60 s')"), 't',
+	'consumed before the pause');
+$node->safe_psql('postgres', "SELECT streamcube_pause('pg_on')");
+ok($node->poll_query_until('postgres',
+		"SELECT bool_and(state = 'paused') FROM streamcube.consumers WHERE cube = 'pg_on'::regclass"),
+	'the receiver is paused (its consumer closed)');
+group_matches($group2, $topic, 'pg_on', 'after streamcube_pause, the group shows where the cube stopped');
+$node->safe_psql('postgres', "SELECT streamcube_resume('pg_on')");
+
 # Only admins set it: a cube owner who is not one may not point it
 # anywhere, but may change other options and remove it.
 $node->safe_psql('postgres', q{

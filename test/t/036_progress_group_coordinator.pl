@@ -292,6 +292,32 @@ sc_produce($topic, count => 30, 'start-ts' => $more_ts, 'step-ms' => $step_ms, s
 is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
 	't', 'a batch after the coordinator is back');
 committed_matches('its commit brings the group up to the cube\'s positions');
+$more_ts += 10;
+
+# ---------------------------------------------------------------- a pause
+
+# A pause closes each receiver's consumer: the positions not committed to
+# the group yet are committed before it goes.  With the coordinator's
+# answers 100 ms late and a steady stream, a commit is waiting when most
+# batches end, so a receiver's last positions are usually not sent yet
+# when the pause comes: without the commit on close the group would stay
+# behind the cube until it is resumed.
+is(mock_command('rtt 2 100'), 'ok', 'the coordinator answers 100 ms late');
+$producer = sc_produce_start($topic, count => 1600, rate => 400, 'start-ts' => $more_ts,
+	'step-ms' => $step_ms, seed => 6);
+sleep(2);
+$node->safe_psql('postgres', "SELECT streamcube_pause('coord')");
+ok($node->poll_query_until('postgres',
+		"SELECT bool_and(state = 'paused') FROM streamcube.consumers WHERE cube = 'coord'::regclass"),
+	'both receivers paused in the middle of the stream');
+committed_matches('paused: the group shows where the cube stopped', 10);
+ok(sc_produce_finish($producer), 'the producer delivered everything');
+undef $producer;
+is(mock_command('rtt 2 0'), 'ok', 'the coordinator answers at once again');
+$node->safe_psql('postgres', "SELECT streamcube_resume('coord')");
+is($node->safe_psql('postgres', "SELECT streamcube_wait('coord', '60 s')"),
+	't', 'resumed, all consumed');
+committed_matches('and the group follows again');
 
 $k = sc_kafka_contents($topic);
 sc_check_exact($node, 'coord', $k, 'at the end');

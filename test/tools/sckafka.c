@@ -95,6 +95,8 @@ static const char *const usage_text =
 	"    leader TOPIC PARTITION BROKER_ID  move a leader (-1: leaderless)\n"
 	"    coordinator group GROUP BROKER_ID make BROKER_ID (1..N) the group's\n"
 	"                                      coordinator, up or down\n"
+	"    rtt BROKER_ID MS                  delay the broker's answers by MS\n"
+	"                                      (-1: all; 0: no delay)\n"
 	"    topic NAME PARTITIONS             create another topic\n"
 	"    quit                              stop the cluster and exit\n"
 	"  down/up do not move leaders: partitions led by a down broker stay\n"
@@ -551,6 +553,19 @@ mock_command(MockCluster *mc, char *line, bool *quit)
 		mock_reply_rc(rd_kafka_mock_coordinator_set(mc->mcluster, "group",
 													words[2], (int32_t) n));
 	}
+	else if (strcmp(words[0], "rtt") == 0)
+	{
+		if (!expect_words(nwords, 3, "rtt BROKER_ID MS"))
+			return;
+		if (!mock_broker_arg(mc, words[1], &broker))
+			return;
+		if (!parse_int(words[2], 0, 60000, &n))
+		{
+			reply("error: rtt must be 0..60000 ms, not '%s'", words[2]);
+			return;
+		}
+		mock_reply_rc(rd_kafka_mock_broker_set_rtt(mc->mcluster, broker, (int) n));
+	}
 	else if (strcmp(words[0], "topic") == 0)
 	{
 		if (!expect_words(nwords, 3, "topic NAME PARTITIONS"))
@@ -574,7 +589,7 @@ mock_command(MockCluster *mc, char *line, bool *quit)
 	}
 	else
 		reply("error: unknown command '%s' (down, up, leader, coordinator, "
-			  "topic, quit)",
+			  "rtt, topic, quit)",
 			  words[0]);
 }
 
