@@ -1816,10 +1816,12 @@ sc_kafka_consumer_serve_commits(ScKafkaConsumer *c)
 }
 
 /*
- * Before the committer goes (a pause, a shutdown, a new consumer): the
- * latest positions, if not asked for yet or failed, are committed once
- * more, and the answers waited for up to SC_COMMIT_FLUSH_MS, so that
- * Kafka's tools show where the receiver stopped.  A coordinator that
+ * Before the committer goes (a pause, a stop point, a replica set retired,
+ * a new consumer; not a server shutdown, which ends the receiver without
+ * closing its consumer): the latest positions, if not asked for yet or
+ * failed, are committed once more, and the answers waited for up to
+ * SC_COMMIT_FLUSH_MS, so that Kafka's tools show where the receiver
+ * stopped.  A coordinator that
  * does not answer by then is not waited for: the group then catches up
  * at the first batch after the consumer is opened again.
  */
