@@ -3,8 +3,10 @@
 -- streamcube.direct_insert = on, the default) instead of going through
 -- COPY.  The same messages through the COPY path (the setting off) give
 -- the same rows and the same dead letters, word for word, in JSON and in
--- CSV; partitions with a row trigger take the COPY path, so the trigger
--- fires.
+-- CSV (non-ASCII values and values that are not UTF-8 among them: the
+-- direct path checks the encoding of a line only when it is not plain
+-- ASCII); partitions with a row trigger take the COPY path, so the
+-- trigger fires.
 --
 \set VERBOSITY default
 
@@ -12,7 +14,9 @@ CREATE DOMAIN sc_test.positive AS int NOT NULL CHECK (VALUE > 0);
 
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_topic 1 >/dev/null
 -- good rows, then each kind of bad value, then a duplicate key
-\! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1,"q":1,"d":"1.5"}' '{"ts":"2026-01-01T00:00:02Z","k":"b","n":2,"q":2,"d":"2.5"}' '{"ts":"2026-01-01T00:00:03Z","k":"c","n":"x","q":3,"d":"1"}' '{"ts":"2026-01-01T00:00:04Z","k":"d","n":4,"q":-4,"d":"1"}' '{"ts":"2026-01-01T00:00:05Z","k":"e","n":5,"d":"1"}' '{"ts":"2026-01-01T00:00:06Z","n":6,"q":6,"d":"1"}' '{"ts":"2026-01-01T00:00:07Z","k":"g","n":7,"q":7,"d":"12345678901234567890.5"}' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":8,"q":8,"d":"1"}' '{"ts":"2026-01-01T00:00:09Z","k":"i\ttab","n":9,"q":9,"d":"9"}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1,"q":1,"d":"1.5"}' '{"ts":"2026-01-01T00:00:02Z","k":"b","n":2,"q":2,"d":"2.5"}' '{"ts":"2026-01-01T00:00:03Z","k":"c","n":"x","q":3,"d":"1"}' '{"ts":"2026-01-01T00:00:04Z","k":"d","n":4,"q":-4,"d":"1"}' '{"ts":"2026-01-01T00:00:05Z","k":"e","n":5,"d":"1"}' '{"ts":"2026-01-01T00:00:06Z","n":6,"q":6,"d":"1"}' '{"ts":"2026-01-01T00:00:07Z","k":"g","n":7,"q":7,"d":"12345678901234567890.5"}' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":8,"q":8,"d":"1"}' '{"ts":"2026-01-01T00:00:09Z","k":"i\ttab","n":9,"q":9,"d":"9"}' '{"ts":"2026-01-01T00:00:10Z","k":"é€","n":10,"q":10,"d":"1"}' '{"ts":"2026-01-01T00:00:11Z","k":null,"n":11,"q":11,"d":"1"}' '{"ts":"2026-01-01T00:00:12Z","k":"l","n":null,"q":12,"d":null}' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
+-- a value that is not UTF-8 (in a flat object: the line holds it as it is)
+\! printf '{"ts":"2026-01-01T00:00:13Z","k":"m\377","n":13,"q":13,"d":"1"}\n' | kcat -P -b "$SC_KAFKA" -t direct_topic -p 0
 
 -- d numeric(5,1): too many digits is an error of the type's input
 -- function with the column's typmod; k is NOT NULL; q a domain; (k, ts)
@@ -53,7 +57,8 @@ SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamc
 -- empty string, a NOT NULL column, a type error; a cube with its own
 -- delimiter and null string too.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv 1 >/dev/null
-\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
+\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' '2026-01-01T00:00:09Z,é€,9' '2026-01-01T00:00:10Z,j,' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
+\! printf '2026-01-01T00:00:11Z,k\377,11\n' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv2 1 >/dev/null
 \! printf '%s\n' '2026-01-01T00:00:01Z;a;1' '2026-01-01T00:00:02Z;NULL;2' '2026-01-01T00:00:03Z;"NULL";3' '2026-01-01T00:00:04Z;x;NULL' '2026-01-01T00:00:05Z;;5' | kcat -P -b "$SC_KAFKA" -t direct_csv2 -p 0
 CREATE FUNCTION sc_test.direct_csv_cubes(suffix text) RETURNS void LANGUAGE plpgsql AS $$

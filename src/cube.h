@@ -13,6 +13,7 @@
 
 #include "access/attnum.h"
 #include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
@@ -172,6 +173,8 @@ extern int64 sc_window_start(const ScCube *cube, int64 ts);
 extern int64 sc_bucket_start(int64 ts, int64 width);
 extern bool sc_parse_time(const ScCube *cube, const char *str, int64 *result,
 						  char **error);
+extern bool sc_parse_time_bytes(const ScCube *cube, const char *p, size_t len,
+								StringInfo buf, int64 *result, char **error);
 extern bool sc_segment_ensure(const ScCube *cube, int64 window_start,
 							  int64 *created_start, int64 *created_end);
 extern void sc_level_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *end);

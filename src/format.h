@@ -127,6 +127,18 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
 	appendBinaryStringInfo(out, buf, len);
 }
 
+/*
+ * A format whose line() writes every field of a line as it is (no escape,
+ * no quote, no metadata value: the values and the separators only) may
+ * say where the fields end, so that the direct path cuts the line there
+ * instead of splitting it again.  Returns room for one offset per column,
+ * in the order of the line's fields: the offset in out of the separator
+ * after the field (for the last, of the separator before _partition), or
+ * its bitwise complement for a NULL field.  Once called, line() must fill
+ * every entry before it returns true (format_line.c).
+ */
+extern int *sc_line_field_ends(ScIngest *ing);
+
 /* Values from the message's metadata (format_meta.c). */
 extern bool sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m,
 						   char **error);

@@ -16,7 +16,10 @@ typedef struct ScCsvFormat
 {
 	int			time_field;		/* the time column's field of a record; -1 */
 	int			null_len;		/* strlen of the cube's null string */
-	StringInfoData time_text;	/* its value in the current message */
+	const char *time_value;		/* its value in the current message ... */
+	size_t		time_len;		/* ... of so many bytes */
+	StringInfoData time_text;	/* a quoted value, unquoted */
+	StringInfoData time_copy;	/* a value sc_parse_time_bytes() copies */
 } ScCsvFormat;
 
 
@@ -38,11 +41,14 @@ sc_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first, 
 
 /*
  * A record without quotes: fields end at delimiters, which memchr() finds
- * many bytes at a time.  The time field's text goes to cf->time_text;
+ * many bytes at a time.  The time field's value is noted in cf;
  * returns the number of fields, or -1 for a line break inside the record.
+ * With ends, the first maxends fields' ends go there too, as offsets from
+ * p (complemented for the null string), for sc_line_field_ends().
  */
 static inline int
-sc_csv_scan_plain(ScCsvFormat *cf, const char *p, size_t len, char delim)
+sc_csv_scan_plain(ScIngest *ing, ScCsvFormat *cf, const char *p, size_t len, char delim,
+				  int *ends, int maxends)
 {
 	const char *f = p;
 	const char *end = p + len;
@@ -56,7 +62,14 @@ sc_csv_scan_plain(ScCsvFormat *cf, const char *p, size_t len, char delim)
 		const char *fend = d ? d : end;
 
 		if (field == cf->time_field)
-			appendBinaryStringInfo(&cf->time_text, f, fend - f);
+		{
+			cf->time_value = f;
+			cf->time_len = fend - f;
+		}
+		if (ends != NULL && field < maxends)
+			ends[field] = fend - f == cf->null_len &&
+				memcmp(f, ing->cube->csv_null, cf->null_len) == 0
+				? ~(int) (fend - p) : (int) (fend - p);
 		if (d == NULL)
 			return field + 1;
 		field++;
@@ -122,14 +135,20 @@ sc_csv_time(ScIngest *ing, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted
 {
 	ScCube	   *cube = ing->cube;
 
+	const char *nul;
+
 	if (cf->time_field < 0)
 		return sc_meta_time(ing, m, ts, error);
-	if (!quoted && strcmp(cf->time_text.data, cube->csv_null) == 0)
+	/* The value is a C string: a NUL byte ends it, as it always did. */
+	if ((nul = memchr(cf->time_value, '\0', cf->time_len)) != NULL)
+		cf->time_len = nul - cf->time_value;
+	if (!quoted && cf->time_len == cf->null_len &&
+		memcmp(cf->time_value, cube->csv_null, cf->null_len) == 0)
 	{
 		*error = psprintf("time column \"%s\" is null", cube->columns[cube->time_index].name);
 		return false;
 	}
-	if (!sc_parse_time(cube, cf->time_text.data, ts, error))
+	if (!sc_parse_time_bytes(cube, cf->time_value, cf->time_len, &cf->time_copy, ts, error))
 	{
 		*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 		return false;
@@ -152,6 +171,7 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	char		delim = cube->csv_delimiter;
 	int			nfields;
 	bool		quoted = false;
+	int		   *ends = NULL;
 
 	if (ing->layout.npayload == 0 && p != NULL)
 	{
@@ -173,10 +193,24 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	if (len > 0 && p[len - 1] == '\r')
 		len--;
 
+	/*
+	 * A record without quotes of a cube without metadata columns is the
+	 * whole line but its position: its fields' ends are noted as it is
+	 * read, and the direct path cuts the line there.
+	 */
 	resetStringInfo(&cf->time_text);
-	nfields = memchr(p, cube->csv_quote, len) == NULL
-		? sc_csv_scan_plain(cf, p, len, delim)
-		: sc_csv_scan_quoted(cf, p, len, delim, cube->csv_quote, &quoted);
+	if (memchr(p, cube->csv_quote, len) != NULL)
+	{
+		nfields = sc_csv_scan_quoted(cf, p, len, delim, cube->csv_quote, &quoted);
+		cf->time_value = cf->time_text.data;
+		cf->time_len = cf->time_text.len;
+	}
+	else
+	{
+		if (ing->layout.npayload == cube->ncolumns)
+			ends = sc_line_field_ends(ing);
+		nfields = sc_csv_scan_plain(ing, cf, p, len, delim, ends, cube->ncolumns);
+	}
 	if (nfields == -1)
 	{
 		*error = "message holds more than one CSV record (line break outside quotes)";
@@ -196,6 +230,9 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	if (!sc_csv_time(ing, cf, m, quoted, ts, error))
 		return false;
 
+	if (ends != NULL)
+		for (int f = 0; f < cube->ncolumns; f++)
+			ends[f] += ends[f] >= 0 ? out->len : -out->len;	/* ~(x + len) = ~x - len */
 	appendBinaryStringInfo(out, p, len);
 	if (!sc_csv_meta(ing, out, m, false, error))
 		return false;
@@ -318,6 +355,7 @@ sc_csv_setup(ScIngest *ing)
 		? ing->layout.line_pos[cube->time_index] : -1;
 	cf->null_len = strlen(cube->csv_null);
 	initStringInfo(&cf->time_text);
+	initStringInfo(&cf->time_copy);
 	return cf;
 }
 

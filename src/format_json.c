@@ -28,6 +28,12 @@
 /* JSON nested deeper than this is a bad message (pg_parse_json recurses). */
 #define SC_MAX_JSON_DEPTH 256
 
+/*
+ * The flat path remembers which column the first keys of a message were:
+ * the messages of a topic mostly name the same keys in the same order.
+ */
+#define SC_FLAT_GUESSES 32
+
 /* What the format keeps per cube: buffers reused from message to message. */
 typedef struct ScJsonFormat
 {
@@ -46,6 +52,9 @@ typedef struct ScJsonFormat
 	const char **flat_value;	/* per column: value bytes, NULL = null/absent */
 	int		   *flat_len;
 	bool	   *flat_present;
+	bool		keys_unique;	/* no two columns read the same key */
+	int			guess[SC_FLAT_GUESSES];	/* with keys_unique: the column the
+										 * i-th key of the last message was */
 	StringInfoData time_text;	/* the time value of a flat message */
 	StringInfoData number;		/* jsonb: a number's text */
 } ScJsonFormat;
@@ -237,7 +246,9 @@ typedef enum ScFlatStep
 static inline const char *
 sc_skip_ws(const char *p, const char *end)
 {
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+	/* every white-space byte is at most ' ': most bytes are ruled out at once */
+	while (p < end && (unsigned char) *p <= ' ' &&
+		   (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
 	return p;
 }
@@ -412,6 +423,30 @@ sc_flat_next(ScFlatIter *it, ScFlatPair *pair)
 	return SC_FLAT_PAIR;
 }
 
+/* Is the key of pair the key of column c?  Keys are short: no call for them. */
+static inline bool
+sc_flat_key_is(ScJsonFormat *jf, const ScCube *cube, int c, const ScFlatPair *pair)
+{
+	const char *name = cube->columns[c].path[0];
+
+	if (jf->name_len[c] != pair->key_len)
+		return false;
+	if (pair->key_len > 16)
+		return memcmp(name, pair->key, pair->key_len) == 0;
+	for (int i = 0; i < pair->key_len; i++)
+		if (name[i] != pair->key[i])
+			return false;
+	return true;
+}
+
+static inline void
+sc_flat_take(ScJsonFormat *jf, int c, const ScFlatPair *pair)
+{
+	jf->flat_present[c] = true;
+	jf->flat_value[c] = pair->kind == SC_FLAT_NULL ? NULL : pair->value;
+	jf->flat_len[c] = pair->value_len;
+}
+
 static ScFlatResult
 sc_json_flat_scan(ScIngest *ing, ScJsonFormat *jf, const char *p, const char *end)
 {
@@ -419,18 +454,30 @@ sc_json_flat_scan(ScIngest *ing, ScJsonFormat *jf, const char *p, const char *en
 	ScFlatIter	it = {p, end, true};
 	ScFlatPair	pair;
 	ScFlatStep	step;
+	int			i = 0;
 
 	memset(jf->flat_present, 0, sizeof(bool) * cube->ncolumns);
 	memset(jf->flat_value, 0, sizeof(char *) * cube->ncolumns);
-	while ((step = sc_flat_next(&it, &pair)) == SC_FLAT_PAIR)
+	for (; (step = sc_flat_next(&it, &pair)) == SC_FLAT_PAIR; i++)
+	{
+		int			guess = i < SC_FLAT_GUESSES ? jf->guess[i] : -1;
+
+		/* The column the i-th key was last time: no other can be this key. */
+		if (guess >= 0 && sc_flat_key_is(jf, cube, guess, &pair))
+		{
+			sc_flat_take(jf, guess, &pair);
+			continue;
+		}
+		guess = -1;
 		for (int c = 0; c < cube->ncolumns; c++)
-			if (jf->name_len[c] == pair.key_len &&
-				memcmp(cube->columns[c].path[0], pair.key, pair.key_len) == 0)
+			if (sc_flat_key_is(jf, cube, c, &pair))
 			{
-				jf->flat_present[c] = true;
-				jf->flat_value[c] = pair.kind == SC_FLAT_NULL ? NULL : pair.value;
-				jf->flat_len[c] = pair.value_len;
+				sc_flat_take(jf, c, &pair);
+				guess = c;
 			}
+		if (i < SC_FLAT_GUESSES && jf->keys_unique)
+			jf->guess[i] = guess;
+	}
 	return step == SC_FLAT_END ? SC_FLAT_OK : SC_FLAT_FALLBACK;
 }
 
@@ -566,9 +613,8 @@ sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, Stri
 	}
 	else
 	{
-		resetStringInfo(&jf->time_text);
-		appendBinaryStringInfo(&jf->time_text, jf->flat_value[t], jf->flat_len[t]);
-		if (!sc_parse_time(cube, jf->time_text.data, ts, error))
+		if (!sc_parse_time_bytes(cube, jf->flat_value[t], jf->flat_len[t], &jf->time_text,
+								 ts, error))
 		{
 			*error = psprintf("column \"%s\": %s", cube->columns[t].name, *error);
 			return false;
@@ -578,8 +624,12 @@ sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, Stri
 	/* No escapes and no control characters: the bytes go to COPY as they are. */
 	if (ing->layout.npayload == cube->ncolumns)
 	{
-		/* No metadata columns: size the line once, then copy the values in. */
+		/*
+		 * No metadata columns: size the line once, then copy the values
+		 * in, noting where each ends (the direct path cuts the line there).
+		 */
 		int			need = cube->ncolumns;	/* the tabs */
+		int		   *ends = sc_line_field_ends(ing);
 		char	   *d;
 
 		for (int c = 0; c < cube->ncolumns; c++)
@@ -594,11 +644,13 @@ sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, Stri
 			{
 				memcpy(d, "\\N", 2);
 				d += 2;
+				ends[c] = ~(int) (d - out->data);
 			}
 			else
 			{
 				memcpy(d, jf->flat_value[c], jf->flat_len[c]);
 				d += jf->flat_len[c];
+				ends[c] = (int) (d - out->data);
 			}
 		}
 		out->len = d - out->data;
@@ -818,6 +870,14 @@ sc_json_setup(ScIngest *ing)
 		if (cube->columns[c].pathlen != 1 || ing->layout.json_column[c])
 			jf->flat = false;
 	}
+	jf->keys_unique = true;
+	for (int c = 0; c < cube->ncolumns; c++)
+		for (int d = 0; d < c; d++)
+			if (jf->name_len[c] >= 0 && jf->name_len[c] == jf->name_len[d] &&
+				strcmp(cube->columns[c].path[0], cube->columns[d].path[0]) == 0)
+				jf->keys_unique = false;
+	for (int i = 0; i < SC_FLAT_GUESSES; i++)
+		jf->guess[i] = -1;
 	initStringInfo(&jf->time_text);
 	initStringInfo(&jf->number);
 	return jf;

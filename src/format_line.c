@@ -145,6 +145,29 @@ sc_line_short(ScIngest *ing, StringInfo out, const char *value)
 		appendStringInfoString(out, value);
 }
 
+/*
+ * Where the fields of the line being written end (see format.h): the
+ * entries of line nlines, the next one kept.  A look ahead for missing
+ * windows (sc_peek_message) writes lines after the last one kept, which
+ * is why there is room for one line more than the batch has messages.
+ */
+int *
+sc_line_field_ends(ScIngest *ing)
+{
+	ScBatch    *b = &ing->batch;
+	int			need = b->nends + Max(ing->cube->ncolumns, 1);
+
+	if (need > b->maxends)
+	{
+		b->maxends = Max(need, 2 * b->maxends);
+		b->ends = b->ends == NULL
+			? MemoryContextAlloc(TopMemoryContext, sizeof(int) * b->maxends)
+			: repalloc(b->ends, sizeof(int) * b->maxends);
+	}
+	b->line_ends[b->nlines] = b->nends;
+	return b->ends + b->nends;
+}
+
 /* ----------------------------------------------------------------
  * Reading values: the text format's split (the direct path)
  * ----------------------------------------------------------------

@@ -233,6 +233,7 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 
 	if (m->payload == NULL)
 		return "tombstone: the message has no value (a NULL payload)";
+	ing->batch.line_ends[ing->batch.nlines] = -1;
 	if (!ing->format->line(ing, m, &ing->batch.lines, &ts, &error))
 		return error;
 	if (cube->reject_early >= 0 && ts > now && ts - now > cube->reject_early)
@@ -488,6 +489,8 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				b->line_msg[b->nlines] = i;
 				b->line_window[b->nlines] = window;
 				b->line_ts[b->nlines] = ts;
+				if (b->line_ends[b->nlines] >= 0)
+					b->nends += cube->ncolumns;
 				b->nlines++;
 			}
 		}
@@ -530,6 +533,7 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 			pfree(b->line_msg);
 			pfree(b->line_window);
 			pfree(b->line_ts);
+			pfree(b->line_ends);
 		}
 		b->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
 		b->fate = MemoryContextAlloc(TopMemoryContext, sizeof(uint8) * n);
@@ -537,11 +541,13 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 		b->line_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 		b->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
 		b->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
+		b->line_ends = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
 		b->maxbatch = n;
 	}
 	memset(b->bad_error, 0, sizeof(char *) * n);
 	memset(b->fate, 0, sizeof(uint8) * n);
 	b->nlines = 0;
+	b->nends = 0;
 	b->nlate = 0;
 	b->rows_direct = 0;
 	b->rows_copy = 0;

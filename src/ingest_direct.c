@@ -3,12 +3,15 @@
  * ingest_direct.c
  *		The direct path: rows formed here, no COPY round trip.
  *
- * Lines into active windows are not handed to COPY: the format splits each
- * line into its fields again (ScFormatRoutine.split, COPY's rules for its
- * encoding), each field goes through its column's input function (the time
- * column takes the value the format parsed already, a column the format
- * builds itself through its datum()), and the rows are written per window
- * partition (the receiver knows each row's window: no routing) with
+ * Lines into active windows are not handed to COPY: each line is cut where
+ * its format said its fields end (sc_line_field_ends(): values written as
+ * they are), or else the format splits it into its fields again
+ * (ScFormatRoutine.split, COPY's rules for its encoding); the encoding is
+ * checked only for a line that is not plain ASCII.  Each field goes
+ * through its column's input function (the time column takes the value
+ * the format parsed already, a column the format builds itself through
+ * its datum()), and the rows are written per window partition (the
+ * receiver knows each row's window: no routing) with
  * table_multi_insert() and a bulk-insert state, their indexes updated and
  * their constraints checked as COPY does.  Errors read as COPY's would (an
  * error context naming the column and its value), so a bad row is isolated
@@ -336,8 +339,40 @@ sc_direct_target_of(ScIngest *ing, ScDirectRun *run, int l)
 }
 
 /*
- * Form line l's row in slot, whose columns are t's: split the line as the
- * format wrote it, convert each field.  Errors name the column and value.
+ * Is every byte of s ASCII and none NUL?  Then s is valid in every server
+ * encoding, and pg_verify_mbstr() need not read it.  Eight bytes at a
+ * time, the last eight read again for the tail: a byte with its high bit
+ * set, or one whose subtraction borrows (only a zero byte starts a
+ * borrow), leaves a high bit in bad.
+ */
+static inline bool
+sc_plain_ascii(const char *s, int len)
+{
+	const uint64 ones = UINT64CONST(0x0101010101010101);
+	const uint64 highs = UINT64CONST(0x8080808080808080);
+	uint64		bad = 0;
+	uint64		w;
+
+	if (len < (int) sizeof(uint64))
+	{
+		for (int i = 0; i < len; i++)
+			bad |= (unsigned char) s[i] == 0 ? highs : (unsigned char) s[i];
+		return (bad & highs) == 0;
+	}
+	for (int i = 0; i + (int) sizeof(uint64) <= len; i += sizeof(uint64))
+	{
+		memcpy(&w, s + i, sizeof(w));
+		bad |= w | ((w - ones) & ~w);
+	}
+	memcpy(&w, s + len - sizeof(w), sizeof(w));
+	bad |= w | ((w - ones) & ~w);
+	return (bad & highs) == 0;
+}
+
+/*
+ * Form line l's row in slot, whose columns are t's: cut the line where
+ * the format said its fields end, or split it as the format wrote it;
+ * convert each field.  Errors name the column and value.
  */
 static void
 sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
@@ -364,13 +399,32 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	resetStringInfo(&run->buf);
 	appendBinaryStringInfo(&run->buf, b->lines.data + b->line_start[l],
 						   b->line_start[l + 1] - b->line_start[l]);
-	pg_verify_mbstr(GetDatabaseEncoding(), run->buf.data, run->buf.len, false);
-	nf = ing->format->split(ing, run->buf.data, run->buf.len, fields, layout->nattrs + 1);
-	if (nf != layout->nattrs)
-		ereport(ERROR,
-				(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				 errmsg(nf < layout->nattrs ? "missing data for column \"%s\"" : "extra data after last expected column",
-						nf < layout->nattrs ? strVal(list_nth(layout->line_attnames, nf)) : "")));
+	if (!sc_plain_ascii(run->buf.data, run->buf.len))
+		pg_verify_mbstr(GetDatabaseEncoding(), run->buf.data, run->buf.len, false);
+	if (b->line_ends[l] >= 0)
+	{
+		/* The format said where the fields end: cut the line there. */
+		const int  *ends = b->ends + b->line_ends[l];
+		int			start = 0;
+
+		for (int f = 0; f < cube->ncolumns; f++)
+		{
+			int			end = (ends[f] >= 0 ? ends[f] : ~ends[f]) - b->line_start[l];
+
+			run->buf.data[end] = '\0';
+			fields[f] = ends[f] >= 0 ? run->buf.data + start : NULL;
+			start = end + 1;
+		}
+	}
+	else
+	{
+		nf = ing->format->split(ing, run->buf.data, run->buf.len, fields, layout->nattrs + 1);
+		if (nf != layout->nattrs)
+			ereport(ERROR,
+					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+					 errmsg(nf < layout->nattrs ? "missing data for column \"%s\"" : "extra data after last expected column",
+							nf < layout->nattrs ? strVal(list_nth(layout->line_attnames, nf)) : "")));
+	}
 
 	for (int c = 0; c < cube->ncolumns; c++)
 	{

@@ -81,6 +81,11 @@ typedef struct ScBatch
 	int		   *line_msg;		/* per line: its message */
 	int64	   *line_window;	/* per line: its window */
 	int64	   *line_ts;		/* per line: its time value */
+	int		   *line_ends;		/* per line: its first entry in ends, or -1 */
+	int		   *ends;			/* where fields end, a column's worth per line
+								 * whose format said (sc_line_field_ends()) */
+	int			nends;
+	int			maxends;
 	int			nlines;
 	int			nlate;			/* lines into sealed windows */
 	int			maxbatch;		/* capacity of the per-message arrays */

@@ -136,13 +136,15 @@ sc_digits(const char *p, int n)
 /*
  * The common case, fast: ISO 8601 "YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}]" with
  * "Z" or a numeric offset ("+HH", "+HH:MM", "+HHMM"); a timestamp without
- * time zone takes no suffix.  Anything else returns false and is left to
- * PostgreSQL's own parser, which gives the same value for these forms.
+ * time zone takes no suffix.  Exactly the len bytes at p, which need no
+ * terminator.  Anything else returns false and is left to PostgreSQL's
+ * own parser, which gives the same value for these forms.
  */
 static bool
-sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
+sc_parse_iso(const ScCube *cube, const char *p, size_t len, int64 *result)
 {
-	int			y = sc_digits(p, 4),
+	const char *end = p + len;
+	int			y,
 				mo,
 				d,
 				h,
@@ -152,7 +154,8 @@ sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
 	int64		usec = 0;
 	int			scale = 100000;
 
-	if (y < 1 || p[4] != '-' || (mo = sc_digits(p + 5, 2)) < 1 || mo > 12 ||
+	if (len < 19 ||
+		(y = sc_digits(p, 4)) < 1 || p[4] != '-' || (mo = sc_digits(p + 5, 2)) < 1 || mo > 12 ||
 		p[7] != '-' || (d = sc_digits(p + 8, 2)) < 1 || d > day_tab[isleap(y)][mo - 1] ||
 		(p[10] != 'T' && p[10] != ' ') ||
 		(h = sc_digits(p + 11, 2)) < 0 || h > 23 || p[13] != ':' ||
@@ -160,12 +163,12 @@ sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
 		(sec = sc_digits(p + 17, 2)) < 0 || sec > 59)
 		return false;
 	p += 19;
-	if (*p == '.')
+	if (p < end && *p == '.')
 	{
 		p++;
-		if (*p < '0' || *p > '9')
+		if (p == end || *p < '0' || *p > '9')
 			return false;
-		for (; *p >= '0' && *p <= '9'; p++)
+		for (; p < end && *p >= '0' && *p <= '9'; p++)
 		{
 			if (scale == 0)
 				return false;	/* more than microseconds: let PostgreSQL round */
@@ -175,22 +178,22 @@ sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
 	}
 	if (cube->time_type == TIMESTAMPTZOID)
 	{
-		if (*p == 'Z')
+		if (p < end && *p == 'Z')
 			p++;
-		else if (*p == '+' || *p == '-')
+		else if (p < end && (*p == '+' || *p == '-'))
 		{
 			int			sign = *p == '-' ? -1 : 1;
-			int			th = sc_digits(p + 1, 2),
+			int			th,
 						tm = 0;
 
-			if (th < 0 || th > 15)
+			if (end - p < 3 || (th = sc_digits(p + 1, 2)) < 0 || th > 15)
 				return false;
 			p += 3;
-			if (*p == ':')
+			if (p < end && *p == ':')
 				p++;
-			if (*p >= '0' && *p <= '9')
+			if (p < end && *p >= '0' && *p <= '9')
 			{
-				if ((tm = sc_digits(p, 2)) < 0 || tm > 59)
+				if (end - p < 2 || (tm = sc_digits(p, 2)) < 0 || tm > 59)
 					return false;
 				p += 2;
 			}
@@ -199,7 +202,7 @@ sc_parse_iso(const ScCube *cube, const char *p, int64 *result)
 		else
 			return false;		/* local time: depends on the TimeZone setting */
 	}
-	if (*p != '\0')
+	if (p != end)
 		return false;
 
 	*result = ((int64) (date2j(y, mo, d) - POSTGRES_EPOCH_JDATE) * SECS_PER_DAY +
@@ -226,7 +229,7 @@ sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
 	int			dterr;
 	Timestamp	ts;
 
-	if (sc_parse_iso(cube, str, result))
+	if (sc_parse_iso(cube, str, strlen(str), result))
 		return true;
 
 	dterr = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
@@ -254,6 +257,22 @@ sc_parse_time(const ScCube *cube, const char *str, int64 *result, char **error)
 	}
 	*result = ts;
 	return true;
+}
+
+/*
+ * sc_parse_time() of the len bytes at p, which need no terminator: the
+ * common form is read in place, anything else copied into buf first (a
+ * NUL among the bytes ends the copy's string, as it ends a C string).
+ */
+bool
+sc_parse_time_bytes(const ScCube *cube, const char *p, size_t len, StringInfo buf,
+					int64 *result, char **error)
+{
+	if (sc_parse_iso(cube, p, len, result))
+		return true;
+	resetStringInfo(buf);
+	appendBinaryStringInfo(buf, p, (int) len);
+	return sc_parse_time(cube, buf->data, result, error);
 }
 
 /* An ISO 8601 literal of a window bound, independent of DateStyle. */
