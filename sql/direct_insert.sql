@@ -54,10 +54,11 @@ SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamc
        AS same_dead_letters;   -- the cubes' names aside
 
 -- CSV: quoted delimiters, doubled quotes, the null string against a quoted
--- empty string, a NOT NULL column, a type error; a cube with its own
--- delimiter and null string too.
+-- empty string, a NOT NULL column, a type error, integers in every form
+-- int4in reads or refuses; a cube with its own delimiter and null string
+-- too.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv 1 >/dev/null
-\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' '2026-01-01T00:00:09Z,é€,9' '2026-01-01T00:00:10Z,j,' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
+\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' '2026-01-01T00:00:09Z,é€,9' '2026-01-01T00:00:10Z,j,' '2026-01-01T00:00:12Z,n1, 12' '2026-01-01T00:00:13Z,n2,+13' '2026-01-01T00:00:14Z,n3,-0' '2026-01-01T00:00:15Z,n4,0042' '2026-01-01T00:00:16Z,n5,-123456789' '2026-01-01T00:00:17Z,n6,2147483647' '2026-01-01T00:00:18Z,n7,2147483648' '2026-01-01T00:00:19Z,n8,-' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
 \! printf '2026-01-01T00:00:11Z,k\377,11\n' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv2 1 >/dev/null
 \! printf '%s\n' '2026-01-01T00:00:01Z;a;1' '2026-01-01T00:00:02Z;NULL;2' '2026-01-01T00:00:03Z;"NULL";3' '2026-01-01T00:00:04Z;x;NULL' '2026-01-01T00:00:05Z;;5' | kcat -P -b "$SC_KAFKA" -t direct_csv2 -p 0

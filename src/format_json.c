@@ -53,8 +53,11 @@ typedef struct ScJsonFormat
 	int		   *flat_len;
 	bool	   *flat_present;
 	bool		keys_unique;	/* no two columns read the same key */
+	bool	   *name_plain;		/* per column: its key has no quote, backslash
+								 * or control character */
 	int			guess[SC_FLAT_GUESSES];	/* with keys_unique: the column the
-										 * i-th key of the last message was */
+										 * i-th key of the last message was,
+										 * if its key is plain; else -1 */
 	StringInfoData time_text;	/* the time value of a flat message */
 	StringInfoData number;		/* jsonb: a number's text */
 } ScJsonFormat;
@@ -223,6 +226,7 @@ typedef struct ScFlatPair
 {
 	const char *key;
 	int			key_len;
+	bool		expected;		/* the key is the one sc_flat_next() was told */
 	const char *value;
 	int			value_len;
 	ScFlatKind	kind;
@@ -346,10 +350,14 @@ sc_scan_plain_string(const char *p, const char *end)
 /*
  * The next key and value of a flat object: scalar values only, strings
  * without escapes or control characters.  Shared by the column scan and the
- * direct jsonb build, so both accept exactly the same texts.
+ * direct jsonb build, so both accept exactly the same texts.  expect, when
+ * given, is the key the caller thinks comes next (expect_len bytes, none a
+ * quote, a backslash or a control character): if the key's bytes are
+ * those, followed by its closing quote, it is taken without a scan and
+ * pair->expected is set.
  */
 static inline ScFlatStep
-sc_flat_next(ScFlatIter *it, ScFlatPair *pair)
+sc_flat_next(ScFlatIter *it, ScFlatPair *pair, const char *expect, int expect_len)
 {
 	const char *p = it->p;
 	const char *end = it->end;
@@ -378,7 +386,16 @@ sc_flat_next(ScFlatIter *it, ScFlatPair *pair)
 	if (p >= end || *p != '"')
 		return SC_FLAT_NOT_FLAT;
 	pair->key = p + 1;
-	if ((key_end = sc_scan_plain_string(pair->key, end)) == NULL)
+	pair->expected = false;
+	if (expect != NULL && end - pair->key > expect_len && pair->key[expect_len] == '"')
+	{
+		pair->expected = true;
+		for (int i = 0; i < expect_len && pair->expected; i++)
+			pair->expected = pair->key[i] == expect[i];
+	}
+	if (pair->expected)
+		key_end = pair->key + expect_len;
+	else if ((key_end = sc_scan_plain_string(pair->key, end)) == NULL)
 		return SC_FLAT_NOT_FLAT;
 	pair->key_len = key_end - pair->key;
 	p = sc_skip_ws(key_end + 1, end);
@@ -455,28 +472,36 @@ sc_json_flat_scan(ScIngest *ing, ScJsonFormat *jf, const char *p, const char *en
 	ScFlatPair	pair;
 	ScFlatStep	step;
 	int			i = 0;
+	int			guess = jf->guess[0];
 
 	memset(jf->flat_present, 0, sizeof(bool) * cube->ncolumns);
 	memset(jf->flat_value, 0, sizeof(char *) * cube->ncolumns);
-	for (; (step = sc_flat_next(&it, &pair)) == SC_FLAT_PAIR; i++)
-	{
-		int			guess = i < SC_FLAT_GUESSES ? jf->guess[i] : -1;
 
-		/* The column the i-th key was last time: no other can be this key. */
-		if (guess >= 0 && sc_flat_key_is(jf, cube, guess, &pair))
-		{
+	/*
+	 * The column the i-th key was last time is expected: when the key is
+	 * its name, no other column can be this key, and the key's text needs
+	 * no scan.
+	 */
+	while ((step = sc_flat_next(&it, &pair,
+								guess >= 0 ? cube->columns[guess].path[0] : NULL,
+								guess >= 0 ? jf->name_len[guess] : 0)) == SC_FLAT_PAIR)
+	{
+		if (pair.expected)
 			sc_flat_take(jf, guess, &pair);
-			continue;
+		else
+		{
+			guess = -1;
+			for (int c = 0; c < cube->ncolumns; c++)
+				if (sc_flat_key_is(jf, cube, c, &pair))
+				{
+					sc_flat_take(jf, c, &pair);
+					guess = c;
+				}
+			if (i < SC_FLAT_GUESSES && jf->keys_unique)
+				jf->guess[i] = guess >= 0 && jf->name_plain[guess] ? guess : -1;
 		}
-		guess = -1;
-		for (int c = 0; c < cube->ncolumns; c++)
-			if (sc_flat_key_is(jf, cube, c, &pair))
-			{
-				sc_flat_take(jf, c, &pair);
-				guess = c;
-			}
-		if (i < SC_FLAT_GUESSES && jf->keys_unique)
-			jf->guess[i] = guess;
+		i++;
+		guess = i < SC_FLAT_GUESSES ? jf->guess[i] : -1;
 	}
 	return step == SC_FLAT_END ? SC_FLAT_OK : SC_FLAT_FALLBACK;
 }
@@ -522,7 +547,7 @@ sc_flat_jsonb(ScJsonFormat *jf, const char *p, Datum *result)
 	if (len > JENTRY_OFFLENMASK)
 		return false;
 	pairs = palloc(sizeof(JsonbPair) * max);
-	while ((step = sc_flat_next(&it, &flat)) == SC_FLAT_PAIR)
+	while ((step = sc_flat_next(&it, &flat, NULL, 0)) == SC_FLAT_PAIR)
 	{
 		JsonbPair  *pair;
 
@@ -871,6 +896,18 @@ sc_json_setup(ScIngest *ing)
 			jf->flat = false;
 	}
 	jf->keys_unique = true;
+	jf->name_plain = palloc0(sizeof(bool) * n);
+	for (int c = 0; c < cube->ncolumns; c++)
+	{
+		jf->name_plain[c] = jf->name_len[c] >= 0;
+		for (int k = 0; k < jf->name_len[c]; k++)
+		{
+			unsigned char ch = (unsigned char) cube->columns[c].path[0][k];
+
+			if (ch == '"' || ch == '\\' || ch < 0x20)
+				jf->name_plain[c] = false;
+		}
+	}
 	for (int c = 0; c < cube->ncolumns; c++)
 		for (int d = 0; d < c; d++)
 			if (jf->name_len[c] >= 0 && jf->name_len[c] == jf->name_len[d] &&

@@ -173,6 +173,7 @@ sc_direct_prepare(ScIngest *ing, Relation parent)
 
 	ing->direct.in_func = palloc0(sizeof(FmgrInfo) * Max(cube->ncolumns, 1));
 	ing->direct.in_ioparam = palloc0(sizeof(Oid) * Max(cube->ncolumns, 1));
+	ing->direct.int_type = palloc0(sizeof(Oid) * Max(cube->ncolumns, 1));
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(parent), ing->layout.attnums[c] - 1);
@@ -180,6 +181,9 @@ sc_direct_prepare(ScIngest *ing, Relation parent)
 
 		getTypeInputInfo(att->atttypid, &func, &ing->direct.in_ioparam[c]);
 		fmgr_info_cxt(func, &ing->direct.in_func[c], ing->cube_cxt);
+		/* the types themselves, not domains over them: those check more */
+		if (att->atttypid == INT2OID || att->atttypid == INT4OID || att->atttypid == INT8OID)
+			ing->direct.int_type[c] = att->atttypid;
 	}
 	if (ing->direct.cxt == NULL)
 		ing->direct.cxt = AllocSetContextCreate(TopMemoryContext, "streamcube direct rows",
@@ -370,6 +374,38 @@ sc_plain_ascii(const char *s, int len)
 }
 
 /*
+ * An integer column's value, as its input function would make it, for the
+ * common case: an optional minus and digits, too few to overflow the type.
+ * False for anything else (white space, a plus, a value near the type's
+ * limits, no digits), which the input function then reads, and rejects
+ * with its own words when it must.
+ */
+static inline bool
+sc_direct_int(const char *s, Oid type, Datum *value)
+{
+	int			maxdigits = type == INT8OID ? 18 : type == INT4OID ? 9 : 4;
+	bool		neg = *s == '-';
+	int64		v = 0;
+	int			n = 0;
+
+	if (neg)
+		s++;
+	for (; *s >= '0' && *s <= '9'; s++)
+	{
+		if (++n > maxdigits)
+			return false;
+		v = v * 10 + (*s - '0');
+	}
+	if (n == 0 || *s != '\0')
+		return false;
+	if (neg)
+		v = -v;
+	*value = type == INT8OID ? Int64GetDatum(v) :
+		type == INT4OID ? Int32GetDatum((int32) v) : Int16GetDatum((int16) v);
+	return true;
+}
+
+/*
  * Form line l's row in slot, whose columns are t's: cut the line where
  * the format said its fields end, or split it as the format wrote it;
  * convert each field.  Errors name the column and value.
@@ -443,6 +479,12 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 		run->ctx.value = field;
 		if (format_datum != NULL && format_datum[c] && field != NULL &&
 			ing->format->datum(ing, c, field, &slot->tts_values[at - 1]))
+		{
+			slot->tts_isnull[at - 1] = false;
+			continue;
+		}
+		if (ing->direct.int_type[c] != InvalidOid && field != NULL &&
+			sc_direct_int(field, ing->direct.int_type[c], &slot->tts_values[at - 1]))
 		{
 			slot->tts_isnull[at - 1] = false;
 			continue;

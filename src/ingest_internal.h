@@ -181,6 +181,9 @@ typedef struct ScDirect
 	bool		ready;
 	FmgrInfo   *in_func;		/* per cube column */
 	Oid		   *in_ioparam;
+	Oid		   *int_type;		/* per cube column: int2, int4 or int8 (whose
+								 * input functions sc_direct_int() spares
+								 * the common case); else InvalidOid */
 	MemoryContext cxt;			/* values of the rows not written yet */
 } ScDirect;
 
