@@ -118,19 +118,24 @@ sc_level_bucket(const ScCube *cube, int level, int64 ts, int64 *start, int64 *en
 	}
 }
 
-/* Read exactly n digits; -1 if any is not a digit. */
+/* Two digits' value; -1 if either is not a digit. */
 static inline int
-sc_digits(const char *p, int n)
+sc_two_digits(const char *p)
 {
-	int			v = 0;
+	unsigned int hi = (unsigned char) p[0] - (unsigned int) '0';
+	unsigned int lo = (unsigned char) p[1] - (unsigned int) '0';
 
-	for (int i = 0; i < n; i++)
-	{
-		if (p[i] < '0' || p[i] > '9')
-			return -1;
-		v = v * 10 + (p[i] - '0');
-	}
-	return v;
+	return hi > 9 || lo > 9 ? -1 : (int) (hi * 10 + lo);
+}
+
+/* Four digits' value; -1 if any is not a digit. */
+static inline int
+sc_four_digits(const char *p)
+{
+	int			hi = sc_two_digits(p);
+	int			lo = sc_two_digits(p + 2);
+
+	return hi < 0 || lo < 0 ? -1 : hi * 100 + lo;
 }
 
 /*
@@ -155,12 +160,12 @@ sc_parse_iso(const ScCube *cube, const char *p, size_t len, int64 *result)
 	int			scale = 100000;
 
 	if (len < 19 ||
-		(y = sc_digits(p, 4)) < 1 || p[4] != '-' || (mo = sc_digits(p + 5, 2)) < 1 || mo > 12 ||
-		p[7] != '-' || (d = sc_digits(p + 8, 2)) < 1 || d > day_tab[isleap(y)][mo - 1] ||
+		(y = sc_four_digits(p)) < 1 || p[4] != '-' || (mo = sc_two_digits(p + 5)) < 1 || mo > 12 ||
+		p[7] != '-' || (d = sc_two_digits(p + 8)) < 1 || d > day_tab[isleap(y)][mo - 1] ||
 		(p[10] != 'T' && p[10] != ' ') ||
-		(h = sc_digits(p + 11, 2)) < 0 || h > 23 || p[13] != ':' ||
-		(mi = sc_digits(p + 14, 2)) < 0 || mi > 59 || p[16] != ':' ||
-		(sec = sc_digits(p + 17, 2)) < 0 || sec > 59)
+		(h = sc_two_digits(p + 11)) < 0 || h > 23 || p[13] != ':' ||
+		(mi = sc_two_digits(p + 14)) < 0 || mi > 59 || p[16] != ':' ||
+		(sec = sc_two_digits(p + 17)) < 0 || sec > 59)
 		return false;
 	p += 19;
 	if (p < end && *p == '.')
@@ -186,14 +191,14 @@ sc_parse_iso(const ScCube *cube, const char *p, size_t len, int64 *result)
 			int			th,
 						tm = 0;
 
-			if (end - p < 3 || (th = sc_digits(p + 1, 2)) < 0 || th > 15)
+			if (end - p < 3 || (th = sc_two_digits(p + 1)) < 0 || th > 15)
 				return false;
 			p += 3;
 			if (p < end && *p == ':')
 				p++;
 			if (p < end && *p >= '0' && *p <= '9')
 			{
-				if (end - p < 2 || (tm = sc_digits(p, 2)) < 0 || tm > 59)
+				if (end - p < 2 || (tm = sc_two_digits(p)) < 0 || tm > 59)
 					return false;
 				p += 2;
 			}
