@@ -134,7 +134,6 @@ sc_csv_time(ScIngest *ing, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted
 			int64 *ts, char **error)
 {
 	ScCube	   *cube = ing->cube;
-
 	const char *nul;
 
 	if (cf->time_field < 0)
