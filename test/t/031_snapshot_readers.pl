@@ -113,13 +113,24 @@ my $rows = $node->safe_psql('postgres', 'SELECT count(*) FROM ev');
 my $active_before = $node->safe_psql('postgres',
 	"SELECT count(*) FROM streamcube.segments WHERE cube = 'ev'::regclass AND state = 'active' AND rows > 0");
 $sealer = sealer(15);
-my ($dumps, $wrong) = (0, 0);
+my ($dumps, $wrong, $raced) = (0, 0, 0);
 my $t_dump = time + 12;
 while (time < $t_dump)
 {
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'pg_dump', '--data-only', '--table=public.ev*', '-d', $node->connstr('postgres') ],
-		'<', \undef, '>', \$out, '2>', \$err) or die "pg_dump failed: $err";
+
+	# pg_dump lists the tables in its snapshot, then locks them one by one:
+	# a seal that commits in between has dropped a partition it listed, and
+	# its LOCK TABLE fails (docs/operations.md).  Such a dump is taken again;
+	# any other failure ends the test.
+	if (!IPC::Run::run([ 'pg_dump', '--data-only', '--table=public.ev*', '-d', $node->connstr('postgres') ],
+			'<', \undef, '>', \$out, '2>', \$err))
+	{
+		die "pg_dump failed: $err"
+		  unless $err =~ /LOCK TABLE public\.ev\S* IN ACCESS SHARE MODE/ && $err =~ /does not exist/;
+		$raced++;
+		next;
+	}
 	my ($n, $in) = (0, 0);
 	for my $line (split /\n/, $out)
 	{
@@ -136,7 +147,7 @@ $sealer->finish;
 my $active_after = $node->safe_psql('postgres',
 	"SELECT count(*) FROM streamcube.segments WHERE cube = 'ev'::regclass AND state = 'active' AND rows > 0");
 cmp_ok($active_after, '<', $active_before, "windows were sealed while pg_dump ran ($active_before, then $active_after active with rows)");
-cmp_ok($dumps, '>', 3, "pg_dump ran $dumps times");
+cmp_ok($dumps, '>', 3, "pg_dump ran $dumps times ($raced more lost the race with a seal to a dropped partition)");
 is($wrong, 0, "every dump holds exactly the cube's $rows rows");
 
 my $log = sc_log_since($node, $log_start);
