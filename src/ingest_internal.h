@@ -94,20 +94,6 @@ typedef struct ScBatch
 	int64		rows_copy;		/* lines COPY wrote */
 } ScBatch;
 
-/* (window, Kafka partition): its first offset is in streamcube.window_offsets */
-typedef struct ScFirstKey
-{
-	int64		start;
-	int32		partition;
-} ScFirstKey;
-
-/* ... and for which partition of the window (see ingest_windows.c) */
-typedef struct ScFirstEntry
-{
-	ScFirstKey	key;			/* hash key */
-	Oid			relid;			/* the window's partition when it was recorded */
-} ScFirstEntry;
-
 /*
  * Which relation a window's partition is, beyond its OID: the version of
  * its pg_class row (xmin and TID), as plpgsql tells a function it compiled
@@ -119,6 +105,24 @@ typedef struct ScRelVersion
 	TransactionId xmin;
 	ItemPointerData tid;
 } ScRelVersion;
+
+/*
+ * (partition of the cube, Kafka partition): the Kafka partition's first
+ * offset in the partition's windows is in streamcube.window_offsets (see
+ * ingest_windows.c)
+ */
+typedef struct ScFirstKey
+{
+	Oid			relid;
+	int32		partition;
+} ScFirstKey;
+
+typedef struct ScFirstEntry
+{
+	ScFirstKey	key;			/* hash key */
+	ScRelVersion version;		/* of relid's pg_class row when recorded */
+	int64		start;			/* the window it was recorded for */
+} ScFirstEntry;
 
 /*
  * What the receiver knows of one window, committed (its state as

@@ -81,9 +81,10 @@
  *	   one of its own: a descriptor whose build took in the first
  *	   invalidation is dropped by the second.
  *
- * The first offsets recorded are kept per (window, Kafka partition) for the
- * partition they were recorded for: a seal deletes a window's, and a window
- * is active again only with a new partition.  Windows that could not be
+ * The first offsets recorded are kept per (partition of the cube, Kafka
+ * partition), the partition known by its OID and pg_class version
+ * (sc_windows_record): a seal deletes its windows', and a window is active
+ * again only with a new partition.  Windows that could not be
  * created are forgotten whenever the cube's table changes, which may mend
  * them.  Memory stays bounded: past SC_WINDOW_CACHE_MAX windows, or
  * SC_FIRSTS_CACHE_MAX first offsets, everything is forgotten and read
@@ -714,9 +715,13 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 		}
 		for (int i = 0; i < wc->nfirsts_pending; i++)
 		{
-			ScFirstEntry *f = hash_search(wc->firsts, &wc->firsts_pending[i].key, HASH_ENTER, NULL);
+			ScFirstEntry *f;
 
-			f->relid = wc->firsts_pending[i].relid;
+			if (!OidIsValid(wc->firsts_pending[i].key.relid))
+				continue;
+			f = hash_search(wc->firsts, &wc->firsts_pending[i].key, HASH_ENTER, NULL);
+			f->version = wc->firsts_pending[i].version;
+			f->start = wc->firsts_pending[i].start;
 		}
 		/* new windows: read their state when next needed */
 	}
@@ -729,13 +734,28 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
  * What the rows of a batch tell the catalog, in the batch's transaction:
  * a late row appended to a sealed window moves that window's sealed_upto
  * past it (so it is never appended twice); the first row of a Kafka
- * partition in an active window records its offset in window_offsets
- * (where a seal finds the partition's next checkpoint).
+ * partition in an active partition of the cube records its offset in
+ * window_offsets, for the window it is in (where a seal finds the
+ * partition's next checkpoint: the smallest first offset in an active
+ * window).
+ *
+ * Once per partition of the cube, not per window: the windows of a
+ * bucket of history share their partition, and with it every change of
+ * state (a seal swaps the whole partition and marks all its windows
+ * sealed in one transaction; a drop, retention or a detach takes them
+ * all), so while they are active the smallest first offset of a Kafka
+ * partition in any of them is the one in the window it was read into
+ * first.  A replay of a month of hourly windows records 16 first offsets
+ * a day for 16 Kafka partitions instead of 384.  The cache knows a
+ * partition by its OID and the version of its pg_class row, as the
+ * windows' cache does: an OID used again after a drop is another
+ * relation, and is recorded again.
  */
 void
 sc_windows_record(ScIngest *ing, int nlines_done)
 {
-	ScFirstKey	prev = {0, -1}; /* the last key known to be recorded */
+	int64		prev_start = 0; /* the last run's window and Kafka partition */
+	int32		prev_partition = -1;
 	int			first_new = ing->windows.nfirsts_pending;
 	int64	   *offsets = NULL; /* of the first offsets new here, by pending index */
 	int			maxoffsets = 0;
@@ -743,10 +763,10 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 	for (int l = 0; l < nlines_done; l++)
 	{
 		const ScKafkaMessage *m = &ing->batch.messages[ing->batch.line_msg[l]];
-		ScFirstKey	key = {ing->batch.line_window[l], m->partition};
+		int64		start = ing->batch.line_window[l];
 		ScWindowEntry *e;
 		ScFirstEntry *f;
-		Oid			relid;
+		ScFirstKey	key;
 		bool		seen;
 
 		if (ing->batch.bad_error[ing->batch.line_msg[l]] != NULL)
@@ -757,26 +777,34 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 			bool		last = true;
 
 			for (int k = l + 1; k < nlines_done && last; k++)
-				if ((ing->batch.fate[ing->batch.line_msg[k]] == SC_FATE_LATE) && ing->batch.line_window[k] == key.start &&
-					ing->batch.messages[ing->batch.line_msg[k]].partition == key.partition &&
+				if ((ing->batch.fate[ing->batch.line_msg[k]] == SC_FATE_LATE) && ing->batch.line_window[k] == start &&
+					ing->batch.messages[ing->batch.line_msg[k]].partition == m->partition &&
 					ing->batch.bad_error[ing->batch.line_msg[k]] == NULL)
 					last = false;
 			if (last)
-				sc_positions_late(ing->cube->cube_id, key.start, key.partition, m->offset + 1);
+				sc_positions_late(ing->cube->cube_id, start, m->partition, m->offset + 1);
 			continue;
 		}
 		/* lines come in runs of one window and partition */
-		if (key.start == prev.start && key.partition == prev.partition)
+		if (start == prev_start && m->partition == prev_partition)
 			continue;
-		prev = key;
+		prev_start = start;
+		prev_partition = m->partition;
 		/* recorded for the window's partition as it is now, not a former one */
-		e = sc_window_find(ing, key.start);
-		relid = e != NULL ? e->state.relid : InvalidOid;
-		f = hash_search(ing->windows.firsts, &key, HASH_FIND, &seen);
-		seen = seen && f->relid == relid && OidIsValid(relid);
-		for (int k = 0; k < ing->windows.nfirsts_pending && !seen; k++)
-			seen = ing->windows.firsts_pending[k].key.start == key.start &&
-				ing->windows.firsts_pending[k].key.partition == key.partition;
+		e = sc_window_find(ing, start);
+		key.relid = e != NULL ? e->state.relid : InvalidOid;
+		key.partition = m->partition;
+		seen = false;
+		if (OidIsValid(key.relid))
+		{
+			f = hash_search(ing->windows.firsts, &key, HASH_FIND, &seen);
+			seen = seen && TransactionIdEquals(f->version.xmin, e->partition.xmin) &&
+				ItemPointerEquals(&f->version.tid, &e->partition.tid);
+			/* or recorded by this transaction already */
+			for (int k = 0; k < ing->windows.nfirsts_pending && !seen; k++)
+				seen = ing->windows.firsts_pending[k].key.relid == key.relid &&
+					ing->windows.firsts_pending[k].key.partition == key.partition;
+		}
 		if (seen)
 			continue;
 		if (ing->windows.nfirsts_pending == ing->windows.maxfirsts_pending)
@@ -792,8 +820,10 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 				: repalloc(offsets, sizeof(int64) * maxoffsets);
 		}
 		offsets[ing->windows.nfirsts_pending - first_new] = m->offset;
-		ing->windows.firsts_pending[ing->windows.nfirsts_pending].key = key;
-		ing->windows.firsts_pending[ing->windows.nfirsts_pending++].relid = relid;
+		f = &ing->windows.firsts_pending[ing->windows.nfirsts_pending++];
+		f->key = key;
+		f->version = e != NULL ? e->partition : (ScRelVersion) {0};
+		f->start = start;
 	}
 
 	/* The new first offsets, all in one statement. */
@@ -805,7 +835,7 @@ sc_windows_record(ScIngest *ing, int nlines_done)
 
 		for (int i = 0; i < n; i++)
 		{
-			starts[i] = ing->windows.firsts_pending[first_new + i].key.start;
+			starts[i] = ing->windows.firsts_pending[first_new + i].start;
 			partitions[i] = ing->windows.firsts_pending[first_new + i].key.partition;
 		}
 		sc_positions_first_offsets(ing->cube->cube_id, n, starts, partitions, offsets);

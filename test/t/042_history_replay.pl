@@ -30,6 +30,11 @@
 #   part 4  a crash (immediate stop) while buckets of history are active:
 #           their UNLOGGED partitions come back empty, the receivers read
 #           again from the checkpoints, and the cube is exact.
+#   part 4b the first offsets a seal moves checkpoints by are recorded once
+#           per partition of the cube, not per window (a bucket's windows
+#           are sealed together); a seal of the first of three days, then
+#           a crash: the two days still active are read again from the
+#           checkpoints, the sealed one is not.  Exact.
 #   part 5  a cube with a roll-up goes on window by window.
 #   part 6  a partition's run out of time order: a batch that stops at a
 #           missing window looks ahead for the others by reading each
@@ -310,6 +315,34 @@ is( $node->safe_psql('postgres',
 	'2 48 active 8000', '4: the same two partitions, read again from the checkpoints');
 $node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
 check_exact('bcrash', $topic4, '4: sealed after the crash');
+
+# ------------------------------------------------------------------ part 4b
+my $topic4b = sc_topic('history_seal_crash');
+sc_create_topic($topic4b, 4);
+sc_create_cube($node, 'bseal', $topic4b);
+sc_produce($topic4b, count => 9_000, 'start-ts' => $d0, 'step-ms' => 3 * $day * 1000 / 9_000);
+wait_cube('bseal', '4b');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) || ' ' || count(DISTINCT (o.window_start, o.partition)) "
+		  . "FROM streamcube.window_offsets o JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'bseal'::regclass"),
+	'12 12', '4b: a first offset per Kafka partition and day (4 x 3), not per window (4 x 72)');
+$node->safe_psql('postgres', "SELECT streamcube_seal('bseal', to_timestamp($d0 + $day))");
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(state || ' ' || windows, ', ' ORDER BY window_start) "
+		  . "FROM streamcube.segments WHERE cube = 'bseal'::regclass "
+		  . "AND window_start < to_timestamp($d0 + 3 * $day)"),
+	'compacted 24, active 24, active 24', '4b: the first day sealed (a day: compacted at once), two active');
+$node->stop('immediate');
+$node->start;
+wait_cube('bseal', '4b');
+check_exact('bseal', $topic4b, '4b: after a seal and a crash');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(state || ' ' || windows || ' ' || rows, ', ' ORDER BY window_start) "
+		  . "FROM streamcube.segments WHERE cube = 'bseal'::regclass "
+		  . "AND window_start < to_timestamp($d0 + 3 * $day)"),
+	'compacted 24 3000, active 24 3000, active 24 3000',
+	'4b: the two active days read again from the checkpoints, the sealed one kept');
 
 # ------------------------------------------------------------------ part 5
 # A cube with a roll-up keeps a partition per window in history: a roll-up's
