@@ -504,8 +504,8 @@ sc_positions_short_of(int32 cube_id, Datum parts, Datum targets)
  * The first offsets of Kafka partitions in active windows, in the
  * transaction that inserts their rows: n of them, window starts[i] and
  * partitions[i] first at offsets[i], in one statement (a replay of history
- * records one per window and partition it meets, a few per batch).  Caller
- * is connected to SPI.
+ * records one per partition of the cube and Kafka partition it meets, a
+ * few per batch: ingest_windows.c).  Caller is connected to SPI.
  */
 void
 sc_positions_first_offsets(int32 cube_id, int n, const int64 *starts,
