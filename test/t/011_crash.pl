@@ -114,10 +114,16 @@ is( $node->safe_psql('postgres',
 # A second kind of crash: one server process dies by SIGKILL (here the
 # receiver itself, in the middle of ingest) and the postmaster reinitialises
 # everything and runs crash recovery, without a stop.  The same must hold.
+# The cube is paused while they are produced, so that they all wait for
+# the receiver: read while they were produced, they could all be in before
+# the kill below (a CI run met that once), which must come in the middle
+# of their ingest.
 my $more = 400_000;
+$node->safe_psql('postgres', "SELECT streamcube_pause('ev')");
 sc_produce($topic, count => $more,
 	'start-ts' => $start_ts + ($backlog + $live) * $step_ms / 1000,
 	'step-ms' => $step_ms, seed => 4);
+$node->safe_psql('postgres', "SELECT streamcube_resume('ev')");
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) >= @{[ $backlog + $live + 20_000 ]} FROM ev"),
 	'ingest of the next messages is under way');
