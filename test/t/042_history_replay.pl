@@ -294,24 +294,27 @@ is( $node->safe_psql('postgres',
 	'p', '3: the sealed days are logged');
 
 # ------------------------------------------------------------------ part 4
+# EXPR over the cube's partitions (streamcube.segments) of the first DAYS days from d0.
+sub segments_before
+{
+	my ($cube, $days, $expr) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT $expr FROM streamcube.segments WHERE cube = '$cube'::regclass "
+		  . "AND window_start < to_timestamp($d0 + $days * $day)");
+}
+
 my $topic4 = sc_topic('history_crash');
 sc_create_topic($topic4, 4);
 sc_create_cube($node, 'bcrash', $topic4);
 sc_produce($topic4, count => 8_000, 'start-ts' => $d0, 'step-ms' => 2 * $day * 1000 / 8_000);
 wait_cube('bcrash', '4');
-is( $node->safe_psql('postgres',
-		"SELECT count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows) "
-		  . "FROM streamcube.segments WHERE cube = 'bcrash'::regclass "
-		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
+is( segments_before('bcrash', 2, "count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows)"),
 	'2 48 active 8000', '4: two days of history, two active partitions of 24 windows');
 $node->stop('immediate');
 $node->start;
 wait_cube('bcrash', '4');
 check_exact('bcrash', $topic4, '4: after the crash');
-is( $node->safe_psql('postgres',
-		"SELECT count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows) "
-		  . "FROM streamcube.segments WHERE cube = 'bcrash'::regclass "
-		  . "AND window_start < to_timestamp($d0 + 2 * $day)"),
+is( segments_before('bcrash', 2, "count(*) || ' ' || sum(windows) || ' ' || min(state) || ' ' || sum(rows)"),
 	'2 48 active 8000', '4: the same two partitions, read again from the checkpoints');
 $node->safe_psql('postgres', 'SELECT streamcube_seal_due()');
 check_exact('bcrash', $topic4, '4: sealed after the crash');
@@ -328,19 +331,13 @@ is( $node->safe_psql('postgres',
 		  . "WHERE c.relid = 'bseal'::regclass"),
 	'12 12', '4b: a first offset per Kafka partition and day (4 x 3), not per window (4 x 72)');
 $node->safe_psql('postgres', "SELECT streamcube_seal('bseal', to_timestamp($d0 + $day))");
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(state || ' ' || windows, ', ' ORDER BY window_start) "
-		  . "FROM streamcube.segments WHERE cube = 'bseal'::regclass "
-		  . "AND window_start < to_timestamp($d0 + 3 * $day)"),
+is( segments_before('bseal', 3, "string_agg(state || ' ' || windows, ', ' ORDER BY window_start)"),
 	'compacted 24, active 24, active 24', '4b: the first day sealed (a day: compacted at once), two active');
 $node->stop('immediate');
 $node->start;
 wait_cube('bseal', '4b');
 check_exact('bseal', $topic4b, '4b: after a seal and a crash');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(state || ' ' || windows || ' ' || rows, ', ' ORDER BY window_start) "
-		  . "FROM streamcube.segments WHERE cube = 'bseal'::regclass "
-		  . "AND window_start < to_timestamp($d0 + 3 * $day)"),
+is( segments_before('bseal', 3, "string_agg(state || ' ' || windows || ' ' || rows, ', ' ORDER BY window_start)"),
 	'compacted 24 3000, active 24 3000, active 24 3000',
 	'4b: the two active days read again from the checkpoints, the sealed one kept');
 
