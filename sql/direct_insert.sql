@@ -6,7 +6,7 @@
 -- CSV (non-ASCII values and values that are not UTF-8 among them: the
 -- direct path checks the encoding of a line only when it is not plain
 -- ASCII); partitions with a row trigger take the COPY path, so the
--- trigger fires.
+-- trigger fires; partitions of two layouts in one batch.
 --
 \set VERBOSITY default
 
@@ -58,7 +58,7 @@ SELECT (SELECT array_agg(("offset", error)::text ORDER BY "offset") FROM streamc
 -- int4in reads or refuses; a cube with its own delimiter and null string
 -- too.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv 1 >/dev/null
-\! printf '%s\n' '2026-01-01T00:00:01Z,a,1' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' '2026-01-01T00:00:09Z,é€,9' '2026-01-01T00:00:10Z,j,' '2026-01-01T00:00:12Z,n1, 12' '2026-01-01T00:00:13Z,n2,+13' '2026-01-01T00:00:14Z,n3,-0' '2026-01-01T00:00:15Z,n4,0042' '2026-01-01T00:00:16Z,n5,-123456789' '2026-01-01T00:00:17Z,n6,2147483647' '2026-01-01T00:00:18Z,n7,2147483648' '2026-01-01T00:00:19Z,n8,-' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1}' '2026-01-01T00:00:02Z,"b,c",2' '2026-01-01T00:00:03Z,"say ""hi""",3' '2026-01-01T00:00:04Z,,4' '2026-01-01T00:00:05Z,"",5' '2026-01-01T00:00:06Z,f,x' '2026-01-01T00:00:07Z,g,' '2026-01-01T00:00:08Z,"h""",8' '2026-01-01T00:00:09Z,é€,9' '2026-01-01T00:00:10Z,j,' '2026-01-01T00:00:12Z,n1, 12' '2026-01-01T00:00:13Z,n2,+13' '2026-01-01T00:00:14Z,n3,-0' '2026-01-01T00:00:15Z,n4,0042' '2026-01-01T00:00:16Z,n5,-123456789' '2026-01-01T00:00:17Z,n6,2147483647' '2026-01-01T00:00:18Z,n7,2147483648' '2026-01-01T00:00:19Z,n8,-' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
 \! printf '2026-01-01T00:00:11Z,k\377,11\n' | kcat -P -b "$SC_KAFKA" -t direct_csv -p 0
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_csv2 1 >/dev/null
 \! printf '%s\n' '2026-01-01T00:00:01Z;a;1' '2026-01-01T00:00:02Z;NULL;2' '2026-01-01T00:00:03Z;"NULL";3' '2026-01-01T00:00:04Z;x;NULL' '2026-01-01T00:00:05Z;;5' | kcat -P -b "$SC_KAFKA" -t direct_csv2 -p 0
@@ -124,6 +124,39 @@ SELECT count(*), count(DISTINCT (_partition, _offset)), count(DISTINCT date_trun
        sum(qty), sum(amount), count(*) FILTER (WHERE country !~ '^[a-z]{2}$' OR device !~ '^[a-z]+$') AS garbled
 FROM direct_many;
 SELECT streamcube_drop_cube('direct_many');
+
+-- Partitions laid out otherwise, in one batch: a column dropped and added
+-- again (k moves to the end of the table) leaves the partitions made
+-- before with the dropped column in its place, and those made after
+-- without it.  A batch that writes one of each forms rows in both layouts
+-- (the receiver's slots, kept from batch to batch, serve one; the other
+-- gets slots of its own): every value in its column.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" direct_layout 1 >/dev/null
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:01Z","k":"a","n":1}' | kcat -P -b "$SC_KAFKA" -t direct_layout -p 0
+SELECT streamcube_create_cube('direct_layout', 'kafka', 'direct_layout',
+       'ts timestamptz, k text, n int', 'ts', '1 hour');
+SELECT streamcube_wait('direct_layout', '60 s');
+BEGIN;
+ALTER TABLE direct_layout DROP COLUMN k;
+ALTER TABLE direct_layout ADD COLUMN k text;
+COMMIT;
+-- the window of 01:00 is made after
+\! printf '%s\n' '{"ts":"2026-01-01T01:00:01Z","k":"b","n":2}' | kcat -P -b "$SC_KAFKA" -t direct_layout -p 0
+SELECT streamcube_wait('direct_layout', '60 s');
+SELECT streamcube_pause('direct_layout');
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:02Z","k":"c","n":3}' '{"ts":"2026-01-01T01:00:02Z","k":"d","n":4}' '{"ts":"2026-01-01T00:00:03Z","k":"e","n":5}' '{"ts":"2026-01-01T01:00:03Z","k":"f","n":6}' | kcat -P -b "$SC_KAFKA" -t direct_layout -p 0
+SELECT batches AS batches_before FROM streamcube.consumers WHERE cube = 'direct_layout'::regclass \gset
+SELECT streamcube_resume('direct_layout');
+SELECT streamcube_wait('direct_layout', '60 s');
+-- the four rows in one batch, into both partitions
+SELECT batches - :batches_before AS batches, sc_test.writers('direct_layout')
+FROM streamcube.consumers WHERE cube = 'direct_layout'::regclass;
+SELECT tableoid::regclass AS partition,
+       (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = d.tableoid AND a.attnum > 0 AND a.attisdropped) AS dropped,
+       _offset, ts, k, n
+FROM direct_layout d ORDER BY _offset;
+SELECT "offset", error FROM streamcube.dead_letters WHERE cube = 'direct_layout'::regclass ORDER BY "offset";
+SELECT streamcube_drop_cube('direct_layout');
 
 SELECT streamcube_drop_cube('direct_on');
 SELECT streamcube_drop_cube('direct_off');

@@ -46,8 +46,10 @@ typedef struct ScDirectTarget
 	BulkInsertState bistate;
 	AttrNumber *attno;			/* per cube column, + _partition, _offset */
 	bool		check;			/* has constraints to check */
-	TupleDesc	slot_desc;		/* the partition's columns, not reference-counted */
-	TupleTableSlot **slots;
+	bool		pooled;			/* its slots are the pool's (sc_direct_slots) */
+	TupleDesc	slot_desc;		/* else its own: the partition's columns, not
+								 * reference-counted */
+	TupleTableSlot **slots;		/* the rows formed, not written yet */
 	int			nslots;
 } ScDirectTarget;
 
@@ -89,6 +91,119 @@ sc_direct_writable(Relation rel)
 		(desc->constr == NULL || !desc->constr->has_generated_stored) &&
 		rel->rd_rel->relkind == RELKIND_RELATION;
 }
+/*
+ * Are rows of descriptor a formed and stored as rows of b?  Partitions
+ * made LIKE the cube's table have its columns, but not its dropped ones:
+ * one made before a column was dropped is laid out otherwise.
+ */
+static bool
+sc_direct_same_layout(TupleDesc a, TupleDesc b)
+{
+	if (a->natts != b->natts)
+		return false;
+	for (int i = 0; i < a->natts; i++)
+	{
+		Form_pg_attribute x = TupleDescAttr(a, i);
+		Form_pg_attribute y = TupleDescAttr(b, i);
+
+		if (x->atttypid != y->atttypid || x->atttypmod != y->atttypmod ||
+			x->attlen != y->attlen || x->attbyval != y->attbyval ||
+			x->attalign != y->attalign || x->attstorage != y->attstorage ||
+			x->attisdropped != y->attisdropped)
+			return false;
+	}
+	return true;
+}
+
+/* Drop the pool of slots; none of them may be in use. */
+static void
+sc_direct_drop_pool(ScDirect *d)
+{
+	for (int i = 0; i < SC_DIRECT_FLUSH && d->pool[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(d->pool[i]);
+	MemoryContextDelete(d->pool_cxt);
+	d->pool_cxt = NULL;
+	d->pool_desc = NULL;
+	d->pool = NULL;
+}
+
+/*
+ * A target's slots.  Their descriptor is a copy of the partition's: a slot
+ * made from the relcache's own pins it in the resource owner (3 % of a
+ * narrow row's CPU went to pinning and unpinning).  Partitions laid out
+ * alike share the receiver's pool of SC_DIRECT_FLUSH slots, made once and
+ * kept from batch to batch: a batch writes all its targets once
+ * SC_DIRECT_FLUSH rows are formed in all (sc_direct_run), so between two
+ * writes they take no more slots than that between them.  Slots made per
+ * target and batch cost a replay of history, whose batches write several
+ * partitions each, 1-1.5 % of its receiver's CPU (docs/benchmarks.md,
+ * "History").  A partition laid out otherwise (made before a column was
+ * dropped) gets slots of its own for the batch.
+ */
+static void
+sc_direct_slots(ScIngest *ing, ScDirectTarget *t)
+{
+	ScDirect   *d = &ing->direct;
+	TupleDesc	desc = RelationGetDescr(t->rel);
+	const TupleTableSlotOps *ops = table_slot_callbacks(t->rel);
+
+	/* the first target since the cube was read again may find it stale */
+	if (d->pool_cxt != NULL && !d->pool_checked &&
+		!(ops == d->pool_ops && sc_direct_same_layout(desc, d->pool_desc)))
+		sc_direct_drop_pool(d);
+	d->pool_checked = true;
+	if (d->pool_cxt == NULL)
+	{
+		MemoryContext old;
+
+		d->pool_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube direct slots",
+											ALLOCSET_DEFAULT_SIZES);
+		old = MemoryContextSwitchTo(d->pool_cxt);
+		d->pool_desc = CreateTupleDescCopy(desc);
+		d->pool_ops = ops;
+		d->pool = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);
+		MemoryContextSwitchTo(old);
+	}
+	t->pooled = ops == d->pool_ops && sc_direct_same_layout(desc, d->pool_desc);
+	if (!t->pooled)
+		t->slot_desc = CreateTupleDescCopy(desc);
+	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);	/* made as needed */
+}
+
+/* The slot of the next row of a target: the pool's next, or one of its own. */
+static TupleTableSlot *
+sc_direct_next_slot(ScIngest *ing, ScDirectTarget *t, int *pool_used)
+{
+	ScDirect   *d = &ing->direct;
+
+	if (t->pooled)
+	{
+		Assert(*pool_used < SC_DIRECT_FLUSH);
+		if (d->pool[*pool_used] == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(d->pool_cxt);
+
+			d->pool[*pool_used] = MakeSingleTupleTableSlot(d->pool_desc, d->pool_ops);
+			MemoryContextSwitchTo(old);
+		}
+		t->slots[t->nslots] = d->pool[(*pool_used)++];
+	}
+	else if (t->slots[t->nslots] == NULL)
+		t->slots[t->nslots] = MakeSingleTupleTableSlot(t->slot_desc, table_slot_callbacks(t->rel));
+	return t->slots[t->nslots];
+}
+
+/* Drop a target's own slots (the pool's stay). */
+static void
+sc_direct_drop_slots(ScDirectTarget *t)
+{
+	if (t->pooled)
+		return;
+	for (int i = 0; i < SC_DIRECT_FLUSH && t->slots[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(t->slots[i]);
+	FreeTupleDesc(t->slot_desc);
+}
+
 static ScDirectTarget *
 sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, EState *estate)
 {
@@ -111,14 +226,7 @@ sc_direct_target(ScIngest *ing, List **targets, Oid relid, ResultRelInfo *root, 
 	t->attno = palloc(sizeof(AttrNumber) * ing->layout.nattrs);
 	for (int a = 0; a < ing->layout.nattrs; a++)
 		t->attno[a] = get_attnum(relid, strVal(list_nth(ing->layout.attnames, a)));
-	/*
-	 * The slots' descriptor is a copy of the partition's: a slot made from
-	 * the relcache's own pins it in the resource owner, and a batch makes
-	 * up to SC_DIRECT_FLUSH slots per partition (3 % of a narrow row's CPU
-	 * went to pinning and unpinning).  The copy lives as long as the slots.
-	 */
-	t->slot_desc = CreateTupleDescCopy(RelationGetDescr(t->rel));
-	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);	/* made as needed */
+	sc_direct_slots(ing, t);
 	*targets = lappend(*targets, t);
 	return t;
 }
@@ -136,9 +244,7 @@ sc_direct_close(List *targets)
 		ExecCloseIndices(t->rri);
 		FreeBulkInsertState(t->bistate);
 		table_finish_bulk_insert(t->rel, 0);
-		for (int i = 0; i < SC_DIRECT_FLUSH && t->slots[i] != NULL; i++)
-			ExecDropSingleTupleTableSlot(t->slots[i]);
-		FreeTupleDesc(t->slot_desc);
+		sc_direct_drop_slots(t);
 		table_close(t->rel, NoLock);
 	}
 }
@@ -192,11 +298,18 @@ sc_direct_prepare(ScIngest *ing, Relation parent)
 	MemoryContextSwitchTo(old);
 }
 
-/* The direct path's set-up must be made again (the cube's columns changed). */
+/*
+ * The direct path's set-up must be made again (the cube was read again:
+ * its columns may have changed).  The pool of slots stays unless the
+ * first partition written next is laid out otherwise (its columns
+ * changed): it is made again for that one (sc_direct_slots).  Called
+ * between batches, when no slot of the pool is in use.
+ */
 void
 sc_direct_reset(ScIngest *ing)
 {
 	ing->direct.ready = false;
+	ing->direct.pool_checked = false;
 }
 
 /* What one run of the direct path writes with. */
@@ -221,11 +334,7 @@ sc_direct_end(ScDirectRun *run)
 	ScDirectTarget *pt = run->parent_target;
 
 	if (pt != NULL)
-	{
-		for (int i = 0; i < SC_DIRECT_FLUSH && pt->slots[i] != NULL; i++)
-			ExecDropSingleTupleTableSlot(pt->slots[i]);
-		FreeTupleDesc(pt->slot_desc);
-	}
+		sc_direct_drop_slots(pt);
 	sc_direct_close(run->targets);
 	FreeExecutorState(run->estate);
 	free_parsestate(run->pstate);
@@ -280,8 +389,7 @@ sc_direct_begin_unwritten(ScIngest *ing, ScDirectRun *run)
 	t->rri = run->root;
 	t->check = RelationGetDescr(run->parent)->constr != NULL;
 	t->attno = ing->layout.attnums;
-	t->slot_desc = CreateTupleDescCopy(RelationGetDescr(run->parent));
-	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);
+	sc_direct_slots(ing, t);
 	run->parent_target = t;
 	sc_direct_ready(ing, run);
 }
@@ -531,6 +639,7 @@ sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
 	ScDirectTarget *t = run->parent_target;	/* else of the current run of one window */
 	ListCell   *lc;
 	int			nformed = 0;	/* rows formed since the last flush, all targets */
+	int			pool_used = 0;	/* slots of the pool they took */
 
 	run->errcb.callback = sc_direct_error_context;
 	run->errcb.arg = &run->ctx;
@@ -540,21 +649,20 @@ sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
 	for (int l = lo; l < hi; l++)
 	{
 		MemoryContext old;
+		TupleTableSlot *slot;
 
 		if (only != NULL && !only[l])
 			continue;
 		if (run->parent_target == NULL &&
 			(l == lo || ing->batch.line_window[l] != ing->batch.line_window[l - 1]))
 			t = sc_direct_target_of(ing, run, l);
-		if (t->slots[t->nslots] == NULL)
-			t->slots[t->nslots] = MakeSingleTupleTableSlot(t->slot_desc,
-														   table_slot_callbacks(t->rel));
 		run->ctx.line = l - lo + 1;
+		slot = sc_direct_next_slot(ing, t, &pool_used);
 		old = MemoryContextSwitchTo(ing->direct.cxt);
-		sc_direct_form_row(ing, run, t, l, t->slots[t->nslots]);
+		sc_direct_form_row(ing, run, t, l, slot);
 		MemoryContextSwitchTo(old);
 		if (t->check)
-			ExecConstraints(t->rri, t->slots[t->nslots], run->estate);
+			ExecConstraints(t->rri, slot, run->estate);
 		t->nslots++;
 		/*
 		 * The values of every target live in one context: all are written
@@ -566,7 +674,7 @@ sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
 		 */
 		if (++nformed == SC_DIRECT_FLUSH)
 		{
-			nformed = 0;
+			nformed = pool_used = 0;
 			if (run->parent_target != NULL)
 				sc_direct_clear(run->parent_target);
 			foreach(lc, run->targets)

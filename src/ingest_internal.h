@@ -28,6 +28,7 @@
 #define SC_INGEST_INTERNAL_H
 
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "format.h"
 #include "ingest.h"
@@ -189,6 +190,17 @@ typedef struct ScDirect
 								 * input functions sc_direct_int() spares
 								 * the common case); else InvalidOid */
 	MemoryContext cxt;			/* values of the rows not written yet */
+
+	/*
+	 * Slots kept from batch to batch, for every partition whose columns
+	 * are laid out as pool_desc (ingest_direct.c, sc_direct_slots()).
+	 */
+	MemoryContext pool_cxt;		/* NULL: no pool yet */
+	bool		pool_checked;	/* its layout was checked since the cube was
+								 * last read */
+	TupleDesc	pool_desc;
+	const TupleTableSlotOps *pool_ops;
+	TupleTableSlot **pool;		/* SC_DIRECT_FLUSH, made as needed */
 } ScDirect;
 
 /*
