@@ -149,6 +149,17 @@ typedef struct ScWindowEntry
  */
 #define SC_BATCH_MAX_LOCKED_PARTITIONS 64
 
+/*
+ * A window created by the current transaction, and its partition: known,
+ * active, when the transaction commits (InvalidOid: read when needed).
+ */
+typedef struct ScCreatedWindow
+{
+	int64		start;
+	Oid			relid;
+	ScRelVersion partition;
+} ScCreatedWindow;
+
 /* The window cache (ingest_windows.c). */
 typedef struct ScWindowCache
 {
@@ -160,7 +171,7 @@ typedef struct ScWindowCache
 	uint64		nlocked_batch;	/* the transaction nlocked counts for */
 	int			nlocked;		/* partitions it locked ... */
 	Oid			locked[SC_BATCH_MAX_LOCKED_PARTITIONS]; /* ... which */
-	int64	   *pending;		/* windows created in the current transaction */
+	ScCreatedWindow *pending;	/* windows created in the current transaction */
 	int			npending;
 	int			maxpending;
 	int64	   *missing;		/* windows met by batches, not created yet */

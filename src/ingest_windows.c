@@ -151,7 +151,7 @@ sc_windows_init(ScIngest *ing)
 	wc->firsts_pending = MemoryContextAlloc(TopMemoryContext,
 											sizeof(ScFirstEntry) * wc->maxfirsts_pending);
 	wc->maxpending = 16;
-	wc->pending = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * wc->maxpending);
+	wc->pending = MemoryContextAlloc(TopMemoryContext, sizeof(ScCreatedWindow) * wc->maxpending);
 }
 
 /*
@@ -253,7 +253,7 @@ static bool
 sc_window_pending(ScIngest *ing, int64 window)
 {
 	for (int i = 0; i < ing->windows.npending; i++)
-		if (ing->windows.pending[i] == window)
+		if (ing->windows.pending[i].start == window)
 			return true;
 	return false;
 }
@@ -302,6 +302,22 @@ sc_window_count_missing_parts(ScIngest *ing)
 	wc->nmissing_parts = 0;
 	for (int i = 0; i < wc->nmissing; i++)
 		wc->nmissing_parts += sc_window_first_of_part(wc, i);
+}
+
+/* Will another window noted missing likely get this window's partition? */
+static bool
+sc_window_bucket_missing(ScIngest *ing, int64 window)
+{
+	const ScWindowCache *wc = &ing->windows;
+	int64		lo,
+				hi;
+
+	if (wc->nmissing == 0 || !sc_segment_history_span(ing->cube, window, &lo, &hi))
+		return false;
+	for (int i = 0; i < wc->nmissing; i++)
+		if (wc->missing_part[i] == lo)
+			return true;
+	return false;
 }
 
 /* Windows a batch met that do not exist yet: created after it commits. */
@@ -403,6 +419,20 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		 */
 		if (sc_window_noted_missing(ing, window))
 			return sc_window_missing;
+
+		/*
+		 * So is a window of history whose bucket (the partition it will
+		 * likely get) another window noted missing will get: the creation
+		 * round makes the bucket's partition for all its windows, or this
+		 * one by itself, which it then finds made if it was.  A month
+		 * read asked the catalog about each of a day's 24 windows, to
+		 * find each missing.
+		 */
+		if (sc_window_bucket_missing(ing, window))
+		{
+			sc_window_note_missing(ing, window);
+			return sc_window_missing;
+		}
 		SPI_connect();
 		work.known = sc_segment_state(ing->cube, window, &work.state, ing->windows.cxt);
 		SPI_finish();
@@ -419,15 +449,31 @@ sc_window_read(ScIngest *ing, int64 window, bool batch, ScWindowEntry **entry)
 		}
 		if (work.created)
 		{
-			/* every window of a bucket made for history (segments.c) */
+			/*
+			 * Every window of a bucket made for history (segments.c), all
+			 * in the partition just made: what the cache will know of them
+			 * once this transaction commits, read here, where they are
+			 * made, and not again from the catalog one by one.
+			 */
+			Oid			relid = InvalidOid;
+
+			memset(&version, 0, sizeof(version));
+			if (work.known && sc_window_partition(ing, work.state.relid, NULL, &version))
+				relid = work.state.relid;
 			for (int64 s = work.created_start; s < work.created_end; s += ing->cube->width)
 			{
+				ScCreatedWindow *c;
+
 				if (ing->windows.npending == ing->windows.maxpending)
 				{
 					ing->windows.maxpending *= 2;
-					ing->windows.pending = repalloc(ing->windows.pending, sizeof(int64) * ing->windows.maxpending);
+					ing->windows.pending = repalloc(ing->windows.pending,
+													sizeof(ScCreatedWindow) * ing->windows.maxpending);
 				}
-				ing->windows.pending[ing->windows.npending++] = s;
+				c = &ing->windows.pending[ing->windows.npending++];
+				c->start = s;
+				c->relid = relid;
+				c->partition = version;
 			}
 			return NULL;
 		}
@@ -695,6 +741,41 @@ sc_windows_fresh_routes(ScIngest *ing)
 }
 
 /*
+ * A window created by the transaction that committed: active, in the
+ * partition it was made with.  Its state is what a read of the catalog
+ * would give now, and is kept as one would be (see the top of the file):
+ * the first batch that writes into it locks the partition and checks that
+ * it is still the version made here.
+ */
+static void
+sc_window_created(ScIngest *ing, const ScCreatedWindow *c)
+{
+	ScWindowEntry *e;
+	bool		found;
+
+	if (!OidIsValid(c->relid))
+		return;					/* read when needed */
+	e = hash_search(ing->windows.entries, &c->start, HASH_FIND, &found);
+	if (found)
+		sc_window_forget(ing, e);	/* a former partition's */
+	e = hash_search(ing->windows.entries, &c->start, HASH_ENTER, NULL);
+	memset(&e->state, 0, sizeof(e->state));
+	e->state.relid = c->relid;
+	e->partition = c->partition;
+	e->locked_batch = 0;
+	/* t/042 counts these with the windows read from the catalog */
+	if (message_level_is_interesting(DEBUG1))
+	{
+		char	   *bound = sc_bound_literal(ing->cube, c->start);	/* out of a transaction */
+
+		ereport(DEBUG1,
+				(errmsg_internal("streamcube receiver of cube %s created window %s",
+								 ing->cube->qualified, bound)));
+		pfree(bound);
+	}
+}
+
+/*
  * After COMMIT, what the batch created and recorded is known; after an
  * abort, not.
  */
@@ -713,6 +794,8 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 			wc->reinval_after = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															SC_REINVAL_DELAY_MS);
 		}
+		for (int i = 0; i < wc->npending; i++)
+			sc_window_created(ing, &wc->pending[i]);
 		for (int i = 0; i < wc->nfirsts_pending; i++)
 		{
 			ScFirstEntry *f;
@@ -723,7 +806,6 @@ sc_windows_end_batch(ScIngest *ing, bool committed)
 			f->version = wc->firsts_pending[i].version;
 			f->start = wc->firsts_pending[i].start;
 		}
-		/* new windows: read their state when next needed */
 	}
 	wc->npending = 0;
 	wc->nfirsts_pending = 0;
