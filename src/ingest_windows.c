@@ -237,10 +237,15 @@ sc_window_work(void *arg)
 
 	w->created = sc_segment_ensure(cube, w->window, &w->created_start, &w->created_end);
 	SPI_connect();
-	/* The roll-ups get their partitions of them in the same transaction. */
-	if (w->created)
-		for (int64 s = w->created_start; s < w->created_end; s += cube->width)
-			sc_rollup_windows_create(cube, s, false);
+
+	/*
+	 * The roll-ups get their partitions of it in the same transaction.  A
+	 * bucket of history is made only for a cube without roll-ups, as the
+	 * catalog says under the window lock, which streamcube_create_rollup
+	 * takes too (segments.c): there are none to ask about.
+	 */
+	if (w->created && w->created_end - w->created_start == cube->width)
+		sc_rollup_windows_create(cube, w->created_start, false);
 	w->known = sc_segment_state(cube, w->window, &w->state, w->ing->windows.cxt);
 	SPI_finish();
 }
