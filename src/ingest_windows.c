@@ -6,11 +6,12 @@
  *		batches met that must be created; the first offsets recorded.
  *
  * It holds what is committed only.  A window's state is read from the
- * catalog once (sc_segment_state, a statement planned once) and kept for
- * the receiver's life, while its partition is the same relation: a replay
- * of history, whose batches meet dozens of windows and create new ones
- * (each ATTACH a change of the cube's table), reads a window again only
- * when it changed.
+ * catalog once (sc_segment_state, a statement planned once), or known from
+ * creating the window (entered once that transaction commits:
+ * sc_window_created), and kept for the receiver's life, while its
+ * partition is the same relation: a replay of history, whose batches meet
+ * dozens of windows and create new ones (each ATTACH a change of the
+ * cube's table), reads a window again only when it changed.
  *
  * Why a kept state is never stale when it is used.  What the receiver
  * keeps of a window is: active or sealed, its partition, and for a sealed
