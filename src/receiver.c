@@ -789,6 +789,16 @@ sc_receiver_begin_work(const char *activity)
 	}
 	if (receiver.cube->broken == NULL)
 		return true;
+
+	/*
+	 * Writing the cube's row takes lock 2 up to FOR NO KEY UPDATE: not
+	 * while this transaction holds the table (lock 3).  A seal that wrote
+	 * the row (its sealed view) holds it until its compaction commits, and
+	 * the compaction's swap needs the table: it would retry for its whole
+	 * budget against our lock while we waited for its row.
+	 */
+	sc_receiver_commit();
+	sc_receiver_begin("pausing the cube");
 	SPI_connect();
 	sc_cube_row_pause_for(receiver.cube_id, receiver.cube->broken);
 	SPI_finish();
