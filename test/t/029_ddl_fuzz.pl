@@ -267,6 +267,10 @@ while (time < $t_end)
 		my $top = pop @applied;
 		my $e = $top->[1]->();
 		note "undo $top->[0]: " . ($e eq '' ? 'ok' : $e);
+		# Refused (a lock timeout behind a seal's swap): still applied, as
+		# the owner would see it, and undone again later.  A window
+		# operation's undo is two steps, not to be run twice.
+		push @applied, $top if $e ne '' && $ops{ $top->[0] };
 		# As the owner would: resume; a cube still unable to ingest pauses again.
 		run_sql("SELECT streamcube_resume('$cube')");
 	}
