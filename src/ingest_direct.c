@@ -146,10 +146,11 @@ sc_direct_slots(ScIngest *ing, ScDirectTarget *t)
 	ScDirect   *d = &ing->direct;
 	TupleDesc	desc = RelationGetDescr(t->rel);
 	const TupleTableSlotOps *ops = table_slot_callbacks(t->rel);
+	bool		fits = d->pool_cxt != NULL && ops == d->pool_ops &&
+		sc_direct_same_layout(desc, d->pool_desc);
 
 	/* the first target since the cube was read again may find it stale */
-	if (d->pool_cxt != NULL && !d->pool_checked &&
-		!(ops == d->pool_ops && sc_direct_same_layout(desc, d->pool_desc)))
+	if (d->pool_cxt != NULL && !d->pool_checked && !fits)
 		sc_direct_drop_pool(d);
 	d->pool_checked = true;
 	if (d->pool_cxt == NULL)
@@ -163,8 +164,9 @@ sc_direct_slots(ScIngest *ing, ScDirectTarget *t)
 		d->pool_ops = ops;
 		d->pool = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);
 		MemoryContextSwitchTo(old);
+		fits = true;
 	}
-	t->pooled = ops == d->pool_ops && sc_direct_same_layout(desc, d->pool_desc);
+	t->pooled = fits;
 	if (!t->pooled)
 		t->slot_desc = CreateTupleDescCopy(desc);
 	t->slots = palloc0(sizeof(TupleTableSlot *) * SC_DIRECT_FLUSH);	/* made as needed */
