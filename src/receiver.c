@@ -101,6 +101,7 @@ typedef struct ScReceiver
 	int64	   *last_ts;		/* Kafka timestamp of the last message committed, -1 */
 	bool		stop_told;		/* told the catalog that its partitions are there */
 	long		prepare_backoff_ms; /* waiting for what a batch needs (a registry); 0 */
+	long		row_backoff_ms; /* a batch waiting to write the cube's row; 0 */
 	int64		assignment_epoch;	/* the cube's, when the assignment was read */
 	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
 	int			known_partitions;	/* partitions the cube knows (checkpoints) */
@@ -905,16 +906,15 @@ sc_receiver_cube_gone(void)
 
 /*
  * Pause the cube in the catalog, for a reason an operator must act on, and
- * say so in the server log.
+ * say so in the server log.  Only the cube's row is written (a cube gone
+ * meanwhile has none): waiting for it is in lock order, as nothing else
+ * of the cube is held.
  */
 static void
 sc_receiver_pause_for(const char *reason)
 {
-	int64		version;
-
 	sc_receiver_begin("pausing cube");
-	if (sc_receiver_lock_cube(&version))
-		sc_cube_row_pause_for(receiver.cube_id, reason);
+	sc_cube_row_pause_for(receiver.cube_id, reason);
 	sc_receiver_commit();
 	receiver.cube->paused = true;
 	ereport(WARNING,
@@ -931,18 +931,15 @@ sc_receiver_pause_for(const char *reason)
 static char *
 sc_receiver_note_cluster_id(const char *cluster_id)
 {
-	char	   *stored = NULL;
-	int64		version;
+	char	   *stored;
 
+	/* Only the row, as in sc_receiver_pause_for. */
 	sc_receiver_begin("recording the Kafka cluster id");
-	if (sc_receiver_lock_cube(&version))
-	{
-		SPI_connect();
-		stored = sc_cube_row_set_kafka_cluster_id(receiver.cube_id, cluster_id);
-		if (stored != NULL)
-			stored = MemoryContextStrdup(receiver.cube_cxt, stored);
-		SPI_finish();
-	}
+	SPI_connect();
+	stored = sc_cube_row_set_kafka_cluster_id(receiver.cube_id, cluster_id);
+	if (stored != NULL)
+		stored = MemoryContextStrdup(receiver.cube_cxt, stored);
+	SPI_finish();
 	sc_receiver_commit();
 	if (stored != NULL)
 		receiver.cube->kafka_cluster_id = stored;
@@ -1605,15 +1602,49 @@ sc_receiver_sort(ScKafkaMessage *messages, int n)
 	pfree(start);
 }
 
-/* Record what a batch did to the cube row: a skip used, a pause. */
-static void
+/*
+ * Record what a batch did to the cube row: a skip used, a pause.  Both
+ * must commit with the batch's positions.  The batch holds the cube's
+ * table (lock 3), so it takes the row (lock 2) without waiting; false,
+ * having written nothing, when another transaction holds it.
+ */
+static bool
 sc_receiver_record_outcome(ScBatchOutcome *outcome)
 {
-	if (outcome->skip_used)
+	bool		locked;
+
+	SPI_connect();
+	locked = sc_cube_row_try_lock(receiver.cube_id);
+	if (locked && outcome->skip_used)
 		sc_cube_row_skip_done(receiver.cube_id);
-	if (outcome->paused)
+	if (locked && outcome->paused)
 		sc_cube_row_pause_at(receiver.cube_id, outcome->bad_partition, outcome->bad_offset,
 							 outcome->bad_error);
+	SPI_finish();
+	return locked;
+}
+
+/*
+ * The batch must write the cube's row and another transaction holds it:
+ * waiting for it while the batch holds the cube's table would keep a
+ * seal's swap (which needs the table, and commits the row with it) from
+ * ever getting there.  Roll the batch back, keep its messages for the
+ * next try, and wait a back-off (100 ms, doubling to 1 s) with nothing
+ * of the cube held.
+ */
+static void
+sc_receiver_row_busy(int n)
+{
+	AbortCurrentTransaction();
+	sc_ingest_end_batch(receiver.ing, false);
+	receiver.carried = n;
+	receiver.row_backoff_ms = Min(Max(receiver.row_backoff_ms * 2, 100), 1000);
+	ereport(DEBUG1,
+			(errmsg_internal("streamcube receiver of cube %s rolled back a batch: the cube's row is held; "
+							 "tries again in %ld ms",
+							 receiver.cube->qualified, receiver.row_backoff_ms)));
+	pgstat_report_activity(STATE_RUNNING, "waiting for the cube's row");
+	sc_receiver_wait(receiver.row_backoff_ms);
 }
 
 /*
@@ -1807,12 +1838,15 @@ sc_receiver_process(int n)
 	 * What the batch did to the cube's row first, then the positions: a
 	 * reassignment locks the cube's row, then positions, in that order.
 	 */
-	if (outcome.skip_used || outcome.paused)
+	if ((outcome.skip_used || outcome.paused) && !sc_receiver_record_outcome(&outcome))
 	{
-		SPI_connect();
-		sc_receiver_record_outcome(&outcome);
-		SPI_finish();
+		sc_receiver_row_busy(n);
+		pfree(newpos);
+		if (outcome.paused)
+			pfree(outcome.bad_error);
+		return;
 	}
+	receiver.row_backoff_ms = 0;
 
 	lost = sc_receiver_advance_positions(newpos);
 	if (lost >= 0)

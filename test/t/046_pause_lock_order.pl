@@ -11,6 +11,13 @@
 # seal does, the time column is renamed, and the table must stay free for
 # ACCESS EXCLUSIVE while the receiver waits; once the row is free, the cube
 # is paused with the reason, and resumes exact once the column is back.
+#
+# A bad message under policy "pause" pauses the cube in the batch's own
+# transaction (the pause commits with the positions), which holds the
+# table: there the row is taken without waiting, and a batch that finds it
+# held rolls back and tries again later.  The same hold, a bad message:
+# the table stays free, nothing commits meanwhile, and once the row is
+# free the cube pauses at the bad message with the rows before it.
 
 use strict;
 use warnings;
@@ -61,6 +68,51 @@ is($node->safe_psql('postgres', "SELECT streamcube_wait('pl', '60 s')"),
 	't', 'resumed, it reads the rest');
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM pl'),
 	'1100|1100', 'exact: 1,100 rows, (_partition, _offset) unique');
+
+# A bad message under policy "pause", the row held.
+my $bad = sc_topic('pause_lock_bad');
+sc_create_topic($bad, 1);
+sc_kcat_produce($bad, 0, '{"ts":"2026-01-01T00:00:00Z","qty":1}',
+	'{"ts":"2026-01-01T00:00:01Z","qty":2}');
+sc_create_cube($node, 'plb', $bad, '{"bad_message": "pause"}');
+is($node->safe_psql('postgres', "SELECT streamcube_wait('plb', '60 s')"),
+	't', 'the first two messages are in');
+
+$holder = $node->background_psql('postgres');
+$holder->query_safe('BEGIN; SELECT 1 FROM streamcube.cubes '
+	  . "WHERE relid = 'plb'::regclass FOR NO KEY UPDATE");
+sc_kcat_produce($bad, 0, '{"ts":"2026-01-01T00:00:02Z","qty":3}',
+	'broken', '{"ts":"2026-01-01T00:00:04Z","qty":5}');
+ok( $node->poll_query_until('postgres',
+		"SELECT query = 'waiting for the cube''s row' FROM pg_stat_activity "
+		  . "WHERE pid = (SELECT pid FROM streamcube.consumers WHERE cube = 'plb'::regclass)"),
+	'the batch with the bad message waits for the cube\'s row, with nothing of it held');
+($ret, $out, $err) = $node->psql('postgres',
+	"SET lock_timeout = '2s'; BEGIN; LOCK TABLE plb IN ACCESS EXCLUSIVE MODE; COMMIT;");
+is($ret, 0, 'meanwhile the cube\'s table can be locked ACCESS EXCLUSIVE')
+  or diag $err;
+is($node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM plb), paused FROM streamcube.cubes WHERE relid = 'plb'::regclass"),
+	'2|f', 'nothing of the waiting batch committed, the cube is not paused yet');
+
+$holder->query_safe('COMMIT');
+$holder->quit;
+ok( $node->poll_query_until('postgres',
+		"SELECT paused AND bad_partition = 0 AND bad_offset = 3 "
+		  . "FROM streamcube.cubes WHERE relid = 'plb'::regclass"),
+	'then the cube pauses at the bad message (partition 0, offset 3)');
+is($node->safe_psql('postgres', 'SELECT string_agg(qty::text, \',\' ORDER BY _offset) FROM plb'),
+	'1,2,3', 'with the rows before it, committed with the pause');
+
+$node->safe_psql('postgres', "SELECT streamcube_resume('plb', skip_bad_message => true)");
+is($node->safe_psql('postgres', "SELECT streamcube_wait('plb', '60 s')"),
+	't', 'resumed past the bad message, it reads the rest');
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT (_partition, _offset)), string_agg(qty::text, ',' ORDER BY _offset) FROM plb"),
+	'4|4|1,2,3,5', 'exact: the four good messages, (_partition, _offset) unique');
+is($node->safe_psql('postgres',
+		"SELECT \"offset\" FROM streamcube.dead_letters WHERE cube = 'plb'::regclass"),
+	'3', 'the bad message is a dead letter');
 
 $node->stop;
 done_testing();
