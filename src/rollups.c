@@ -296,22 +296,20 @@ sc_rollups_load(ScCube *cube)
 {
 	Oid			type = INT4OID;
 	Datum		value = Int32GetDatum(cube->cube_id);
-	ScPrivilegeSave save;
 	List	   *rollups = NIL;
 	SPITupleTable *tab;
 	uint64		n;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
-							  "       r.dimensions::text[], r.measures, r.retention "
-							  "FROM streamcube.rollup_catalog r "
-							  "JOIN pg_class c ON c.oid = r.relid "
-							  "JOIN pg_namespace n ON n.oid = c.relnamespace "
-							  "WHERE r.cube_id = $1 ORDER BY r.rollup_id",
-							  1, &type, &value, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamcube.rollup_catalog");
-	sc_catalog_leave(&save);
+	static SPIPlanPtr plan = NULL;	/* with every sc_cube_load: planned once */
+
+	sc_catalog_exec_kept(&plan, "SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
+						 "       r.dimensions::text[], r.measures, r.retention "
+						 "FROM streamcube.rollup_catalog r "
+						 "JOIN pg_class c ON c.oid = r.relid "
+						 "JOIN pg_namespace n ON n.oid = c.relnamespace "
+						 "WHERE r.cube_id = $1 ORDER BY r.rollup_id",
+						 1, &type, &value, NULL, false, 0);
 	/* SPI leaves its own context current: the roll-ups live in the caller's */
 	MemoryContextSwitchTo(cxt);
 	tab = SPI_tuptable;
