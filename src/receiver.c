@@ -1644,7 +1644,8 @@ sc_receiver_row_busy(int n)
 							 "tries again in %ld ms",
 							 receiver.cube->qualified, receiver.row_backoff_ms)));
 	pgstat_report_activity(STATE_RUNNING, "waiting for the cube's row");
-	sc_receiver_wait(receiver.row_backoff_ms);
+	/* the latch only: messages coming in would cut the wait short */
+	sc_receiver_wait_for(receiver.row_backoff_ms, true);
 }
 
 /*
