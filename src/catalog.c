@@ -444,6 +444,24 @@ sc_try(void (*fn) (void *), void *arg)
 }
 
 /*
+ * sc_try() of work that takes its locks without waiting (NOWAIT): false,
+ * with nothing of it done, when one of them was held; any other error is
+ * thrown again.
+ */
+bool
+sc_try_nowait(void (*fn) (void *), void *arg)
+{
+	ErrorData  *edata = sc_try(fn, arg);
+
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ReThrowError(edata);
+	FreeErrorData(edata);
+	return false;
+}
+
+/*
  * streamcube_library_version(): the version of the library the server
  * loaded.  After a new build is installed and the server restarted, it
  * differs from pg_extension.extversion until ALTER EXTENSION streamcube

@@ -149,14 +149,7 @@ sc_cube_row_lock_nowait_fn(void *arg)
 bool
 sc_cube_row_try_lock(int32 cube_id)
 {
-	ErrorData  *edata = sc_try(sc_cube_row_lock_nowait_fn, &cube_id);
-
-	if (edata == NULL)
-		return true;
-	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-		ReThrowError(edata);
-	FreeErrorData(edata);
-	return false;
+	return sc_try_nowait(sc_cube_row_lock_nowait_fn, &cube_id);
 }
 
 /*

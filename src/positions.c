@@ -390,23 +390,16 @@ sc_positions_lock_advance(int32 cube_id, const char *cube_name, const char *repl
 	ScLockAdvance a = {.cube_id = cube_id, .cube_name = cube_name,
 	.replica_set = replica_set, .n = n, .epochs = epochs, .partitions = partitions,
 	.from = from, .to = to, .lost = -1};
-	ErrorData  *edata;
 
 	*lost = -1;
 	if (n == 0)
 		return true;
 	a.lock.cube_id = cube_id;
 	a.lock.partitions = sc_int4_array(n, partitions);
-	edata = sc_try(sc_positions_lock_advance_fn, &a);
-	if (edata == NULL)
-	{
-		*lost = a.lost;
-		return true;
-	}
-	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-		ReThrowError(edata);
-	FreeErrorData(edata);
-	return false;
+	if (!sc_try_nowait(sc_positions_lock_advance_fn, &a))
+		return false;
+	*lost = a.lost;
+	return true;
 }
 
 /*

@@ -290,6 +290,7 @@ extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
 extern ErrorData *sc_try(void (*fn) (void *), void *arg);
+extern bool sc_try_nowait(void (*fn) (void *), void *arg);
 extern bool sc_hide_statement;
 extern void sc_log_hook_install(void);
 extern void sc_secret_remember(const char *value);
