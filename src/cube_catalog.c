@@ -126,36 +126,28 @@ sc_cube_row_pause_for(int32 cube_id, const char *reason)
 	sc_launcher_wakeup_at_commit();
 }
 
-static void
-sc_cube_row_lock_nowait_fn(void *arg)
-{
-	Oid			t[1] = {INT4OID};
-	Datum		v[1] = {Int32GetDatum(*(int32 *) arg)};
-
-	SPI_connect();
-	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE NOWAIT",
-					1, t, v, NULL, false, 0);
-	SPI_finish();
-}
-
 /*
  * Lock the cube's row for writing it, without waiting: for a receiver's
  * batch, which holds the cube's table (lock 3 of "Lock order") and so may
- * not wait for the row (lock 2).  False, having locked nothing, when
- * another transaction holds it: a seal that wrote the sealed view (held
- * through its compactions, whose swap needs the table), a reassignment,
- * streamcube_alter_cube.  Any other error is thrown.
+ * not wait for the row (lock 2).  When another transaction holds it (a
+ * seal that wrote the sealed view, held through its compactions, whose
+ * swap needs the table; a reassignment; streamcube_alter_cube), the error
+ * is lock_not_available: the caller runs this under sc_try_nowait().
  */
-bool
-sc_cube_row_try_lock(int32 cube_id)
+void
+sc_cube_row_lock_nowait(int32 cube_id)
 {
-	return sc_try_nowait(sc_cube_row_lock_nowait_fn, &cube_id);
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(cube_id)};
+
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE NOWAIT",
+					1, t, v, NULL, false, 0);
 }
 
 /*
  * A bad message under policy "pause" paused the cube, in the batch's
- * transaction (which locked the row first: sc_cube_row_try_lock): which,
- * and why.  The receiver stops by itself.
+ * transaction (which locked the row first: sc_cube_row_lock_nowait):
+ * which, and why.  The receiver stops by itself.
  */
 void
 sc_cube_row_pause_at(int32 cube_id, int32 partition, int64 offset, const char *error)

@@ -20,7 +20,7 @@ extern void sc_cube_row_set_paused(int32 cube_id, bool paused, bool skip_bad);
 extern void sc_cube_row_set_stop(int32 cube_id, const char *requested);
 extern bool sc_cube_row_stop_reached(int32 cube_id);
 extern void sc_cube_row_pause_for(int32 cube_id, const char *reason);
-extern bool sc_cube_row_try_lock(int32 cube_id);
+extern void sc_cube_row_lock_nowait(int32 cube_id);
 extern void sc_cube_row_pause_at(int32 cube_id, int32 partition, int64 offset, const char *error);
 extern void sc_cube_row_skip_done(int32 cube_id);
 extern void sc_cube_row_positions_set(int32 cube_id, const char *kafka_cluster_id);

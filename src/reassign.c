@@ -1173,9 +1173,13 @@ sc_reassign(PG_FUNCTION_ARGS)
  * A receiver saw the topic grow.  Under option new_partitions = assign,
  * give every partition the cube never knew to the least loaded replica
  * set of the cube (fewest partitions, then by name), from Kafka's first
- * offset, and journal it; in the caller's transaction.  Returns how many
- * were assigned.  Receivers of the cube may all notice together: the
- * cube's row serialises them, and the later ones find nothing to do.
+ * offset, and journal it; in the caller's transaction, which holds
+ * nothing of the cube before (the row, lock 2, is taken here).  Returns
+ * how many were assigned, or -1 when the cube's row changed since the
+ * caller read the cube (or the cube is gone): the caller reads it again,
+ * and tries later.  Receivers
+ * of the cube may all notice together: the cube's row serialises them,
+ * and the later ones find nothing to do.
  */
 int
 sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
@@ -1203,20 +1207,23 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 	{
 		Oid			t = INT4OID;
 		Datum		v = Int32GetDatum(cube->cube_id);
+		bool		isnull;
 
-		sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
+		sc_catalog_exec("SELECT config_version FROM streamcube.cubes WHERE cube_id = $1 "
+						"FOR NO KEY UPDATE",
 						1, &t, &v, NULL, false, 0);
-		if (SPI_processed == 0)
+		/* gone, or changed since the caller read it: it reads it again first */
+		if (SPI_processed == 0 ||
+			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										&isnull)) != cube->config_version)
 		{
 			SPI_finish();
-			return 0;
+			return -1;
 		}
 		sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1",
 						1, &t, &v, NULL, false, 0);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
-			bool		isnull;
-
 			known = lappend_int(known, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
 																   SPI_tuptable->tupdesc, 1, &isnull)));
 		}

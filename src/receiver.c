@@ -1605,42 +1605,58 @@ sc_receiver_sort(ScKafkaMessage *messages, int n)
 /*
  * Record what a batch did to the cube row: a skip used, a pause.  Both
  * must commit with the batch's positions.  The batch holds the cube's
- * table (lock 3), so it takes the row (lock 2) without waiting; false,
- * having written nothing, when another transaction holds it.
+ * table (lock 3), so it takes the row (lock 2) without waiting; the lock
+ * and the updates in one subtransaction, so that the row needs no
+ * MultiXactId for them (see sc_positions_lock_advance).
  */
-static bool
-sc_receiver_record_outcome(ScBatchOutcome *outcome)
+static void
+sc_receiver_record_outcome_fn(void *arg)
 {
-	bool		locked;
+	ScBatchOutcome *outcome = arg;
 
 	SPI_connect();
-	locked = sc_cube_row_try_lock(receiver.cube_id);
-	if (locked && outcome->skip_used)
+	sc_cube_row_lock_nowait(receiver.cube_id);
+	if (outcome->skip_used)
 		sc_cube_row_skip_done(receiver.cube_id);
-	if (locked && outcome->paused)
+	if (outcome->paused)
 		sc_cube_row_pause_at(receiver.cube_id, outcome->bad_partition, outcome->bad_offset,
 							 outcome->bad_error);
 	SPI_finish();
-	return locked;
+}
+
+/* The row alone, before a batch whose last try found it held. */
+static void
+sc_receiver_lock_row_fn(void *arg)
+{
+	SPI_connect();
+	sc_cube_row_lock_nowait(receiver.cube_id);
+	SPI_finish();
 }
 
 /*
  * The batch must write the cube's row and another transaction holds it:
  * waiting for it while the batch holds the cube's table would keep a
  * seal's swap (which needs the table, and commits the row with it) from
- * ever getting there.  Roll the batch back, keep its messages for the
- * next try, and wait a back-off (100 ms, doubling to 1 s) with nothing
- * of the cube held.
+ * ever getting there.  End the transaction (rolled back when the batch
+ * wrote anything), keep the messages for the next try, and wait a
+ * back-off (100 ms, doubling to 1 s) with nothing of the cube held.  The
+ * next try takes the row before it writes anything, so a row held for
+ * long costs a try a lock, not a batch written and rolled back.
  */
 static void
-sc_receiver_row_busy(int n)
+sc_receiver_row_busy(int n, bool written)
 {
-	AbortCurrentTransaction();
-	sc_ingest_end_batch(receiver.ing, false);
+	if (written)
+	{
+		AbortCurrentTransaction();
+		sc_ingest_end_batch(receiver.ing, false);
+	}
+	else
+		sc_receiver_commit();
 	receiver.carried = n;
 	receiver.row_backoff_ms = Min(Max(receiver.row_backoff_ms * 2, 100), 1000);
 	ereport(DEBUG1,
-			(errmsg_internal("streamcube receiver of cube %s rolled back a batch: the cube's row is held; "
+			(errmsg_internal("streamcube receiver of cube %s waits for the cube's row, held by another transaction; "
 							 "tries again in %ld ms",
 							 receiver.cube->qualified, receiver.row_backoff_ms)));
 	pgstat_report_activity(STATE_RUNNING, "waiting for the cube's row");
@@ -1831,6 +1847,12 @@ sc_receiver_process(int n)
 		pfree(newpos);
 		return;
 	}
+	if (receiver.row_backoff_ms > 0 && !sc_try_nowait(sc_receiver_lock_row_fn, NULL))
+	{
+		sc_receiver_row_busy(n, false);
+		pfree(newpos);
+		return;
+	}
 	receiver.carried = 0;
 	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
 	sc_receiver_new_positions(newpos, n, &outcome);
@@ -1839,9 +1861,10 @@ sc_receiver_process(int n)
 	 * What the batch did to the cube's row first, then the positions: a
 	 * reassignment locks the cube's row, then positions, in that order.
 	 */
-	if ((outcome.skip_used || outcome.paused) && !sc_receiver_record_outcome(&outcome))
+	if ((outcome.skip_used || outcome.paused) &&
+		!sc_try_nowait(sc_receiver_record_outcome_fn, &outcome))
 	{
-		sc_receiver_row_busy(n);
+		sc_receiver_row_busy(n, true);
 		pfree(newpos);
 		if (outcome.paused)
 			pfree(outcome.bad_error);
@@ -2032,8 +2055,9 @@ sc_receiver_adopt_cb(void *arg)
 	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
 										  sc_kafka_timeout_ms, NULL, NULL);
 
-	(void) sc_reassign_adopt_partitions(receiver.cube, kafka);
-	receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
+	/* the cube changed meanwhile: read it again, then look again */
+	if (sc_reassign_adopt_partitions(receiver.cube, kafka) >= 0)
+		receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
 }
 
 static void
@@ -2061,12 +2085,12 @@ sc_receiver_refresh_metadata(void)
 		MemoryContext old = MemoryContextSwitchTo(cxt);
 		ErrorData  *edata;
 
-		if (!sc_receiver_begin_work("assigning new partitions"))
-		{
-			MemoryContextSwitchTo(old);
-			MemoryContextDelete(cxt);
-			return;
-		}
+		/*
+		 * Nothing of the cube held before: Kafka is asked for the topic's
+		 * partitions first, then the cube's row is taken to assign them
+		 * (lock 2), which would wait out of order while holding the table.
+		 */
+		sc_receiver_begin("assigning new partitions");
 		MemoryContextSwitchTo(cxt);
 		edata = sc_try(sc_receiver_adopt_cb, NULL);
 		sc_receiver_commit();

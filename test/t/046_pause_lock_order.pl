@@ -18,6 +18,12 @@
 # held rolls back and tries again later.  The same hold, a bad message:
 # the table stays free, nothing commits meanwhile, and once the row is
 # free the cube pauses at the bad message with the rows before it.
+#
+# A receiver that sees its topic grow assigns the new partitions
+# (new_partitions = assign) under the cube's row: it takes the row with
+# nothing of the cube held.  The same hold while the topic grows: the
+# table stays free, and once the row is free the new partitions are
+# assigned and read, exact.
 
 use strict;
 use warnings;
@@ -30,7 +36,7 @@ use PostgreSQL::Test::Utils;
 use StreamcubeTest;
 use Test::More;
 
-my $node = sc_node('pause_lock');
+my $node = sc_node('pause_lock', "streamcube.metadata_interval = '1s'");
 my $topic = sc_topic('pause_lock');
 sc_create_topic($topic, 2);
 sc_produce($topic, count => 1000);
@@ -113,6 +119,41 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres',
 		"SELECT \"offset\" FROM streamcube.dead_letters WHERE cube = 'plb'::regclass"),
 	'3', 'the bad message is a dead letter');
+
+# The topic grows, the row held.
+my $grow = sc_topic('pause_lock_grow');
+sc_create_topic($grow, 1);
+sc_kcat_produce($grow, 0, map { sprintf('{"ts":"2026-01-01T00:00:%02dZ","qty":%d}', $_, $_) } 1 .. 5);
+sc_create_cube($node, 'plg', $grow);
+is($node->safe_psql('postgres', "SELECT streamcube_wait('plg', '60 s')"),
+	't', 'the first five messages are in');
+
+$holder = $node->background_psql('postgres');
+$holder->query_safe('BEGIN; SELECT 1 FROM streamcube.cubes '
+	  . "WHERE relid = 'plg'::regclass FOR NO KEY UPDATE");
+sc_add_partitions($grow, 3);
+ok( $node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Lock' AND query = 'assigning new partitions' FROM pg_stat_activity "
+		  . "WHERE pid = (SELECT pid FROM streamcube.consumers WHERE cube = 'plg'::regclass)"),
+	'the receiver waits for the cube\'s row to assign the new partitions');
+($ret, $out, $err) = $node->psql('postgres',
+	"SET lock_timeout = '2s'; BEGIN; LOCK TABLE plg IN ACCESS EXCLUSIVE MODE; COMMIT;");
+is($ret, 0, 'meanwhile the cube\'s table can be locked ACCESS EXCLUSIVE')
+  or diag $err;
+
+$holder->query_safe('COMMIT');
+$holder->quit;
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 3 FROM streamcube.assignments a JOIN streamcube.cubes c USING (cube_id) "
+		  . "WHERE c.relid = 'plg'::regclass"),
+	'then the new partitions are assigned');
+sc_kcat_produce($grow, 1, '{"ts":"2026-01-01T00:01:00Z","qty":6}');
+sc_kcat_produce($grow, 2, '{"ts":"2026-01-01T00:01:01Z","qty":7}');
+ok( $node->poll_query_until('postgres', 'SELECT count(*) = 7 FROM plg'),
+	'and read');
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT (_partition, _offset)), string_agg(qty::text, ',' ORDER BY qty) FROM plg"),
+	'7|7|1,2,3,4,5,6,7', 'exact: seven rows, (_partition, _offset) unique');
 
 $node->stop;
 done_testing();
