@@ -1847,6 +1847,7 @@ sc_receiver_process(int n)
 		pfree(newpos);
 		return;
 	}
+	/* The last try found the cube's row held: take it before writing again. */
 	if (receiver.row_backoff_ms > 0 && !sc_try_nowait(sc_receiver_lock_row_fn, NULL))
 	{
 		sc_receiver_row_busy(n, false);
