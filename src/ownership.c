@@ -70,12 +70,17 @@ sc_ownership_rollups_known(void)
 static Oid
 sc_ownership_cube_of(Oid relid, bool *is_parent)
 {
-	ScPrivilegeSave save;
+	/*
+	 * Planned once per process, with and without the roll-ups' catalog:
+	 * this runs after every ALTER TABLE, among them the ATTACH PARTITION of
+	 * each window a receiver creates.
+	 */
+	static SPIPlanPtr plans[2] = {NULL, NULL};
+	bool		rollups = sc_ownership_rollups_known();
 	List	   *candidates = list_make1_oid(relid);
 	Datum	   *elems;
 	Oid			parent = InvalidOid;
 	bool		isnull;
-	int			ret;
 	int			n = 0;
 	ListCell   *lc;
 
@@ -88,24 +93,24 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 		elems[n++] = ObjectIdGetDatum(lfirst_oid(lc));
 
 	SPI_connect();
-	sc_catalog_enter(&save);
-	ret = SPI_execute_with_args(psprintf("SELECT c.relid::oid FROM streamcube.cubes c "
-										 "WHERE c.relid::oid = ANY ($1) "
-										 "   OR (c.sealed_view::oid = $2 AND EXISTS "
-										 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
-										 "%s"
-										 "ORDER BY c.relid::oid = $2 DESC LIMIT 1",
-										 sc_ownership_rollups_known()
-										 ? "   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r "
-										 "              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
-										 : ""),
-								2, (Oid[]) {OIDARRAYOID, OIDOID},
-								(Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
-									ObjectIdGetDatum(relid)},
-								NULL, false, 1);
-	sc_catalog_leave(&save);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamcube.cubes: %s", SPI_result_code_string(ret));
+	sc_catalog_exec_kept(&plans[rollups],
+						 rollups
+						 ? "SELECT c.relid::oid FROM streamcube.cubes c "
+						 "WHERE c.relid::oid = ANY ($1) "
+						 "   OR (c.sealed_view::oid = $2 AND EXISTS "
+						 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
+						 "   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r "
+						 "              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
+						 "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
+						 : "SELECT c.relid::oid FROM streamcube.cubes c "
+						 "WHERE c.relid::oid = ANY ($1) "
+						 "   OR (c.sealed_view::oid = $2 AND EXISTS "
+						 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
+						 "ORDER BY c.relid::oid = $2 DESC LIMIT 1",
+						 2, (Oid[]) {OIDARRAYOID, OIDOID},
+						 (Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
+							 ObjectIdGetDatum(relid)},
+						 NULL, false, 1);
 	if (SPI_processed > 0)
 		parent = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
@@ -121,39 +126,42 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 static List *
 sc_ownership_members(Oid parent)
 {
+	static SPIPlanPtr rollups_plan = NULL;	/* planned once per process */
+	static SPIPlanPtr view_plan = NULL;
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *members = list_delete_first(find_all_inheritors(parent, NoLock, NULL));
 	List	   *rollups = NIL;
 	Oid			view = InvalidOid;
-	ScPrivilegeSave save;
 	bool		isnull;
 	ListCell   *lc;
 
 	SPI_connect();
-	sc_catalog_enter(&save);
-	if (sc_ownership_rollups_known() &&
-		SPI_execute_with_args("SELECT r.relid::oid FROM streamcube.rollup_catalog r "
-							  "JOIN streamcube.cubes c USING (cube_id) WHERE c.relid::oid = $1",
-							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
-							  NULL, false, 0) == SPI_OK_SELECT)
+	if (sc_ownership_rollups_known())
 	{
-		MemoryContext spi = MemoryContextSwitchTo(cxt);
+		MemoryContext spi;
 
+		sc_catalog_exec_kept(&rollups_plan,
+							 "SELECT r.relid::oid FROM streamcube.rollup_catalog r "
+							 "JOIN streamcube.cubes c USING (cube_id) WHERE c.relid::oid = $1",
+							 1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
+							 NULL, false, 0);
+		spi = MemoryContextSwitchTo(cxt);
 		for (uint64 i = 0; i < SPI_processed; i++)
 			rollups = lappend_oid(rollups, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																		  SPI_tuptable->tupdesc, 1, &isnull)));
 		MemoryContextSwitchTo(spi);
 	}
-	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE relid::oid = $1",
-							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
-							  NULL, false, 1) == SPI_OK_SELECT && SPI_processed > 0)
+	sc_catalog_exec_kept(&view_plan,
+						 "SELECT sealed_view::oid FROM streamcube.cubes WHERE relid::oid = $1",
+						 1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
+						 NULL, false, 1);
+	if (SPI_processed > 0)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
 		if (!isnull)
 			view = DatumGetObjectId(d);
 	}
-	sc_catalog_leave(&save);
 	SPI_finish();
 	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
 		members = lappend_oid(members, view);
