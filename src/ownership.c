@@ -63,6 +63,17 @@ sc_ownership_rollups_known(void)
 	return OidIsValid(nsp) && OidIsValid(get_relname_relid("rollup_catalog", nsp));
 }
 
+/* sc_ownership_cube_of's statement; the roll-ups' part from 0.3.0 on */
+#define SC_CUBE_OF_HEAD \
+	"SELECT c.relid::oid FROM streamcube.cubes c " \
+	"WHERE c.relid::oid = ANY ($1) " \
+	"   OR (c.sealed_view::oid = $2 AND EXISTS " \
+	"       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
+#define SC_CUBE_OF_ROLLUPS \
+	"   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r " \
+	"              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
+#define SC_CUBE_OF_TAIL "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
+
 /*
  * The cube whose parent, partition (at any level) or sealed view relid
  * is: the parent's OID, or InvalidOid.  *is_parent tells which.
@@ -94,19 +105,8 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 
 	SPI_connect();
 	sc_catalog_exec_kept(&plans[rollups],
-						 rollups
-						 ? "SELECT c.relid::oid FROM streamcube.cubes c "
-						 "WHERE c.relid::oid = ANY ($1) "
-						 "   OR (c.sealed_view::oid = $2 AND EXISTS "
-						 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
-						 "   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r "
-						 "              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
-						 "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
-						 : "SELECT c.relid::oid FROM streamcube.cubes c "
-						 "WHERE c.relid::oid = ANY ($1) "
-						 "   OR (c.sealed_view::oid = $2 AND EXISTS "
-						 "       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
-						 "ORDER BY c.relid::oid = $2 DESC LIMIT 1",
+						 rollups ? SC_CUBE_OF_HEAD SC_CUBE_OF_ROLLUPS SC_CUBE_OF_TAIL
+						 : SC_CUBE_OF_HEAD SC_CUBE_OF_TAIL,
 						 2, (Oid[]) {OIDARRAYOID, OIDOID},
 						 (Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
 							 ObjectIdGetDatum(relid)},
