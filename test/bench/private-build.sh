@@ -34,3 +34,11 @@ private_build() {
     chmod -R a+rX "$inst"
     echo "$inst$bindir"
 }
+
+# installed_missing: true when no streamcube is installed into the
+# PostgreSQL that pg_config names, as on a machine where `make install` has
+# not run: a benchmark of build "installed" says so before it starts
+# anything, rather than failing at CREATE EXTENSION minutes later.
+installed_missing() {
+    [[ ! -f $(pg_config --sharedir)/extension/streamcube.control ]]
+}
