@@ -35,10 +35,15 @@ private_build() {
     echo "$inst$bindir"
 }
 
-# installed_missing: true when no streamcube is installed into the
-# PostgreSQL that pg_config names, as on a machine where `make install` has
-# not run: a benchmark of build "installed" says so before it starts
-# anything, rather than failing at CREATE EXTENSION minutes later.
-installed_missing() {
-    [[ ! -f $(pg_config --sharedir)/extension/streamcube.control ]]
+# installed_problem OPTION: when no streamcube is installed into the
+# PostgreSQL that pg_config names (a machine where `make install` has not
+# run), prints why and what to do (OPTION: the script's build option) and
+# succeeds; else fails, silently.  A benchmark of build "installed" asks
+# before it starts anything, rather than failing at CREATE EXTENSION
+# minutes later.
+installed_problem() {
+    local share
+    share=$(pg_config --sharedir)
+    [[ -f $share/extension/streamcube.control ]] && return 1
+    echo "build 'installed' asked (the default), but streamcube is not installed in $share: run make install, or measure $1 tree"
 }
