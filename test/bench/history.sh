@@ -29,3 +29,35 @@ history_produce_args() {
 
 # history_label AGE[:STEP_MS]: the age as a name may hold it (1month_1000).
 history_label() { echo "${1//:/_}"; }
+
+# history_fs DIR: the file system that holds DIR, as "TYPE on DEVICE", an
+# ext4 said to be with or without a journal (/proc/fs/jbd2 names the
+# journals of the devices mounted).
+history_fs() {
+    local src fstype
+    read -r src fstype < <(findmnt -n -o SOURCE,FSTYPE -T "$1" 2>/dev/null) || { echo unknown; return 0; }
+    if [[ $fstype == ext4 ]]; then
+        if compgen -G "/proc/fs/jbd2/${src##*/}-*" >/dev/null; then
+            fstype+=" with a journal"
+        else
+            fstype+=" without a journal"
+        fi
+    fi
+    echo "$fstype on $src"
+}
+
+# history_fs_note DIR: a line for the figures' header when DIR is on an
+# ext4 without a journal (this project's virtual machines), nothing
+# otherwise.  Such an ext4 reuses no inode freed in the last minute (five
+# while the inode's block is not written back), and looks at each such
+# inode before it takes a free one (fs/ext4/ialloc.c, recently_deleted()).
+# A partition is six files, and a benchmark that drops a cube per run
+# frees hundreds of them a minute, so here a partition of history costs a
+# few milliseconds more than on a journaled ext4 (test/bench/partition-files,
+# docs/benchmarks.md, History).
+history_fs_note() {
+    local fs
+    fs=$(history_fs "$1")
+    [[ $fs == "ext4 without a journal"* ]] || return 0
+    echo "note: $1 is on an $fs: every file created steps over the inodes freed in the last minutes (partitions cost more here; --work DIR on a journaled file system avoids it)"
+}
