@@ -30,6 +30,10 @@ history_produce_args() {
 # history_label AGE[:STEP_MS]: the age as a name may hold it (1month_1000).
 history_label() { echo "${1//:/_}"; }
 
+# median: the median of the numbers on standard input, separated by
+# spaces or newlines.
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # history_fs DIR: the file system that holds DIR, as "TYPE on DEVICE", an
 # ext4 said to be with or without a journal (/proc/fs/jbd2 names the
 # journals of the devices mounted).
