@@ -61,10 +61,10 @@ typedef struct ScKafkaEvents
 	int			nevents;
 	int			dropped;
 	int			levels[SC_KAFKA_MAX_EVENTS];	/* syslog levels */
-	char		text[SC_KAFKA_MAX_EVENTS][256];
+	char		text[SC_KAFKA_MAX_EVENTS][SC_ERROR_LEN];
 	bool		fatal;
 	bool		topic_unknown;	/* the broker said the topic is unknown */
-	char		last_error[256];
+	char		last_error[SC_ERROR_LEN];	/* as long as a slot's last_error */
 } ScKafkaEvents;
 
 struct ScKafkaConsumer
@@ -130,7 +130,7 @@ static void
 sc_kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
 	ScKafkaEvents *events = rd_kafka_opaque(rk);
-	char		line[256];
+	char		line[SC_ERROR_LEN];
 
 	if (events == NULL || level > SC_SYSLOG_NOTICE)
 		return;
