@@ -354,6 +354,7 @@ CREATE TABLE streamcube.rollup_catalog (
     dimensions  name[] NOT NULL,              -- cube columns, also columns of the roll-up
     measures    jsonb NOT NULL,               -- {"name": "aggregate(column)", ...} as given
     retention   interval,                     -- drop its windows older than this (NULL: keep)
+    sealed_view regclass,                     -- the view <roll-up>_sealed (sealed partitions only)
     created_at  timestamptz NOT NULL DEFAULT now(),
     created_by  name NOT NULL DEFAULT current_user
 );
@@ -410,6 +411,7 @@ SELECT r.relid AS rollup,
         FROM pg_catalog.pg_inherits i WHERE i.inhparent = r.relid) AS bytes,
        cs.rows AS cube_rows,
        CASE WHEN st.rows > 0 THEN round(cs.rows::numeric / st.rows, 1) END AS rows_per_rollup_row,
+       r.sealed_view,
        r.created_at
 FROM streamcube.rollup_catalog r
 JOIN streamcube.cubes c USING (cube_id)
@@ -420,7 +422,7 @@ CROSS JOIN LATERAL (
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.rollups TO PUBLIC;
 COMMENT ON VIEW streamcube.rollups IS
-    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for';
+    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for, the view of its sealed partitions for standbys';
 
 -- DROP TABLE of a roll-up forgets it (receivers stop keeping it); DROP
 -- TABLE of one of its partitions forgets that window.

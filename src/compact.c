@@ -596,7 +596,9 @@ sc_compact_finish(ScCube *cube, List *jobs)
 	 * The sealed view reads the old partitions, which the swaps drop: it is
 	 * rebuilt without them first, once for all buckets (rebuilding a view
 	 * over thousands of partitions per bucket cost seconds), and with what
-	 * stands at the end.  Nobody sees it in between: one transaction.
+	 * stands at the end.  Nobody sees it in between: one transaction.  The
+	 * roll-ups' views read none in between (their partitions of the
+	 * buckets go too).
 	 */
 	sources = palloc(sizeof(Oid) * sc_compact_sources(jobs));
 	foreach(lc, jobs)
@@ -607,6 +609,7 @@ sc_compact_finish(ScCube *cube, List *jobs)
 			sources[nsources++] = job->sources[i];
 	}
 	sc_seal_refresh_view(cube, DT_NOBEGIN, sources, nsources);
+	sc_rollup_refresh_views(cube->cube_id, InvalidOid, true);
 
 	foreach(lc, jobs)
 	{
@@ -628,6 +631,7 @@ sc_compact_finish(ScCube *cube, List *jobs)
 		sc_compact_drop_new(cube, job);
 	}
 	sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
+	sc_rollup_refresh_views(cube->cube_id, InvalidOid, false);
 	return built;
 }
 

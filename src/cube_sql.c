@@ -624,6 +624,9 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	SPI_connect();
 	cube_id = sc_cube_for_action(name, "drop", &relid, &owner);
 	rollups = sc_cube_rollup_tables(cube_id);
+	/* The roll-ups' views, as the cube's row locked FOR UPDATE leaves them. */
+	if (!keep_data)
+		sc_rollup_drop_views(cube_id, InvalidOid);
 	/* Waits for a batch or a seal in flight; the view as it is then. */
 	view = sc_cube_row_delete(cube_id);
 	if (!keep_data)

@@ -6,8 +6,8 @@
  * A cube is its parent table (whose owner is the cube's owner), the
  * partitions attached to it (active windows, sealed windows, compacted
  * partitions), the view <cube>_sealed, and its roll-ups with their
- * partitions (receivers write those as the cube's owner too).  PostgreSQL runs a partition's
- * index expressions, CHECK constraints and the like as that partition's
+ * partitions (receivers write those as the cube's owner too) and their
+ * views <roll-up>_sealed.  PostgreSQL runs a partition's index expressions, CHECK constraints and the like as that partition's
  * owner; a partition that belonged to a more privileged role than the
  * cube's owner would run the owner's functions with that role's rights
  * (CREATE INDEX on the parent recurses into every partition).  So the
@@ -71,7 +71,10 @@ sc_ownership_rollups_known(void)
 	"       (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
 #define SC_CUBE_OF_ROLLUPS \
 	"   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r " \
-	"              WHERE r.cube_id = c.cube_id AND r.relid::oid = ANY ($1)) "
+	"              WHERE r.cube_id = c.cube_id " \
+	"                AND (r.relid::oid = ANY ($1) " \
+	"                     OR (r.sealed_view::oid = $2 AND EXISTS " \
+	"                         (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')))) "
 #define SC_CUBE_OF_TAIL "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
 
 /*
@@ -120,8 +123,8 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 
 /*
  * The relations of a cube besides its parent: partitions, the sealed view,
- * its roll-ups and their partitions.  Allocated in the caller's memory
- * context.
+ * its roll-ups, their partitions and their sealed views.  Allocated in the
+ * caller's memory context.
  */
 static List *
 sc_ownership_members(Oid parent)
@@ -131,6 +134,7 @@ sc_ownership_members(Oid parent)
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *members = list_delete_first(find_all_inheritors(parent, NoLock, NULL));
 	List	   *rollups = NIL;
+	List	   *rollup_views = NIL;
 	Oid			view = InvalidOid;
 	bool		isnull;
 	ListCell   *lc;
@@ -141,14 +145,20 @@ sc_ownership_members(Oid parent)
 		MemoryContext spi;
 
 		sc_catalog_exec_kept(&rollups_plan,
-							 "SELECT r.relid::oid FROM streamcube.rollup_catalog r "
+							 "SELECT r.relid::oid, r.sealed_view::oid FROM streamcube.rollup_catalog r "
 							 "JOIN streamcube.cubes c USING (cube_id) WHERE c.relid::oid = $1",
 							 1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
 							 NULL, false, 0);
 		spi = MemoryContextSwitchTo(cxt);
 		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+
 			rollups = lappend_oid(rollups, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																		  SPI_tuptable->tupdesc, 1, &isnull)));
+			if (!isnull)
+				rollup_views = lappend_oid(rollup_views, DatumGetObjectId(d));
+		}
 		MemoryContextSwitchTo(spi);
 	}
 	sc_catalog_exec_kept(&view_plan,
@@ -168,6 +178,9 @@ sc_ownership_members(Oid parent)
 	foreach(lc, rollups)
 		if (get_rel_name(lfirst_oid(lc)) != NULL)
 			members = list_concat(members, find_all_inheritors(lfirst_oid(lc), NoLock, NULL));
+	foreach(lc, rollup_views)
+		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_VIEW)
+			members = lappend_oid(members, lfirst_oid(lc));
 	return members;
 }
 

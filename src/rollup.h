@@ -69,6 +69,8 @@ extern void sc_rollup_plan_run(const ScCube *cube, ScRollupPlan *p, int n, const
 /* rollups.c */
 extern List *sc_rollups_load(ScCube *cube);
 extern List *sc_cube_rollup_tables(int32 cube_id);
+extern void sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty);
+extern void sc_rollup_drop_views(int32 cube_id, Oid only);
 extern void sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text,
 									ScMeasure *out, bool missing_ok);
 extern int	sc_rollup_column(const ScCube *cube, const char *name);

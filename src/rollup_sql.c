@@ -607,6 +607,8 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	if (loaded == NULL)
 		elog(ERROR, "roll-up %s vanished while it was created", name);
 	(void) sc_rollup_fill(cube, loaded);
+	/* its view for standbys, at once: readers may be granted it now */
+	sc_rollup_refresh_views(cube->cube_id, relid, false);
 
 	/* Receivers read the cube again before their next batch. */
 	sc_cube_row_touch(cube_id);
@@ -643,6 +645,8 @@ sc_drop_rollup(PG_FUNCTION_ARGS)
 
 	/* The batch in flight commits first; the next reads the cube again. */
 	(void) sc_cube_rollup_tables(cube_id);
+	/* its view first: it depends on the roll-up's sealed partitions */
+	sc_rollup_drop_views(cube_id, relid);
 	sc_catalog_exec("DELETE FROM streamcube.rollup_catalog WHERE relid = $1",
 					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)}, NULL, false, 0);
 	sc_cube_row_touch(cube_id);

@@ -390,6 +390,131 @@ sc_cube_rollup_tables(int32 cube_id)
 }
 
 /* ----------------------------------------------------------------
+ * The views <roll-up>_sealed
+ * ----------------------------------------------------------------
+ */
+
+/* A cube's roll-ups (or the one whose table is only): table, view, id. */
+typedef struct ScRollupView
+{
+	int32		rollup_id;
+	Oid			relid;
+	Oid			view;			/* as the catalog names it; InvalidOid: none yet */
+} ScRollupView;
+
+static List *
+sc_rollup_views_read(int32 cube_id, Oid only)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *views = NIL;
+
+	sc_catalog_exec("SELECT rollup_id, relid::oid, sealed_view::oid FROM streamcube.rollup_catalog "
+					"WHERE cube_id = $1 AND ($2 = 0::oid OR relid::oid = $2) ORDER BY rollup_id",
+					2, (Oid[]) {INT4OID, OIDOID},
+					(Datum[]) {Int32GetDatum(cube_id), ObjectIdGetDatum(only)}, NULL, false, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		ScRollupView *v = MemoryContextAllocZero(cxt, sizeof(ScRollupView));
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		v->rollup_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		v->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		d = SPI_getbinval(tup, desc, 3, &isnull);
+		v->view = isnull ? InvalidOid : DatumGetObjectId(d);
+		views = lappend(views, v);
+	}
+	return views;
+}
+
+/*
+ * Rebuild the view <roll-up>_sealed of each of the cube's roll-ups (or of
+ * the one whose table is only), made at the roll-up's creation: its
+ * sealed partitions, UNION ALL, the roll-up's counterpart of <cube>_sealed
+ * (sealed.c), for physical standbys, where the roll-up's UNLOGGED
+ * partitions cannot be read.  With empty, it reads no partition: a
+ * compaction does that before it drops the partitions the view reads, and
+ * rebuilds it after, in the same transaction.  Made as the roll-up's
+ * owner (the cube's), keeping its grants.  The caller is connected to SPI.
+ */
+void
+sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty)
+{
+	ListCell   *lc;
+
+	foreach(lc, sc_rollup_views_read(cube_id, only))
+	{
+		ScRollupView *v = lfirst(lc);
+		Oid		   *parts = NULL;
+		int			n = 0;
+		char	   *qualified;
+
+		if (get_rel_name(v->relid) == NULL)
+			continue;			/* dropped in this transaction */
+		if (!empty)
+		{
+			/* A compacted partition holds many windows: each partition once. */
+			sc_catalog_exec("SELECT w.relid::oid FROM streamcube.rollup_windows w "
+							"WHERE w.rollup_id = $1 AND w.state = 'sealed' "
+							"  AND EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i "
+							"              WHERE i.inhrelid = w.relid AND i.inhparent = $2) "
+							"GROUP BY w.relid ORDER BY min(w.window_start)",
+							2, (Oid[]) {INT4OID, OIDOID},
+							(Datum[]) {Int32GetDatum(v->rollup_id), ObjectIdGetDatum(v->relid)},
+							NULL, false, 0);
+			n = (int) SPI_processed;
+			parts = palloc(sizeof(Oid) * Max(n, 1));
+			for (int i = 0; i < n; i++)
+			{
+				bool		isnull;
+
+				parts[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			}
+		}
+		qualified = sc_sealed_view_write(v->view, v->relid, sc_relation_owner(v->relid),
+										 sc_sealed_view_body(v->relid, parts, n),
+										 psprintf("The sealed windows of roll-up %s (logged partitions only): "
+												  "what a physical standby can read. Maintained by streamcube.",
+												  quote_qualified_identifier(get_namespace_name(get_rel_namespace(v->relid)),
+																			 get_rel_name(v->relid))));
+		sc_catalog_exec("UPDATE streamcube.rollup_catalog SET sealed_view = $2::regclass "
+						"WHERE rollup_id = $1 AND sealed_view IS DISTINCT FROM $2::regclass",
+						2, (Oid[]) {INT4OID, TEXTOID},
+						(Datum[]) {Int32GetDatum(v->rollup_id), CStringGetTextDatum(qualified)},
+						NULL, false, 0);
+	}
+}
+
+/*
+ * Drop the views <roll-up>_sealed of the cube's roll-ups (or of the one
+ * whose table is only), before the roll-ups go: each depends on its
+ * roll-up's sealed partitions.  The caller holds the cube's row FOR
+ * UPDATE (sc_cube_rollup_tables: no seal makes a view meanwhile) and is
+ * connected to SPI.
+ */
+void
+sc_rollup_drop_views(int32 cube_id, Oid only)
+{
+	ListCell   *lc;
+
+	foreach(lc, sc_rollup_views_read(cube_id, only))
+	{
+		ScRollupView *v = lfirst(lc);
+		ScAsOwner	as;
+
+		if (!OidIsValid(v->view) || get_rel_relkind(v->view) != RELKIND_VIEW)
+			continue;
+		sc_as_owner_enter(&as, sc_relation_owner(v->view));
+		sc_seal_exec(psprintf("DROP VIEW %s",
+							  quote_qualified_identifier(get_namespace_name(get_rel_namespace(v->view)),
+														 get_rel_name(v->view))));
+		sc_as_owner_leave(&as);
+	}
+}
+
+/* ----------------------------------------------------------------
  * The merge: rows of one batch into a roll-up
  * ----------------------------------------------------------------
  */
@@ -935,6 +1060,9 @@ sc_rollup_retention(ScCube *cube, int max_partitions)
 	sc_catalog_leave(&save);
 	tab = SPI_tuptable;
 	n = SPI_processed;
+	/* The views must not read what is dropped: rebuilt without, then with what stands. */
+	if (n > 0)
+		sc_rollup_refresh_views(cube->cube_id, InvalidOid, true);
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -950,6 +1078,8 @@ sc_rollup_retention(ScCube *cube, int max_partitions)
 																	relname)),
 								"drop a roll-up window past its retention");
 	}
+	if (n > 0)
+		sc_rollup_refresh_views(cube->cube_id, InvalidOid, false);
 	return (int) n;
 }
 

@@ -352,7 +352,7 @@ sc_seal_windows(List *jobs)
 	return n;
 }
 
-/* Phases 2 and 3 for a cube: swap, record, rebuild its sealed view. */
+/* Phases 2 and 3 for a cube: swap, record, rebuild its sealed views (its roll-ups' too). */
 void
 sc_seal_finish(ScCube *cube, List *jobs)
 {
@@ -363,7 +363,10 @@ sc_seal_finish(ScCube *cube, List *jobs)
 	foreach(lc, jobs)
 		sc_seal_record(lfirst(lc));
 	if (jobs != NIL)
+	{
 		sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
+		sc_rollup_refresh_views(cube->cube_id, InvalidOid, false);
+	}
 }
 
 /* Seal the due windows of one cube; returns how many. */

@@ -6,7 +6,8 @@
  *		indexes and a CHECK constraint equal to its bound, the trigger that
  *		keeps it immutable, DDL on a cube's partitions as the cube's owner
  *		with short lock timeouts and retries, the lock that serialises seals
- *		and compactions of one cube, and the view <cube>_sealed over them.
+ *		and compactions of one cube, and the view <cube>_sealed over them
+ *		(written as the roll-ups' views <roll-up>_sealed are, rollups.c).
  *
  * DDL on the cube's partitions runs as the cube's owner, with
  * SECURITY_RESTRICTED_OPERATION; catalog rows are written through
@@ -300,13 +301,88 @@ sc_union_all(StringInfo out, char **branches, int lo, int hi)
 	appendStringInfoChar(out, ')');
 }
 
+static char *
+sc_rel_qualified(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * What a view <x>_sealed reads: the columns of parent from each of
+ * parts[0..n) (ONLY), joined by UNION ALL; no rows when n is 0.
+ */
+char *
+sc_sealed_view_body(Oid parent, const Oid *parts, int n)
+{
+	char	   *columns = sc_column_list(parent);
+	StringInfoData body;
+
+	initStringInfo(&body);
+	if (n == 0)
+		appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, sc_rel_qualified(parent));
+	else
+	{
+		char	  **branches = palloc(sizeof(char *) * n);
+
+		for (int i = 0; i < n; i++)
+			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns, sc_rel_qualified(parts[i]));
+		sc_union_all(&body, branches, 0, n);
+	}
+	return body.data;
+}
+
+/*
+ * Make the view <parent>_sealed read body, as owner (the owner of parent),
+ * keeping its grants: view is the one the catalog names, or InvalidOid
+ * (or no longer a view: dropped by hand) for a new one, named after
+ * parent in its schema.  Returns its qualified name, for the catalog.
+ */
+char *
+sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body, const char *comment)
+{
+	StringInfoData sql;
+	char	   *qualified;
+	ScAsOwner	as;
+
+	sc_as_owner_enter(&as, owner);
+	initStringInfo(&sql);
+	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
+	{
+		qualified = sc_rel_qualified(view);
+		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body);
+		if (!sc_seal_try_view(sql.data))
+		{
+			/* The columns changed in a way a view cannot follow: again. */
+			sc_seal_exec(psprintf("DROP VIEW %s", qualified));
+			resetStringInfo(&sql);
+			appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body);
+			sc_seal_exec(sql.data);
+		}
+	}
+	else
+	{
+		Oid			nsp = get_rel_namespace(parent);
+
+		qualified = quote_qualified_identifier(get_namespace_name(nsp),
+											   sc_free_name(nsp, psprintf("%s_sealed", get_rel_name(parent))));
+		appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body);
+		sc_seal_exec(sql.data);
+	}
+	sc_seal_exec(psprintf("COMMENT ON VIEW %s IS %s", qualified, quote_literal_cstr(comment)));
+	sc_as_owner_leave(&as);
+	return qualified;
+}
+
 /*
  * The view <cube>_sealed: the cube's sealed windows only, UNION ALL.  On a
  * physical standby any query that touches an UNLOGGED partition fails, so
  * standby readers query the sealed data through it, with ordinary SQL and
  * now()-relative predicates.  Rebuilt (as the cube's owner, keeping its
  * grants) whenever the set of sealed windows changes; windows ending at or
- * before drop_before are left out (retention drops them next).
+ * before drop_before are left out (retention drops them next).  The views
+ * of the cube's roll-ups are their seal's and compaction's to rebuild
+ * (sc_rollup_refresh_views).
  */
 void
 sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, int nexcept)
@@ -314,13 +390,11 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	ScPrivilegeSave save;
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
-	char	   *columns = sc_column_list(cube->relid);
-	StringInfoData body;
-	StringInfoData sql;
 	Oid			view = InvalidOid;
-	char	   *qualified;
+	Oid		   *parts;
+	int			n;
 	bool		isnull;
-	ScAsOwner	as;
+	char	   *body;
 
 	{
 		Datum	   *d = palloc(sizeof(Datum) * Max(nexcept, 1));
@@ -339,25 +413,11 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 							  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.segment_catalog");
 	sc_catalog_leave(&save);
-
-	initStringInfo(&body);
-	{
-		int			n = (int) SPI_processed;
-		char	  **branches = palloc(sizeof(char *) * Max(n, 1));
-
-		for (int i = 0; i < n; i++)
-		{
-			Oid			part = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns,
-								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
-															  get_rel_name(part)));
-		}
-		if (n == 0)
-			appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, cube->qualified);
-		else
-			sc_union_all(&body, branches, 0, n);
-	}
+	n = (int) SPI_processed;
+	parts = palloc(sizeof(Oid) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		parts[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	body = sc_sealed_view_body(cube->relid, parts, n);
 
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
@@ -366,44 +426,16 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-		if (!isnull && get_rel_relkind(DatumGetObjectId(d)) == RELKIND_VIEW)
+		if (!isnull)
 			view = DatumGetObjectId(d);
 	}
 	sc_catalog_leave(&save);
 
-	sc_as_owner_enter(&as, cube->owner);
-	initStringInfo(&sql);
-	if (OidIsValid(view))
-	{
-		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
-											   get_rel_name(view));
-		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body.data);
-		if (!sc_seal_try_view(sql.data))
-		{
-			/* The columns changed in a way a view cannot follow: again. */
-			sc_seal_exec(psprintf("DROP VIEW %s", qualified));
-			resetStringInfo(&sql);
-			appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
-			sc_seal_exec(sql.data);
-		}
-	}
-	else
-	{
-		qualified = quote_qualified_identifier(cube->schema,
-											   sc_free_name(get_rel_namespace(cube->relid),
-															psprintf("%s_sealed", cube->relname)));
-		appendStringInfo(&sql, "CREATE VIEW %s AS %s", qualified, body.data);
-		sc_seal_exec(sql.data);
-	}
-	resetStringInfo(&sql);
-	appendStringInfo(&sql, "COMMENT ON VIEW %s IS %s", qualified,
-					 quote_literal_cstr(psprintf("The sealed windows of cube %s (logged partitions only): "
-												 "what a physical standby can read. Maintained by streamcube.",
-												 cube->qualified)));
-	sc_seal_exec(sql.data);
-	sc_as_owner_leave(&as);
-
-	sc_cube_row_set_sealed_view(cube->cube_id, qualified);
+	sc_cube_row_set_sealed_view(cube->cube_id,
+								sc_sealed_view_write(view, cube->relid, cube->owner, body,
+													 psprintf("The sealed windows of cube %s (logged partitions only): "
+															  "what a physical standby can read. Maintained by streamcube.",
+															  cube->qualified)));
 }
 
 

@@ -68,6 +68,12 @@ sc_create_cube($primary, 'ev', $topic);
 sc_produce($topic, count => 8_000, 'start-ts' => $base, 'step-ms' => 1800, seed => 1);
 is($primary->safe_psql('postgres', "SELECT streamcube_wait('ev', '60 s')"),
 	't', 'the primary consumed the events');
+# A roll-up of the cube: its sealed partitions reach the standby the same
+# way, through its view ev_by_minute_sealed.
+is($primary->safe_psql('postgres',
+		"SELECT streamcube_create_rollup('ev', 'ev_by_minute', '1 minute', ARRAY['country'], "
+		  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}')"),
+	'ev_by_minute', 'a roll-up of the cube');
 
 # The standby, from a base backup, streaming.
 $primary->backup('b');
@@ -150,6 +156,15 @@ sub check_view
 	}
 	is($standby->safe_psql('postgres', "SELECT count(*) FROM $view"),
 		$sealed_hours, "$label: standby: $view holds every event of the sealed hours in Kafka");
+
+	# The roll-up's view: the same sealed hours, aggregated.
+	is($standby->safe_psql('postgres', 'SELECT sum(n), sum(amount) FROM ev_by_minute_sealed'),
+		$standby->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM ev_sealed'),
+		"$label: standby: ev_by_minute_sealed counts and sums exactly the rows of ev_sealed");
+	is($standby->safe_psql('postgres',
+			'SELECT count(*) FROM (SELECT bucket, country, count(*) FROM ev_by_minute_sealed '
+			  . 'GROUP BY 1, 2 HAVING count(*) > 1) d'),
+		'0', "$label: standby: one row a bucket and country");
 	return;
 }
 check_view('after the seal');
@@ -162,6 +177,11 @@ $primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
 $k = sc_records_contents(sc_kafka_records($topic));
 sc_check_exact($primary, 'ev', $k, 'primary, with late rows');
 check_view('with late rows');
+
+# The roll-up's table itself has active (UNLOGGED) partitions too.
+($ret, $out, $err) = $standby->psql('postgres', 'SELECT count(*) FROM ev_by_minute');
+like($err, qr/cannot access temporary or unlogged relations during recovery/,
+	'standby: the roll-up cannot be read whole, its view can');
 
 # Events of the current hour stay in an active window: not in the view.
 sc_produce($topic, count => 100, 'start-ts' => $h0, 'step-ms' => 1000, seed => 3);

@@ -63,6 +63,22 @@ sub raw_totals
 		"SELECT count(*), sum(amount), max(amount), min(qty), count(qty) FROM $cube");
 }
 
+# The view <roll-up>_sealed, for standbys: "view|rows|differences", the
+# view streamcube.rollups names, its rows (cols), and how many rows differ
+# between it and the roll-up's logged (sealed) partitions.
+sub sealed_view
+{
+	my ($rollup, $cols) = @_;
+	return $node->safe_psql('postgres', qq{
+		WITH logged AS (SELECT $cols FROM $rollup
+		                WHERE tableoid IN (SELECT c.oid FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+		                                   WHERE i.inhparent = '$rollup'::regclass AND c.relpersistence = 'p')),
+		     v AS (SELECT $cols FROM ${rollup}_sealed)
+		SELECT (SELECT sealed_view FROM streamcube.rollups WHERE rollup = '$rollup'::regclass),
+		       (SELECT count(*) FROM v),
+		       (SELECT count(*) FROM ((TABLE logged EXCEPT ALL TABLE v) UNION ALL (TABLE v EXCEPT ALL TABLE logged)) d)});
+}
+
 sub wait_rows
 {
 	my ($cube, $n) = @_;
@@ -118,6 +134,8 @@ my $rollup = $node->safe_psql('postgres',
 	"SELECT streamcube_create_rollup('events', 'events_by_minute', '1 minute', "
 	  . "ARRAY['country', 'device'], '$measures')");
 is($rollup, 'events_by_minute', 'created while the cube ingests; returns its table');
+like(sealed_view('events_by_minute', 'bucket, country, device, n'), qr/^events_by_minute_sealed\|\d+\|0$/,
+	'its view for standbys exists from the start and reads its sealed partitions');
 ok(sc_produce_finish($bg), 'producer delivered everything');
 $node->safe_psql('postgres', "SELECT streamcube_wait('events', '60 s')");
 is(raw_totals('events') =~ /^10800\|/ ? 1 : 0, 1, 'the cube holds every message');
@@ -156,6 +174,8 @@ $node->safe_psql('postgres', "SELECT streamcube_wait('events', '90 s')");
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM events'),
 	'16800|16800', 'after the crash: every message once');
 is(diff_exact('events', 'events_by_minute'), '', 'after the crash and the late rows: roll-up equals the raw rows');
+like(sealed_view('events_by_minute', 'bucket, country, device, n'), qr/^events_by_minute_sealed\|[1-9]\d*\|0$/,
+	'events_by_minute_sealed holds exactly the sealed partitions, late rows with them');
 
 # A reassignment under load, and a second crash right after it.
 $node->safe_psql('postgres', "SELECT streamcube_reassign('events', '{\"a\": [0, 1], \"b\": [2, 3]}')");
@@ -241,14 +261,20 @@ is($node->safe_psql('postgres',
 		  . "HAVING max(w.window_end) <= now() - interval '2 hours'"),
 	'', 'the roll-up with retention 2 hours lost its partitions past 2 hours');
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM events_by_hour'), '>', 0, 'and kept the others');
+like(sealed_view('events_by_hour', 'bucket, country, n'), qr/^events_by_hour_sealed\|\d+\|0$/,
+	'its view reads the sealed partitions retention left');
+like(sealed_view('events_by_minute', 'bucket, country, device, n'), qr/^events_by_minute_sealed\|[1-9]\d*\|0$/,
+	'and the other roll-up\'s view all of its own');
 
 # ---------------------------------------------------------------------
 # Drop leaves the cube untouched
 # ---------------------------------------------------------------------
 my $rows = $node->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM events');
 $node->safe_psql('postgres', "SELECT streamcube_drop_rollup('events_by_hour')");
-is($node->safe_psql('postgres', "SELECT to_regclass('events_by_hour') IS NULL, count(*) FROM streamcube.rollup_catalog"),
-	't|1', 'drop_rollup dropped the table and the catalog row');
+is($node->safe_psql('postgres',
+		"SELECT to_regclass('events_by_hour') IS NULL, to_regclass('events_by_hour_sealed') IS NULL, "
+		  . "count(*) FROM streamcube.rollup_catalog"),
+	't|t|1', 'drop_rollup dropped the table, its view and the catalog row');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM events'), $rows, 'the cube is untouched');
 
 # ---------------------------------------------------------------------
@@ -282,6 +308,8 @@ is($node->safe_psql('postgres',
 		  . "AND w.window_start >= to_timestamp($day) AND w.window_start < to_timestamp($day + 86400)"),
 	'24|1|r|p', "the roll-up's windows of the day are one logged partition, all 24 of them");
 is($node->safe_psql('postgres', $daily_diff), '', 'after compaction: roll-up equals the raw rows');
+like(sealed_view('daily_by_minute', 'bucket, country, n'), qr/^daily_by_minute_sealed\|[1-9]\d*\|0$/,
+	'its view reads the compacted partition');
 # Hour 10 of that day never had a window; hour 1 had one.
 sc_produce($t3, count => 400, 'start-ts' => $day + 10 * $hour, 'step-ms' => 2000, seed => 12);
 sc_produce($t3, count => 200, 'start-ts' => $day + 1 * $hour, 'step-ms' => 3000, seed => 13);
@@ -293,6 +321,8 @@ $node->stop('immediate');
 $node->start;
 $node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
 is($node->safe_psql('postgres', $daily_diff), '', 'after a crash too');
+like(sealed_view('daily_by_minute', 'bucket, country, n'), qr/^daily_by_minute_sealed\|[1-9]\d*\|0$/,
+	'and its view the late rows of the compacted day');
 
 # ---------------------------------------------------------------------
 # A cube that keeps no raw rows
@@ -349,6 +379,11 @@ is($node->safe_psql('postgres',
 ($rc, $out, $err) = $node->psql('postgres', 'ALTER TABLE events_by_minute OWNER TO reader');
 like($err, qr/events_by_minute" of cube "events" would belong to role "reader"/,
 	'a roll-up cannot be given to another role than the cube\'s owner');
+is($node->safe_psql('postgres', "SELECT relowner::regrole FROM pg_class WHERE oid = 'events_by_minute_sealed'::regclass"),
+	'cubeowner', 'its view moved with the cube');
+($rc, $out, $err) = $node->psql('postgres', 'ALTER VIEW events_by_minute_sealed OWNER TO reader');
+like($err, qr/view "events_by_minute_sealed" of cube "events" would belong to role "reader"/,
+	'nor can its view');
 # An administrator (not a superuser) creates a roll-up of another role's
 # cube: it is made, filled and owned as the cube's owner.
 $node->safe_psql('postgres', 'CREATE ROLE adm LOGIN IN ROLE streamcube_admin');
@@ -369,6 +404,12 @@ is(diff_exact('events', 'events_by_minute',
 	'the new owner\'s receivers keep the roll-up exact (over the windows the cube still has)');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_device'),
 	$node->safe_psql('postgres', 'SELECT count(*) FROM events'), 'and the admin\'s roll-up too');
+
+# Dropping a cube drops its roll-ups' views with them.
+$node->safe_psql('postgres', "SELECT streamcube_drop_cube('noraw')");
+is($node->safe_psql('postgres',
+		"SELECT to_regclass('noraw_by_minute') IS NULL, to_regclass('noraw_by_minute_sealed') IS NULL"),
+	't|t', 'drop_cube dropped the roll-up and its view');
 
 $node->stop;
 done_testing();
