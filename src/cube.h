@@ -185,6 +185,7 @@ extern void sc_segment_set_partition(const ScCube *cube, int64 start, int64 end,
 extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);
 extern void sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);
+extern bool sc_partition_range(Oid part, int64 *lo, int64 *hi);
 extern char *sc_window_partition_name(Oid nsp, const char *base, int64 start);
 
 /* What a receiver needs to know of one window. */

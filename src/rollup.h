@@ -83,6 +83,8 @@ extern char *sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const 
 extern void sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed);
 extern void sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid,
 									int64 start, bool sealed);
+extern void sc_rollup_bucket_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid,
+									int64 lo, int64 hi, Datum starts, Datum ends);
 extern List *sc_rollup_seal_copy(const ScCube *cube, int64 start);
 extern void sc_rollup_seal_swap(List *twins);
 extern void sc_rollup_seal_cleanup(List *twins);

@@ -29,6 +29,7 @@
 #include "rollup.h"
 #include "access/htup_details.h"
 #include "catalog/pg_attribute.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/syscache.h"
 #include "utils/datum.h"
@@ -280,7 +281,13 @@ sc_rollup_row_insert(const ScCube *cube, Oid relid, Interval *granularity, Array
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-/* A partition of the roll-up per window of the cube, sealed where the cube's is. */
+/*
+ * A partition of the roll-up per partition of the cube: per window, sealed
+ * where the cube's is, and one for all the windows of a sealed partition
+ * that holds many (a compacted day), of its bounds.  (An active partition
+ * of many windows, a bucket of history, gets one per window: its seal
+ * seals them window by window, the roll-up's with them.)
+ */
 static void
 sc_rollup_create_windows(const ScCube *cube, int32 rollup_id, Oid relid)
 {
@@ -289,17 +296,43 @@ sc_rollup_create_windows(const ScCube *cube, int32 rollup_id, Oid relid)
 	SPITupleTable *tab;
 	uint64		n;
 
-	sc_catalog_exec("SELECT window_start, state = 'sealed' FROM streamcube.segment_catalog "
-					"WHERE cube_id = $1 ORDER BY window_start", 1, &type, &value, NULL, false, 0);
+	sc_catalog_exec("SELECT s.relid::oid, count(*), bool_and(s.state = 'sealed'), "
+					"       array_agg(s.window_start ORDER BY s.window_start), "
+					"       array_agg(s.window_end ORDER BY s.window_start), "
+					"       array_agg(s.state = 'sealed' ORDER BY s.window_start) "
+					"FROM streamcube.segment_catalog s WHERE s.cube_id = $1 "
+					"GROUP BY s.relid ORDER BY min(s.window_start)",
+					1, &type, &value, NULL, false, 0);
 	tab = SPI_tuptable;
 	n = SPI_processed;
 	for (uint64 i = 0; i < n; i++)
 	{
+		HeapTuple	tup = tab->vals[i];
 		bool		isnull;
-		int64		start = DatumGetTimestampTz(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
-		bool		sealed = DatumGetBool(SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull));
+		Oid			part = DatumGetObjectId(SPI_getbinval(tup, tab->tupdesc, 1, &isnull));
+		int64		windows = DatumGetInt64(SPI_getbinval(tup, tab->tupdesc, 2, &isnull));
+		bool		all_sealed = DatumGetBool(SPI_getbinval(tup, tab->tupdesc, 3, &isnull));
+		Datum		starts = SPI_getbinval(tup, tab->tupdesc, 4, &isnull);
+		Datum		ends = SPI_getbinval(tup, tab->tupdesc, 5, &isnull);
+		Datum	   *start_d,
+				   *sealed_d;
+		int			nstart,
+					nsealed;
+		int64		lo,
+					hi;
 
-		sc_rollup_window_create(cube, rollup_id, relid, start, sealed);
+		if (all_sealed && windows > 1 && sc_partition_range(part, &lo, &hi))
+		{
+			sc_rollup_bucket_create(cube, rollup_id, relid, lo, hi, starts, ends);
+			continue;
+		}
+		deconstruct_array(DatumGetArrayTypeP(starts), TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &start_d, NULL, &nstart);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, tab->tupdesc, 6, &isnull)),
+						  BOOLOID, 1, true, TYPALIGN_CHAR, &sealed_d, NULL, &nsealed);
+		for (int w = 0; w < nstart && w < nsealed; w++)
+			sc_rollup_window_create(cube, rollup_id, relid, DatumGetTimestampTz(start_d[w]),
+									DatumGetBool(sealed_d[w]));
 	}
 }
 

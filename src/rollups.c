@@ -761,6 +761,30 @@ sc_rollup_merge_sql(const ScCube *cube, const ScRollup *r, StringInfo sql,
  */
 
 /*
+ * A partition of roll-up rollup_relid for [lo, hi), made as the roll-up's
+ * owner: UNLOGGED with room for its batches' updates while its windows
+ * are active, logged once they are sealed.  Returns its qualified name.
+ */
+static char *
+sc_rollup_partition_make(const ScCube *cube, Oid rollup_relid, int64 lo, int64 hi, bool sealed)
+{
+	Oid			nsp = get_rel_namespace(rollup_relid);
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp),
+													   sc_window_partition_name(nsp, get_rel_name(rollup_relid), lo));
+	char	   *parent = quote_qualified_identifier(get_namespace_name(nsp), get_rel_name(rollup_relid));
+	ScAsOwner	as;
+
+	sc_as_owner_enter(&as, sc_relation_owner(rollup_relid));
+	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)%s",
+						  sealed ? "" : "UNLOGGED", qualified, parent,
+						  sealed ? "" : " WITH (fillfactor = " CppAsString2(SC_ROLLUP_ACTIVE_FILLFACTOR) ")"));
+	sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
+						  parent, qualified, sc_bound_literal(cube, lo), sc_bound_literal(cube, hi)));
+	sc_as_owner_leave(&as);
+	return qualified;
+}
+
+/*
  * The partition of roll-up rollup_relid for the cube's window at start:
  * UNLOGGED, or logged for a window the cube has sealed.  The caller holds
  * the cube's window lock and is connected to SPI.
@@ -769,21 +793,8 @@ void
 sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, int64 start,
 						bool sealed)
 {
-	Oid			nsp = get_rel_namespace(rollup_relid);
-	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp),
-													   sc_window_partition_name(nsp, get_rel_name(rollup_relid), start));
-	char	   *parent = quote_qualified_identifier(get_namespace_name(nsp), get_rel_name(rollup_relid));
-	ScAsOwner	as;
+	char	   *qualified = sc_rollup_partition_make(cube, rollup_relid, start, start + cube->width, sealed);
 	ScPrivilegeSave save;
-
-	sc_as_owner_enter(&as, sc_relation_owner(rollup_relid));
-	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)%s",
-						  sealed ? "" : "UNLOGGED", qualified, parent,
-						  sealed ? "" : " WITH (fillfactor = " CppAsString2(SC_ROLLUP_ACTIVE_FILLFACTOR) ")"));
-	sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
-						  parent, qualified, sc_bound_literal(cube, start),
-						  sc_bound_literal(cube, start + cube->width)));
-	sc_as_owner_leave(&as);
 
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("INSERT INTO streamcube.rollup_windows "
@@ -795,8 +806,32 @@ sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, i
 								  CStringGetTextDatum(sealed ? "sealed" : "active"),
 							  CStringGetTextDatum(qualified)},
 							  NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record a window of roll-up %s", parent);
+		elog(ERROR, "could not record a window of roll-up %s", get_rel_name(rollup_relid));
 	sc_catalog_leave(&save);
+}
+
+/*
+ * The partition of roll-up rollup_relid for a sealed partition of the cube
+ * that holds many windows (a compacted bucket, a bucket of history): one
+ * logged partition of the same bounds [lo, hi), which every window the
+ * cube has there names (starts and ends: timestamptz[]), as compaction
+ * leaves a roll-up's (sc_rollup_compact_swap).  A roll-up created on a
+ * cube of a year of compacted days has a partition a day, not one per
+ * window.  The caller holds the cube's window lock and is connected to
+ * SPI.
+ */
+void
+sc_rollup_bucket_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid, int64 lo, int64 hi,
+						Datum starts, Datum ends)
+{
+	char	   *qualified = sc_rollup_partition_make(cube, rollup_relid, lo, hi, true);
+
+	sc_catalog_exec("INSERT INTO streamcube.rollup_windows "
+					"(rollup_id, window_start, window_end, state, relid) "
+					"SELECT $1, w.s, w.e, 'sealed', $4::regclass FROM unnest($2, $3) AS w(s, e)",
+					4, (Oid[]) {INT4OID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTOID},
+					(Datum[]) {Int32GetDatum(rollup_id), starts, ends, CStringGetTextDatum(qualified)},
+					NULL, false, 0);
 }
 
 /*

@@ -29,14 +29,17 @@
  */
 #include "streamcube.h"
 
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "cube.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "nodes/parsenodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 /* 2001-01-01 00:00:00 UTC in PostgreSQL's microseconds since 2000-01-01. */
@@ -278,6 +281,41 @@ sc_parse_time_bytes(const ScCube *cube, const char *p, size_t len, StringInfo bu
 	resetStringInfo(buf);
 	appendBinaryStringInfo(buf, p, (int) len);
 	return sc_parse_time(cube, buf->data, result, error);
+}
+
+/*
+ * The bounds [*lo, *hi) of partition part of a cube, as its pg_class row
+ * records them (what ATTACH PARTITION was given).  False when it is not a
+ * partition by range of one column with finite bounds.
+ */
+bool
+sc_partition_range(Oid part, int64 *lo, int64 *hi)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
+	PartitionBoundSpec *spec;
+	PartitionRangeDatum *l,
+			   *u;
+	Datum		d;
+	bool		isnull;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relpartbound, &isnull);
+	spec = isnull ? NULL : (PartitionBoundSpec *) stringToNode(TextDatumGetCString(d));
+	ReleaseSysCache(tup);
+	if (spec == NULL || !IsA(spec, PartitionBoundSpec) || spec->strategy != PARTITION_STRATEGY_RANGE ||
+		list_length(spec->lowerdatums) != 1 || list_length(spec->upperdatums) != 1)
+		return false;
+	l = linitial_node(PartitionRangeDatum, spec->lowerdatums);
+	u = linitial_node(PartitionRangeDatum, spec->upperdatums);
+	if (l->kind != PARTITION_RANGE_DATUM_VALUE || u->kind != PARTITION_RANGE_DATUM_VALUE ||
+		!IsA(l->value, Const) || !IsA(u->value, Const) ||
+		castNode(Const, l->value)->constisnull || castNode(Const, u->value)->constisnull)
+		return false;
+	/* timestamp and timestamptz alike: microseconds, as the cube counts */
+	*lo = DatumGetInt64(castNode(Const, l->value)->constvalue);
+	*hi = DatumGetInt64(castNode(Const, u->value)->constvalue);
+	return true;
 }
 
 /* An ISO 8601 literal of a window bound, independent of DateStyle. */

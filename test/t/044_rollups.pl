@@ -324,6 +324,42 @@ is($node->safe_psql('postgres', $daily_diff), '', 'after a crash too');
 like(sealed_view('daily_by_minute', 'bucket, country, n'), qr/^daily_by_minute_sealed\|[1-9]\d*\|0$/,
 	'and its view the late rows of the compacted day');
 
+# A roll-up created on a cube whose day is compacted already gets one
+# partition for the day, as compaction leaves a roll-up's, not one per
+# window (a year of compacted days would take 8,760 partitions, and as
+# many locks, in one transaction).
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('daily', 'daily_by_hour', '1 hour', ARRAY['country'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}')");
+is($node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT w.relid), min(w.state), min(c.relpersistence::text), "
+		  . "bool_and(pg_get_expr(c.relpartbound, c.oid) = pg_get_expr(d.relpartbound, d.oid)) "
+		  . "FROM streamcube.rollup_windows w JOIN pg_class c ON c.oid = w.relid "
+		  . "JOIN streamcube.segment_catalog s ON s.window_start = w.window_start "
+		  . "     AND s.cube_id = (SELECT cube_id FROM streamcube.cubes WHERE relid = 'daily'::regclass) "
+		  . "JOIN pg_class d ON d.oid = s.relid "
+		  . "WHERE w.rollup_id = (SELECT rollup_id FROM streamcube.rollup_catalog "
+		  . "                     WHERE relid = 'daily_by_hour'::regclass) "
+		  . "AND w.window_start >= to_timestamp($day) AND w.window_start < to_timestamp($day + 86400)"),
+	'24|1|sealed|p|t', 'a roll-up created after the day was compacted: one logged partition of the day\'s bounds');
+my $hourly_diff = q{
+	WITH raw AS (SELECT date_bin('1 hour', ts, '2001-01-01') AS bucket, country,
+	                    count(*) AS n, sum(amount) AS amount
+	             FROM daily GROUP BY 1, 2),
+	     r AS (SELECT bucket, country, n, amount FROM daily_by_hour)
+	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
+	HAVING count(*) > 0};
+is($node->safe_psql('postgres', $hourly_diff), '', 'filled from the compacted day: equals the raw rows');
+# Hour 5 of the day never had a row.
+sc_produce($t3, count => 100, 'start-ts' => $day + 5 * $hour, 'step-ms' => 5000, seed => 14);
+$node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM daily'),
+	'3700|3700', 'late rows into another hour of the compacted day');
+is($node->safe_psql('postgres', $hourly_diff), '', 'counted once in the roll-up created after the compaction');
+is($node->safe_psql('postgres', $daily_diff), '', 'and in the one created before');
+like(sealed_view('daily_by_hour', 'bucket, country, n'), qr/^daily_by_hour_sealed\|[1-9]\d*\|0$/,
+	'whose view reads the day');
+
 # ---------------------------------------------------------------------
 # A cube that keeps no raw rows
 # ---------------------------------------------------------------------
