@@ -26,8 +26,10 @@ SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v te
 SELECT count(*) AS cubes FROM streamcube.cubes;
 
 -- A name of a future window, taken by someone who may create tables in the
--- schema: the cube picks another name and ingests.
+-- schema, and the next one taken by a type (a table's row type would need
+-- its name): the cube picks another name and ingests.
 CREATE TABLE public.hard_20260101_0000 (x int);
+CREATE TYPE public.hard_20260101_0000_2 AS (x int);
 \! printf '%s\n' 'k1:{"ts":"2026-01-01T00:00:01Z","v":"a"}' 'k2:{"ts":"2026-01-01T00:00:02Z","v":"b"}' | kcat -P -b "$SC_KAFKA" -t hard_topic -p 0 -K:
 -- a tombstone with a key, a message without a key, one far in the future,
 -- one far in the past (rejected by the option below)
@@ -99,3 +101,4 @@ SELECT streamcube_wait('hard', '60 s');
 SELECT count(*) AS rows_again FROM hard WHERE _offset >= 62;
 SELECT streamcube_drop_cube('hard');
 DROP TABLE public.hard_20260101_0000;
+DROP TYPE public.hard_20260101_0000_2;

@@ -30,6 +30,8 @@
 #include "utils/memutils.h"
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "utils/lsyscache.h"
 
 PG_FUNCTION_INFO_V1(sc_check_install);
 PG_FUNCTION_INFO_V1(sc_library_version);
@@ -354,6 +356,19 @@ sc_relation_owner(Oid relid)
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
 	return owner;
+}
+
+/*
+ * Is name taken in schema nsp for a new table or view: by a relation, or by
+ * a type (a table's row type takes its name, so CREATE would fail on a
+ * type of that name that anyone with CREATE on the schema may have made)?
+ */
+bool
+sc_name_taken(const char *name, Oid nsp)
+{
+	return OidIsValid(get_relname_relid(name, nsp)) ||
+		OidIsValid(GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+								   CStringGetDatum(name), ObjectIdGetDatum(nsp)));
 }
 
 bool

@@ -123,7 +123,7 @@ sc_column_list(Oid relid)
 	return out.data;
 }
 
-/* A free name in a schema: base, then base_2, base_3 ... */
+/* A free name in a schema (sc_name_taken): base, then base_2, base_3 ... */
 char *
 sc_free_name(Oid nsp, const char *base)
 {
@@ -137,7 +137,7 @@ sc_free_name(Oid nsp, const char *base)
 			snprintf(suffix, sizeof(suffix), "_%d", attempt);
 		room = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - (int) strlen(suffix));
 		name = psprintf("%.*s%s", room, base, suffix);
-		if (!OidIsValid(get_relname_relid(name, nsp)))
+		if (!sc_name_taken(name, nsp))
 			return name;
 	}
 }

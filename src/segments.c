@@ -365,7 +365,7 @@ sc_window_partition_name(Oid nsp, const char *base, int64 start)
 			snprintf(suffix, sizeof(suffix), "%s_%d", stamp, attempt);
 		room = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - (int) strlen(suffix));
 		name = psprintf("%.*s%s", room, base, suffix);
-		if (!OidIsValid(get_relname_relid(name, nsp)))
+		if (!sc_name_taken(name, nsp))
 			return name;
 		pfree(name);
 	}

@@ -286,6 +286,7 @@ extern void sc_caller_path_leave(int nestlevel);
 extern Oid	sc_caller_relation(const char *name);
 extern bool sc_is_admin(Oid roleid);
 extern Oid	sc_relation_owner(Oid relid);
+extern bool sc_name_taken(const char *name, Oid nsp);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
