@@ -425,7 +425,10 @@ COMMENT ON VIEW streamcube.rollups IS
     'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for, the view of its sealed partitions for standbys';
 
 -- DROP TABLE of a roll-up forgets it (receivers stop keeping it); DROP
--- TABLE of one of its partitions forgets that window.
+-- TABLE of one of its partitions forgets that window.  A view <x>_sealed
+-- dropped (by hand, or with a partition it read) is forgotten: the next
+-- seal makes it anew, and no OID left behind can come to name another
+-- relation.
 CREATE OR REPLACE FUNCTION streamcube._on_sql_drop() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -438,6 +441,14 @@ BEGIN
     DELETE FROM streamcube.rollup_windows w
     USING pg_event_trigger_dropped_objects() d
     WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = w.relid::oid;
+
+    UPDATE streamcube.cubes c SET sealed_view = NULL
+    FROM pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = c.sealed_view::oid;
+
+    UPDATE streamcube.rollup_catalog r SET sealed_view = NULL
+    FROM pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = r.sealed_view::oid;
 
     WITH gone AS (
         DELETE FROM streamcube.rollup_catalog r

@@ -26,6 +26,7 @@
 #include "cube.h"
 #include "cube_catalog.h"
 #include "rollup.h"
+#include "sealed.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "kafka.h"
@@ -632,7 +633,7 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	if (!keep_data)
 	{
 		/* The sealed view goes first: it depends on the sealed windows. */
-		if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
+		if (sc_sealed_view_ours(view, relid))
 		{
 			ScAsOwner	as;
 

@@ -54,13 +54,15 @@
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* Does the catalog know roll-ups (0.3.0 on)? */
+/* Does the catalog know roll-ups and their views (0.3.0 on)? */
 static bool
 sc_ownership_rollups_known(void)
 {
 	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
+	Oid			catalog;
 
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("rollup_catalog", nsp));
+	return OidIsValid(nsp) && OidIsValid(catalog = get_relname_relid("rollup_catalog", nsp)) &&
+		get_attnum(catalog, "sealed_view") != InvalidAttrNumber;
 }
 
 /* sc_ownership_cube_of's statement; the roll-ups' part from 0.3.0 on */

@@ -333,10 +333,24 @@ sc_sealed_view_body(Oid parent, const Oid *parts, int n)
 }
 
 /*
+ * Is view the view <parent>_sealed streamcube made: a view of parent's
+ * schema that belongs to parent's owner?  (The catalog forgets a view that
+ * is dropped, _on_sql_drop; this guards against an OID that names another
+ * relation all the same, never to be replaced or dropped.)
+ */
+bool
+sc_sealed_view_ours(Oid view, Oid parent)
+{
+	return OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW &&
+		get_rel_namespace(view) == get_rel_namespace(parent) &&
+		sc_relation_owner(view) == sc_relation_owner(parent);
+}
+
+/*
  * Make the view <parent>_sealed read body, as owner (the owner of parent),
  * keeping its grants: view is the one the catalog names, or InvalidOid
- * (or no longer a view: dropped by hand) for a new one, named after
- * parent in its schema.  Returns its qualified name, for the catalog.
+ * (or not ours: dropped by hand) for a new one, named after parent in its
+ * schema.  Returns its qualified name, for the catalog.
  */
 char *
 sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body, const char *comment)
@@ -347,7 +361,7 @@ sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body, const ch
 
 	sc_as_owner_enter(&as, owner);
 	initStringInfo(&sql);
-	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW)
+	if (sc_sealed_view_ours(view, parent))
 	{
 		qualified = sc_rel_qualified(view);
 		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body);
@@ -374,6 +388,60 @@ sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body, const ch
 	return qualified;
 }
 
+/* The view <cube>_sealed the catalog names; InvalidOid for none (yet). */
+static Oid
+sc_cube_sealed_view(const ScCube *cube)
+{
+	ScPrivilegeSave save;
+	Oid			view = InvalidOid;
+	bool		isnull;
+
+	sc_catalog_enter(&save);
+	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
+							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)},
+							  NULL, false, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			view = DatumGetObjectId(d);
+	}
+	sc_catalog_leave(&save);
+	return view;
+}
+
+static void
+sc_sealed_views_lock_fn(void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, (List *) arg)
+		LockRelationOid(lfirst_oid(lc), AccessExclusiveLock);
+}
+
+/*
+ * Lock the views <x>_sealed of the cube, its own and those of its roll-ups
+ * (rollup_views, sc_rollup_views), before a seal, a compaction or a
+ * retention drop takes the cube: their rebuilds need ACCESS EXCLUSIVE on
+ * them, and waiting for a query that reads one while the cube is held
+ * would stall every receiver and reader of the cube behind it.  Like the
+ * swaps, a try under lock_timeout, retried (sc_seal_with_lock_retry); the
+ * locks are held to the end of the transaction, so the rebuilds after do
+ * not wait.  The caller is connected to SPI.
+ */
+void
+sc_sealed_views_lock(const ScCube *cube, List *rollup_views)
+{
+	Oid			view = sc_cube_sealed_view(cube);
+	List	   *views = list_copy(rollup_views);
+
+	if (sc_sealed_view_ours(view, cube->relid))
+		views = lappend_oid(views, view);
+	if (views != NIL)
+		sc_seal_with_lock_retry(cube, sc_sealed_views_lock_fn, views, "lock the sealed views");
+}
+
 /*
  * The view <cube>_sealed: the cube's sealed windows only, UNION ALL.  On a
  * physical standby any query that touches an UNLOGGED partition fails, so
@@ -390,7 +458,7 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	ScPrivilegeSave save;
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, OIDARRAYOID};
 	Datum		values[3] = {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(drop_before), (Datum) 0};
-	Oid			view = InvalidOid;
+	Oid			view;
 	Oid		   *parts;
 	int			n;
 	bool		isnull;
@@ -418,18 +486,7 @@ sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before, const Oid *except, i
 	for (int i = 0; i < n; i++)
 		parts[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 	body = sc_sealed_view_body(cube->relid, parts, n);
-
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT sealed_view::oid FROM streamcube.cubes WHERE cube_id = $1",
-							  1, types, values, NULL, false, 1) == SPI_OK_SELECT &&
-		SPI_processed == 1)
-	{
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			view = DatumGetObjectId(d);
-	}
-	sc_catalog_leave(&save);
+	view = sc_cube_sealed_view(cube);
 
 	sc_cube_row_set_sealed_view(cube->cube_id,
 								sc_sealed_view_write(view, cube->relid, cube->owner, body,

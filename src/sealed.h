@@ -22,9 +22,11 @@ extern void sc_sealed_table_create(const ScCube *cube, const char *target,
 extern void sc_sealed_table_guard(const char *target);
 extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
 									const char *what);
+extern bool sc_sealed_view_ours(Oid view, Oid parent);
 extern char *sc_sealed_view_body(Oid parent, const Oid *parts, int n);
 extern char *sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body,
 								  const char *comment);
+extern void sc_sealed_views_lock(const ScCube *cube, List *rollup_views);
 extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before,
 								 const Oid *except, int nexcept);
 

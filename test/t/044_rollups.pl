@@ -154,6 +154,12 @@ ok(abs($p95 - $exact95) <= 0.01 * $exact95, "tdigest: p95 $p95 against percentil
 # ---------------------------------------------------------------------
 # Seal, late rows into sealed windows, a crash while producing
 # ---------------------------------------------------------------------
+# A view dropped by hand is forgotten (no OID is left to name another
+# relation later); the next seal makes it again.
+$node->safe_psql('postgres', 'DROP VIEW events_by_minute_sealed');
+is($node->safe_psql('postgres',
+		"SELECT sealed_view IS NULL FROM streamcube.rollups WHERE rollup = 'events_by_minute'::regclass"),
+	't', 'a roll-up view dropped by hand is forgotten');
 my $sealed = $node->safe_psql('postgres', "SELECT streamcube_seal('events')");
 ok($sealed >= 3, "sealed $sealed windows");
 is($node->safe_psql('postgres',
