@@ -600,7 +600,6 @@ sc_compact_finish(ScCube *cube, List *jobs)
 	 * roll-ups' views read none in between (their partitions of the
 	 * buckets go too).
 	 */
-	sc_sealed_views_lock(cube, sc_rollup_views(cube->cube_id));
 	sources = palloc(sizeof(Oid) * sc_compact_sources(jobs));
 	foreach(lc, jobs)
 	{

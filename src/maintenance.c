@@ -112,10 +112,7 @@ sc_due_retention(ScCube *cube, int max_partitions)
 	sc_catalog_leave(&save);
 	/* The view must not hold what is dropped next. */
 	if (n > 0)
-	{
-		sc_sealed_views_lock(cube, sc_rollup_views(cube->cube_id));
 		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]), NULL, 0);
-	}
 	for (uint64 i = 0; i < n; i++)
 	{
 		Oid			part = parts[i];

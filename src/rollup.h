@@ -71,7 +71,6 @@ extern List *sc_rollups_load(ScCube *cube);
 extern List *sc_cube_rollup_tables(int32 cube_id);
 extern void sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty);
 extern void sc_rollup_drop_views(int32 cube_id, Oid only);
-extern List *sc_rollup_views(int32 cube_id);
 extern void sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text,
 									ScMeasure *out, bool missing_ok);
 extern int	sc_rollup_column(const ScCube *cube, const char *name);

@@ -622,10 +622,10 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_NAME),
 				 errmsg("roll-up name \"%s\" is not a table name", name),
 				 errhint("Give a name, or schema.name.")));
-	if (OidIsValid(get_relname_relid(relname, nsp)))
+	if (sc_name_taken(relname, nsp))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
-				 errmsg("relation \"%s\" already exists", name),
+				 errmsg("relation or type \"%s\" already exists", name),
 				 errhint("Choose another name for the roll-up, or drop that one with streamcube_drop_rollup().")));
 
 	types = sc_rollup_result_types(cube, &r);

@@ -487,23 +487,6 @@ sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty)
 	}
 }
 
-/* The views <roll-up>_sealed of the cube's roll-ups (for sc_sealed_views_lock). */
-List *
-sc_rollup_views(int32 cube_id)
-{
-	List	   *views = NIL;
-	ListCell   *lc;
-
-	foreach(lc, sc_rollup_views_read(cube_id, InvalidOid))
-	{
-		ScRollupView *v = lfirst(lc);
-
-		if (sc_sealed_view_ours(v->view, v->relid))
-			views = lappend_oid(views, v->view);
-	}
-	return views;
-}
-
 /*
  * Drop the views <roll-up>_sealed of the cube's roll-ups (or of the one
  * whose table is only), before the roll-ups go: each depends on its
@@ -1114,10 +1097,7 @@ sc_rollup_retention(ScCube *cube, int max_partitions)
 	n = SPI_processed;
 	/* The views must not read what is dropped: rebuilt without, then with what stands. */
 	if (n > 0)
-	{
-		sc_sealed_views_lock(cube, sc_rollup_views(cube->cube_id));
 		sc_rollup_refresh_views(cube->cube_id, InvalidOid, true);
-	}
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;

@@ -358,8 +358,6 @@ sc_seal_finish(ScCube *cube, List *jobs)
 {
 	ListCell   *lc;
 
-	if (jobs != NIL)
-		sc_sealed_views_lock(cube, sc_rollup_views(cube->cube_id));
 	foreach(lc, jobs)
 		sc_seal_swap(lfirst(lc));
 	foreach(lc, jobs)

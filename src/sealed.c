@@ -333,16 +333,16 @@ sc_sealed_view_body(Oid parent, const Oid *parts, int n)
 }
 
 /*
- * Is view the view <parent>_sealed streamcube made: a view of parent's
- * schema that belongs to parent's owner?  (The catalog forgets a view that
- * is dropped, _on_sql_drop; this guards against an OID that names another
- * relation all the same, never to be replaced or dropped.)
+ * Is view the view <parent>_sealed streamcube made: a view that belongs to
+ * parent's owner?  (The catalog forgets a view that is dropped,
+ * _on_sql_drop; this guards against an OID that names another role's
+ * relation all the same, never to be replaced or dropped.  Not its schema:
+ * ALTER TABLE ... SET SCHEMA moves the table, not the view.)
  */
 bool
 sc_sealed_view_ours(Oid view, Oid parent)
 {
 	return OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW &&
-		get_rel_namespace(view) == get_rel_namespace(parent) &&
 		sc_relation_owner(view) == sc_relation_owner(parent);
 }
 
@@ -409,37 +409,6 @@ sc_cube_sealed_view(const ScCube *cube)
 	}
 	sc_catalog_leave(&save);
 	return view;
-}
-
-static void
-sc_sealed_views_lock_fn(void *arg)
-{
-	ListCell   *lc;
-
-	foreach(lc, (List *) arg)
-		LockRelationOid(lfirst_oid(lc), AccessExclusiveLock);
-}
-
-/*
- * Lock the views <x>_sealed of the cube, its own and those of its roll-ups
- * (rollup_views, sc_rollup_views), before a seal, a compaction or a
- * retention drop takes the cube: their rebuilds need ACCESS EXCLUSIVE on
- * them, and waiting for a query that reads one while the cube is held
- * would stall every receiver and reader of the cube behind it.  Like the
- * swaps, a try under lock_timeout, retried (sc_seal_with_lock_retry); the
- * locks are held to the end of the transaction, so the rebuilds after do
- * not wait.  The caller is connected to SPI.
- */
-void
-sc_sealed_views_lock(const ScCube *cube, List *rollup_views)
-{
-	Oid			view = sc_cube_sealed_view(cube);
-	List	   *views = list_copy(rollup_views);
-
-	if (sc_sealed_view_ours(view, cube->relid))
-		views = lappend_oid(views, view);
-	if (views != NIL)
-		sc_seal_with_lock_retry(cube, sc_sealed_views_lock_fn, views, "lock the sealed views");
 }
 
 /*

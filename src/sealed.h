@@ -26,7 +26,6 @@ extern bool sc_sealed_view_ours(Oid view, Oid parent);
 extern char *sc_sealed_view_body(Oid parent, const Oid *parts, int n);
 extern char *sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body,
 								  const char *comment);
-extern void sc_sealed_views_lock(const ScCube *cube, List *rollup_views);
 extern void sc_seal_refresh_view(ScCube *cube, TimestampTz drop_before,
 								 const Oid *except, int nexcept);
 

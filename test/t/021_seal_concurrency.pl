@@ -7,8 +7,7 @@
 #   2. a long query holds the cube: the seal copies, retries its swap
 #      (lock_timeout 100 ms, every 300 ms) and succeeds once the query is
 #      over; meanwhile other sessions' queries on the cube are never held
-#      up for more than ~200 ms; a long query on the view <cube>_sealed,
-#      which the seal rebuilds, holds it up the same way (2b);
+#      up for more than ~200 ms;
 #   3. a lock held longer than the seal's 50 tries: streamcube_seal_due()
 #      warns, changes nothing in that cube, seals the others; the next call
 #      seals it;
@@ -243,49 +242,6 @@ cmp_ok($sorted[0][0] * 1000, '<', 250,
 $reader->quit;
 check_journal('2');
 check_exact('ca', '2');
-
-# ---------------------------------------------------------------- 2b
-# A long query reads the view cb_sealed, which the seal rebuilds: the seal
-# waits for it before it takes the cube (its view lock tried as its swap
-# is), so queries on the cube are not held up behind the view.
-sc_produce($topic{cb}, count => 400, 'start-ts' => $base - 4 * $hour,
-	'step-ms' => 9000, seed => 12);
-wait_cube('cb', '2b');
-is(states('cb', $base - 4 * $hour, $base - 3 * $hour), 'active', '2b: a new window is due');
-my $reader_b = $node->background_psql('postgres');
-my $count_b = "SELECT count(*) FROM cb WHERE ts > now() - interval '100 years'";
-$reader_b->query_safe($count_b);
-my $view_reader = sc_psql_bg($node,
-	"BEGIN; SELECT count(*) FROM cb_sealed; SELECT 'hold_view', pg_sleep(3); COMMIT");
-ok( $node->poll_query_until('postgres', q{
-		SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-		WHERE l.relation = 'cb_sealed'::regclass AND l.granted AND a.query LIKE '%''hold_view''%'
-		  AND a.wait_event = 'PgSleep'}),
-	'2b: a session reads cb_sealed for 3 s');
-my $t0b = time;
-my $seal_b = sc_psql_bg($node, "SELECT streamcube_seal('cb')");
-my @lat_b;
-while (sc_psql_bg_running($seal_b) && time - $t0b < 60)
-{
-	my $t = time;
-	$reader_b->query_safe($count_b);
-	push @lat_b, time - $t;
-	sleep(0.01);
-}
-my $out_b = finish_ok($seal_b, '2b: the seal held up by a reader of cb_sealed');
-cmp_ok($out_b, '>=', 1, "2b: it sealed the window ($out_b)");
-cmp_ok(time - $t0b, '>', 1, sprintf('2b: it waited for the reader of the view (%.1f s)', time - $t0b));
-finish_ok($view_reader, '2b: the reader of cb_sealed');
-is(states('cb', $base - 4 * $hour, $base - 3 * $hour), 'sealed', '2b: the window is sealed');
-my ($slowest_b) = sort { $b <=> $a } @lat_b;
-cmp_ok(scalar(@lat_b), '>=', 10, '2b: other sessions queried the cube all along');
-cmp_ok($slowest_b * 1000, '<', 250,
-	sprintf('2b: no query on the cube waited more than ~200 ms for the seal (slowest %.0f ms)', $slowest_b * 1000));
-is($node->safe_psql('postgres', 'SELECT count(*) FROM cb_sealed'),
-	$node->safe_psql('postgres',
-		"SELECT sum(rows) FROM streamcube.segments WHERE cube = 'cb'::regclass AND state = 'sealed'"),
-	'2b: cb_sealed was rebuilt with the window');
-$reader_b->quit;
 
 # ---------------------------------------------------------------- 3
 # ca stays locked longer than the 50 tries: seal_due warns and goes on.

@@ -365,6 +365,13 @@ is($node->safe_psql('postgres', $hourly_diff), '', 'counted once in the roll-up 
 is($node->safe_psql('postgres', $daily_diff), '', 'and in the one created before');
 like(sealed_view('daily_by_hour', 'bucket, country, n'), qr/^daily_by_hour_sealed\|[1-9]\d*\|0$/,
 	'whose view reads the day');
+# Moved to another schema, a roll-up leaves its view where it was, and
+# streamcube still knows it: dropping the roll-up drops both.
+$node->safe_psql('postgres', 'CREATE SCHEMA moved; ALTER TABLE daily_by_hour SET SCHEMA moved');
+$node->safe_psql('postgres', "SELECT streamcube_drop_rollup('moved.daily_by_hour')");
+is($node->safe_psql('postgres',
+		"SELECT to_regclass('moved.daily_by_hour') IS NULL, to_regclass('daily_by_hour_sealed') IS NULL"),
+	't|t', 'a roll-up moved to another schema is dropped with its view');
 
 # ---------------------------------------------------------------------
 # A cube that keeps no raw rows
