@@ -358,6 +358,14 @@ sc_relation_owner(Oid relid)
 	return owner;
 }
 
+/* A relation's name, schema-qualified and quoted for SQL text. */
+char *
+sc_relation_qualified(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
 /*
  * Is name taken in schema nsp for a new table or view: by a relation, or by
  * a type (a table's row type takes its name, so CREATE would fail on a

@@ -494,8 +494,7 @@ sc_compact_swap_fn(void *arg)
 	{
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified,
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->sources[i])),
-													get_rel_name(job->sources[i])));
+						 sc_relation_qualified(job->sources[i]));
 		sc_seal_exec(sql.data);
 	}
 
@@ -512,8 +511,7 @@ sc_compact_swap_fn(void *arg)
 	{
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "DROP TABLE %s",
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->sources[i])),
-													get_rel_name(job->sources[i])));
+						 sc_relation_qualified(job->sources[i]));
 		sc_seal_exec(sql.data);
 	}
 	final_name = sc_free_name(get_rel_namespace(cube->relid), job->final_base);

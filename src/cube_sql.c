@@ -639,8 +639,7 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 
 			sc_as_owner_enter(&as, owner);
 			SPI_execute(psprintf("DROP VIEW %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(view)),
-															get_rel_name(view))), false, 0);
+								 sc_relation_qualified(view)), false, 0);
 			sc_as_owner_leave(&as);
 		}
 		/* Its roll-ups (their catalog rows went with the cube's), then the cube. */

@@ -82,8 +82,7 @@ sc_drop_next(volatile Oid *current)
 	}
 	else
 		appendStringInfo(&sql, "DROP TABLE %s",
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-													get_rel_name(relid)));
+						 sc_relation_qualified(relid));
 	if (sql.len > 0)
 	{
 		ScAsOwner	as;
@@ -188,8 +187,7 @@ sc_drop_table(Oid relid, Oid owner, const char *what)
 
 	if (get_rel_name(relid) == NULL)
 		return;					/* gone already */
-	qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-										   get_rel_name(relid));
+	qualified = sc_relation_qualified(relid);
 	if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = $1",
 							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)},
 							  NULL, true, 1) != SPI_OK_SELECT)

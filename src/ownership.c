@@ -243,8 +243,7 @@ sc_ownership_check(Oid parent)
 						GetUserNameFromId(other, false), GetUserNameFromId(owner, false)),
 				 errdetail("Every relation of a cube belongs to the cube's owner: PostgreSQL runs a partition's index expressions and constraints as the partition's owner."),
 				 errhint("Change the owner of the whole cube with ALTER TABLE %s OWNER TO ..., or give the table to \"%s\" before attaching it.",
-						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(parent)),
-													get_rel_name(parent)),
+						 sc_relation_qualified(parent),
 						 GetUserNameFromId(owner, false))));
 	}
 }

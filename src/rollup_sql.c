@@ -672,8 +672,7 @@ sc_drop_rollup(PG_FUNCTION_ARGS)
 				 errmsg("roll-up \"%s\" does not exist", name),
 				 errhint("streamcube.rollups lists the roll-ups.")));
 	cube_relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	cube_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(cube_relid)),
-										   get_rel_name(cube_relid));
+	cube_name = sc_relation_qualified(cube_relid);
 	cube_id = sc_cube_for_action(cube_name, "drop a roll-up of", &cube_relid, &owner);
 
 	/* The batch in flight commits first; the next reads the cube again. */

@@ -477,8 +477,7 @@ sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty)
 										 sc_sealed_view_body(v->relid, parts, n),
 										 psprintf("The sealed windows of roll-up %s (logged partitions only): "
 												  "what a physical standby can read. Maintained by streamcube.",
-												  quote_qualified_identifier(get_namespace_name(get_rel_namespace(v->relid)),
-																			 get_rel_name(v->relid))));
+												  sc_relation_qualified(v->relid)));
 		sc_catalog_exec("UPDATE streamcube.rollup_catalog SET sealed_view = $2::regclass "
 						"WHERE rollup_id = $1 AND sealed_view IS DISTINCT FROM $2::regclass",
 						2, (Oid[]) {INT4OID, TEXTOID},
@@ -508,8 +507,7 @@ sc_rollup_drop_views(int32 cube_id, Oid only)
 			continue;
 		sc_as_owner_enter(&as, sc_relation_owner(v->relid));
 		sc_seal_exec(psprintf("DROP VIEW %s",
-							  quote_qualified_identifier(get_namespace_name(get_rel_namespace(v->view)),
-														 get_rel_name(v->view))));
+							  sc_relation_qualified(v->view)));
 		sc_as_owner_leave(&as);
 	}
 }
@@ -974,8 +972,7 @@ sc_rollup_seal_copy(const ScCube *cube, int64 start)
 		MemoryContextSwitchTo(cxt);
 		t->rollup_id = DatumGetInt32(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
 		t->start = start;
-		t->parent = quote_qualified_identifier(get_namespace_name(get_rel_namespace(rollup)),
-											  get_rel_name(rollup));
+		t->parent = sc_relation_qualified(rollup);
 		t->lo = sc_bound_literal(cube, start);
 		t->hi = sc_bound_literal(cube, start + cube->width);
 		t->schema = get_namespace_name(nsp);

@@ -301,13 +301,6 @@ sc_union_all(StringInfo out, char **branches, int lo, int hi)
 	appendStringInfoChar(out, ')');
 }
 
-static char *
-sc_rel_qualified(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
-
 /*
  * What a view <x>_sealed reads: the columns of parent from each of
  * parts[0..n) (ONLY), joined by UNION ALL; no rows when n is 0.
@@ -320,13 +313,13 @@ sc_sealed_view_body(Oid parent, const Oid *parts, int n)
 
 	initStringInfo(&body);
 	if (n == 0)
-		appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, sc_rel_qualified(parent));
+		appendStringInfo(&body, "SELECT %s FROM ONLY %s WHERE false", columns, sc_relation_qualified(parent));
 	else
 	{
 		char	  **branches = palloc(sizeof(char *) * n);
 
 		for (int i = 0; i < n; i++)
-			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns, sc_rel_qualified(parts[i]));
+			branches[i] = psprintf("SELECT %s FROM ONLY %s", columns, sc_relation_qualified(parts[i]));
 		sc_union_all(&body, branches, 0, n);
 	}
 	return body.data;
@@ -363,7 +356,7 @@ sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body, const ch
 	initStringInfo(&sql);
 	if (sc_sealed_view_ours(view, parent))
 	{
-		qualified = sc_rel_qualified(view);
+		qualified = sc_relation_qualified(view);
 		appendStringInfo(&sql, "CREATE OR REPLACE VIEW %s AS %s", qualified, body);
 		if (!sc_seal_try_view(sql.data))
 		{

@@ -287,6 +287,7 @@ extern Oid	sc_caller_relation(const char *name);
 extern bool sc_is_admin(Oid roleid);
 extern Oid	sc_relation_owner(Oid relid);
 extern bool sc_name_taken(const char *name, Oid nsp);
+extern char *sc_relation_qualified(Oid relid);
 extern void sc_require_admin(const char *action);
 extern void sc_check_database(void);
 extern char *sc_text_arg(FunctionCallInfo fcinfo, int n, const char *what);
