@@ -66,7 +66,7 @@ REGRESS_OPTS = --use-existing --dbname=postgres
 
 # Isolation specs (test/isolation/specs), run by test/run-tests after the
 # pg_regress suites with PostgreSQL's isolation tester.
-ISOLATION    = seal_snapshot compact_snapshot bucket_seal_snapshot
+ISOLATION    = seal_snapshot compact_snapshot bucket_seal_snapshot seal_writes
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

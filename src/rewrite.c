@@ -23,6 +23,14 @@
  * relfrozenxid is set to that horizon, and its indexes are built once, at
  * the end.
  *
+ * The horizon is the source's, as CLUSTER takes the old heap's.  Never the
+ * target's: PostgreSQL gives a table made in the running transaction the
+ * horizon of a backend-local table (this transaction's own xid, since no
+ * other backend can see it yet), and with it every row committed before the
+ * seal, even after another transaction's snapshot, would be frozen and seen
+ * by that snapshot; and versions an older snapshot still sees would be
+ * dropped as dead.
+ *
  * The caller holds a lock on each source that keeps writers out (SHARE);
  * readers go on.  The target is a table the caller created, empty, in the
  * same transaction.  No user code runs here; the index build at the end
@@ -56,9 +64,9 @@
 struct ScRowMove
 {
 	Relation	target;
-	TransactionId oldest_xmin;	/* rows dead before it are left behind */
-	TransactionId freeze_xid;	/* rows older than it are frozen */
-	MultiXactId cutoff_multi;
+	bool		moved;			/* a source was moved: the horizons are set */
+	TransactionId freeze_xid;	/* the oldest of the sources' freeze limits */
+	MultiXactId cutoff_multi;	/* and of their multixact cutoffs */
 	Datum	   *values;			/* the target's layout */
 	bool	   *nulls;
 };
@@ -69,7 +77,6 @@ sc_rows_move_begin(Oid target)
 {
 	ScRowMove  *m = palloc0(sizeof(ScRowMove));
 	TupleDesc	desc;
-	MultiXactId oldest_mxact;
 
 	m->target = table_open(target, AccessExclusiveLock);
 	if (m->target->rd_rel->relam != HEAP_TABLE_AM_OID ||
@@ -77,10 +84,6 @@ sc_rows_move_begin(Oid target)
 		RelationGetNumberOfBlocks(m->target) != 0)
 		elog(ERROR, "relation \"%s\" is not an empty heap table made in this transaction",
 			 RelationGetRelationName(m->target));
-
-	/* The horizons of CLUSTER, with no minimum freeze age. */
-	vacuum_set_xid_limits(m->target, 0, 0, 0, 0, &m->oldest_xmin, &oldest_mxact,
-						  &m->freeze_xid, &m->cutoff_multi);
 
 	desc = RelationGetDescr(m->target);
 	m->values = palloc(sizeof(Datum) * desc->natts);
@@ -106,6 +109,10 @@ sc_rows_move_from(ScRowMove *m, Oid source_oid)
 	TableScanDesc scan;
 	HeapTuple	tuple;
 	int64		live = 0;
+	TransactionId oldest_xmin;
+	TransactionId freeze_xid;
+	MultiXactId oldest_mxact;
+	MultiXactId cutoff_multi;
 
 	if (source->rd_rel->relkind != RELKIND_RELATION || source->rd_rel->relam != HEAP_TABLE_AM_OID)
 		ereport(ERROR,
@@ -116,7 +123,20 @@ sc_rows_move_from(ScRowMove *m, Oid source_oid)
 	/* Target column i + 1 is source column attnums[i] (0: none, NULL). */
 	map = build_attrmap_by_name(sdesc, tdesc);
 
-	rw = begin_heap_rewrite(source, m->target, m->oldest_xmin, m->freeze_xid, m->cutoff_multi);
+	/*
+	 * The horizons of CLUSTER for this source, with no minimum freeze age.
+	 * A source made in this transaction (none is today) would get the
+	 * local horizon too: take the one of every database's snapshots then.
+	 */
+	vacuum_set_xid_limits(RELATION_IS_LOCAL(source) ? NULL : source, 0, 0, 0, 0,
+						  &oldest_xmin, &oldest_mxact, &freeze_xid, &cutoff_multi);
+	if (!m->moved || TransactionIdPrecedes(freeze_xid, m->freeze_xid))
+		m->freeze_xid = freeze_xid;
+	if (!m->moved || MultiXactIdPrecedes(cutoff_multi, m->cutoff_multi))
+		m->cutoff_multi = cutoff_multi;
+	m->moved = true;
+
+	rw = begin_heap_rewrite(source, m->target, oldest_xmin, freeze_xid, cutoff_multi);
 	scan = table_beginscan(source, SnapshotAny, 0, NULL);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
@@ -127,7 +147,7 @@ sc_rows_move_from(ScRowMove *m, Oid source_oid)
 		CHECK_FOR_INTERRUPTS();
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		state = HeapTupleSatisfiesVacuum(tuple, m->oldest_xmin, buf);
+		state = HeapTupleSatisfiesVacuum(tuple, oldest_xmin, buf);
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 
 		if (state == HEAPTUPLE_DEAD)
@@ -182,8 +202,9 @@ sc_rows_move_end(ScRowMove *m)
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for relation %u", target);
 	form = (Form_pg_class) GETSTRUCT(tup);
-	if (TransactionIdPrecedes(m->freeze_xid, form->relfrozenxid) ||
-		MultiXactIdPrecedes(m->cutoff_multi, form->relminmxid))
+	if (m->moved &&
+		(TransactionIdPrecedes(m->freeze_xid, form->relfrozenxid) ||
+		 MultiXactIdPrecedes(m->cutoff_multi, form->relminmxid)))
 	{
 		form->relfrozenxid = m->freeze_xid;
 		form->relminmxid = m->cutoff_multi;
