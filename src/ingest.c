@@ -401,9 +401,12 @@ sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int n, int64 no
  * What one batch may decode.  A batch is collected up to batch_max_bytes
  * of payload, but a message's text may be many times its bytes (JSON of a
  * record, Protobuf's defaults, hex): the lines of a batch are bounded too,
- * at twice batch_max_bytes (a batch of real Avro or Protobuf decodes to
- * one to three times its payload) and never more than 256 MB, well inside
- * the 1 GB a StringInfo holds.  And reading messages stops after
+ * at batch_max_bytes, and never more than 256 MB, well inside the 1 GB a
+ * StringInfo holds.  Writing them is the dear part of a batch (jsonb's
+ * input reads some 40-100 MB/s): 16 MB of lines, the default, are written
+ * in well under a second.  A batch of real Avro or Protobuf decodes to one
+ * to three times its payload: it is cut earlier, and the next batch takes
+ * the rest with the new messages.  And reading messages stops after
  * SC_BATCH_DECODE_MS: messages that are cheap in bytes but dear to read
  * (each within its decoder's budget) cannot hold a batch, and the pause,
  * positions and shutdown that wait for its end, for seconds.  Past either
@@ -419,7 +422,7 @@ sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int n, int64 no
 static inline int64
 sc_batch_max_decoded(void)
 {
-	return Min((int64) sc_batch_max_kbytes * 1024 * 2, (int64) SC_BATCH_MAX_DECODED);
+	return Min((int64) sc_batch_max_kbytes * 1024, (int64) SC_BATCH_MAX_DECODED);
 }
 
 /* Drop what a message wrote of its line. */
