@@ -14,12 +14,17 @@
  *
  * Bad bytes are the data's fault, never an ERROR: every read checks what
  * is left, every length is checked against the bytes left before it is
- * used, nesting is bounded (recursive schemas nest as deep as the data
- * says), and items that take no bytes at all (nulls, empty records) are
- * counted against a budget, so that a short message can neither make us
- * loop for long nor write much more than it holds.  The first failure
- * returns false up the stack, each record on the way adding its field's
- * name to the error.
+ * used, and nesting is bounded (recursive schemas nest as deep as the data
+ * says).  Values that take no bytes (null, a record of nulls) let a short
+ * message stand for many values: a record of k such records, n levels
+ * deep, is k^n values in 0 bytes.  So every value read (records and nulls
+ * included) is charged to a budget sized from the message's length
+ * (SC_AVRO_BUDGET_*), the text one message makes is capped
+ * (SC_AVRO_MAX_TEXT), and interrupts are served every SC_AVRO_CHECK_EVERY
+ * values; a schema whose value of no bytes is by itself more values than
+ * any message's budget is refused when parsed (sc_avro_minsize).  The
+ * first failure returns false up the stack, each record on the way adding
+ * its field's name to the error.
  *
  * The text of a value is what PostgreSQL's input functions take: numbers
  * in decimal (floats the shortest text that reads back exactly), bytes
@@ -64,6 +69,37 @@
 
 /* The longest message decoded (see sc_avro_decode). */
 #define SC_AVRO_MAX_MESSAGE (MaxAllocSize / 16)
+
+/*
+ * The values one message may be read as: SC_AVRO_BUDGET_BASE, plus
+ * SC_AVRO_BUDGET_PER_BYTE per byte of the message.  Every value counts:
+ * each scalar, record, union, array and map, and each null.  Real data
+ * spends a few values per byte (a value of a union or an array takes at
+ * least a byte; a record adds one value per record, and nulls of a union
+ * take the byte of their branch): 32 per byte leaves records nested 30
+ * deep around one-byte fields, and the base a record of 65536 plain nulls
+ * in a message of any size.  At a few nanoseconds a value, a message
+ * spends at most about a millisecond plus a fraction of a microsecond a
+ * byte before it is refused: the 40-byte message of a record of 20 records
+ * of ... of nulls, 8 levels (20^8 values), is a dead letter in well under
+ * a millisecond.
+ */
+#define SC_AVRO_BUDGET_BASE 65536
+#define SC_AVRO_BUDGET_PER_BYTE 32
+
+/* Interrupts are served every this many values (a power of 2). */
+#define SC_AVRO_CHECK_EVERY 4096
+
+/*
+ * The most text one message makes, all its columns together (a column
+ * taking the whole record as JSON, and each column copying it, count).
+ * JSON of real data is a few times the message's bytes, bytea's hex twice
+ * them: 32 MB takes any message of a few MB (Kafka's default limit is
+ * 1 MB), while the text stays a size PostgreSQL parses into jsonb (which
+ * serves no interrupt) in about half a second, and far from the 1 GB a
+ * batch's lines may hold.  Protobuf's cap is the same (SC_PB_MAX_TEXT).
+ */
+#define SC_AVRO_MAX_TEXT (32 * 1024 * 1024)
 
 #define SC_USECS_PER_DAY INT64CONST(86400000000)
 
@@ -118,6 +154,8 @@ struct ScAvroNode
 	int			scale;			/* decimal */
 	int			minsize;		/* fewest bytes a value takes (a lower bound) */
 	int			minstate;		/* 0 not known, 1 being computed, 2 known */
+	int64		zerovalues;		/* minsize 0: the values a value of 0 bytes
+								 * is read as (the most, for a record) */
 	const char *fullname;		/* record, enum, fixed */
 	int			n;				/* fields, symbols, branches; fixed: size */
 	const char **names;			/* record: field names; enum: symbols */
@@ -741,9 +779,15 @@ sc_avro_parse_type(ScAvroParser *ps, const ScJNode *j, const char *ns, const cha
  * The fewest bytes a value of t takes, for the check that an array's count
  * fits in the bytes left.  A type met again while its own size is being
  * computed counts 0: a lower bound, which is all the check needs.
+ *
+ * A type that may take no bytes (null, fixed of size 0, a record of such
+ * types) gets the number of values such a value is read as, zerovalues:
+ * an array's count of them is checked against the budget at once.  The
+ * first record whose zerovalues exceeds the base budget is *expands: no
+ * message could be read with it (sc_avro_parse refuses the schema).
  */
 static int
-sc_avro_minsize(ScAvroNode *t)
+sc_avro_minsize(ScAvroNode *t, const ScAvroNode **expands)
 {
 	int64		size = 0;
 
@@ -752,6 +796,7 @@ sc_avro_minsize(ScAvroNode *t)
 	if (t->minstate == 1)
 		return 0;
 	t->minstate = 1;
+	t->zerovalues = 1;
 	switch (t->kind)
 	{
 		case SC_AVRO_NULL:
@@ -769,16 +814,25 @@ sc_avro_minsize(ScAvroNode *t)
 		case SC_AVRO_UNION:
 			size = PG_INT32_MAX;
 			for (int i = 0; i < t->n; i++)
-				size = Min(size, sc_avro_minsize(t->types[i]));
+				size = Min(size, sc_avro_minsize(t->types[i], expands));
 			size = (t->n == 0) ? 1 : size + 1;
 			break;
 		case SC_AVRO_RECORD:
 			for (int i = 0; i < t->n; i++)
-				size = Min(size + sc_avro_minsize(t->types[i]), PG_INT32_MAX / 2);
+			{
+				const ScAvroNode *f = t->types[i];
+
+				size = Min(size + sc_avro_minsize(t->types[i], expands), PG_INT32_MAX / 2);
+				/* a type still being computed (recursion) counts 1: a lower bound */
+				t->zerovalues = Min(t->zerovalues + (f->minstate == 2 ? f->zerovalues : 1),
+									PG_INT64_MAX / 2);
+			}
+			if (size == 0 && t->zerovalues > SC_AVRO_BUDGET_BASE && *expands == NULL)
+				*expands = t;
 			break;
 		case SC_AVRO_ARRAY:
 		case SC_AVRO_MAP:
-			sc_avro_minsize(t->items);
+			sc_avro_minsize(t->items, expands);
 			size = 1;
 			break;
 		default:
@@ -799,6 +853,7 @@ sc_avro_parse(const char *json, char **error)
 	JsonParseErrorType rc;
 	ScAvroParser ps = {0};
 	ScAvroSchema *schema;
+	const ScAvroNode *expands = NULL;
 	size_t		len = strlen(json);
 
 	if (!pg_verify_mbstr(PG_UTF8, json, len, true))
@@ -839,7 +894,25 @@ sc_avro_parse(const char *json, char **error)
 						  sc_avro_kind_names[schema->top->kind]);
 		return NULL;
 	}
-	sc_avro_minsize(schema->top);
+
+	/*
+	 * A record that takes no bytes yet is read as more values than a
+	 * message's base budget: no message could be read with it, so the
+	 * schema is refused here, once, rather than each message after its
+	 * budget is spent.  No real schema holds a record of tens of thousands
+	 * of nulls; a schema built to expand (records of records of nulls) does.
+	 */
+	sc_avro_minsize(schema->top, &expands);
+	if (expands != NULL)
+	{
+		*error = psprintf("record \"%s\" takes no bytes yet stands for " INT64_FORMAT
+						  " values (records of nulls): more than %d, the values a message may "
+						  "have beyond %d per byte of it; such a schema is refused "
+						  "(see \"Decoders' limits\" in docs/operations.md)",
+						  expands->fullname, expands->zerovalues, SC_AVRO_BUDGET_BASE,
+						  SC_AVRO_BUDGET_PER_BYTE);
+		return NULL;
+	}
 	return schema;
 }
 
@@ -1081,7 +1154,10 @@ typedef struct ScAvroDecoder
 	const uint8 *end;
 	const uint8 *start;
 	int			depth;			/* composite values open */
-	int64		zero_items;		/* items of no bytes still allowed */
+	int64		left;			/* values left before the next check */
+	int64		budget;			/* values allowed after those (sc_avro_spend) */
+	int64		text;			/* text of the columns done (SC_AVRO_MAX_TEXT) */
+	int64		text_limit;		/* the JSON being written may grow to this */
 	StringInfo *values;
 	bool	   *isnull;
 
@@ -1257,11 +1333,67 @@ sc_avro_enter(ScAvroDecoder *d)
 	return sc_avro_fail(d, "values nested deeper than %d levels", SC_AVRO_MAX_DEPTH);
 }
 
+/* The budget of a message of len bytes (SC_AVRO_BUDGET_BASE). */
+static inline void
+sc_avro_budget(ScAvroDecoder *d, size_t len)
+{
+	d->left = SC_AVRO_CHECK_EVERY;
+	d->budget = SC_AVRO_BUDGET_BASE + SC_AVRO_BUDGET_PER_BYTE * (int64) len - SC_AVRO_CHECK_EVERY;
+}
+
+/* A check: every SC_AVRO_CHECK_EVERY values, and when the budget is spent. */
+static pg_noinline bool
+sc_avro_spend_slow(ScAvroDecoder *d)
+{
+	int64		total = d->budget + d->left;
+
+	if (total < 0)
+		return sc_avro_fail(d, "the message is read as more than " INT64_FORMAT " values "
+							"(%d plus %d per byte of its %zu; nulls and records of nulls "
+							"count, though they take no bytes): refused as too costly to read",
+							(int64) SC_AVRO_BUDGET_BASE + SC_AVRO_BUDGET_PER_BYTE * (int64) (d->end - d->start),
+							SC_AVRO_BUDGET_BASE, SC_AVRO_BUDGET_PER_BYTE,
+							(size_t) (d->end - d->start));
+	CHECK_FOR_INTERRUPTS();
+	d->left = Min(total, SC_AVRO_CHECK_EVERY);
+	d->budget = total - d->left;
+	return true;
+}
+
+/*
+ * Charge n values to the message's budget; every SC_AVRO_CHECK_EVERY
+ * values serve interrupts (a cancel, a shutdown: an ERROR or a FATAL, as
+ * anywhere else in a backend).  One decrement and one compare a value.
+ * Every value skipped or written as JSON is charged; the records of the
+ * plan and the values of its columns are read once a message (the plan
+ * is made of the schema's records, never of an array's items), so they
+ * are not.
+ */
+static inline bool
+sc_avro_spend(ScAvroDecoder *d, int64 n)
+{
+	d->left -= n;
+	if (likely(d->left >= 0))
+		return true;
+	return sc_avro_spend_slow(d);
+}
+
+/* The JSON being written grew past what the message may make? */
+static inline bool
+sc_avro_room(ScAvroDecoder *d, StringInfo out)
+{
+	if (likely(out->len <= d->text_limit))
+		return true;
+	return sc_avro_fail(d, "the message's text passes %d MB (the most one message may make)",
+						SC_AVRO_MAX_TEXT / (1024 * 1024));
+}
+
 /*
  * The count of an array's or a map's next block, 0 at the end; *size is
  * the block's size in bytes when the writer gave it (a negative count),
  * else -1.  The count must fit in the bytes left, at the fewest bytes an
- * item takes; items of no bytes come out of the message's budget.
+ * item takes; items of no bytes must fit in the message's budget, at the
+ * values each is read as (charged as they are read).
  */
 static bool
 sc_avro_block(ScAvroDecoder *d, const ScAvroNode *t, int64 *count, int64 *size)
@@ -1286,13 +1418,11 @@ sc_avro_block(ScAvroDecoder *d, const ScAvroNode *t, int64 *count, int64 *size)
 								*count, sc_avro_kind_names[t->items->kind],
 								(size_t) (d->end - d->p));
 	}
-	else
-	{
-		if (*count > d->zero_items)
-			return sc_avro_fail(d, INT64_FORMAT " items of no bytes in a message of %zu bytes",
-								*count, (size_t) (d->end - d->start));
-		d->zero_items -= *count;
-	}
+	else if (*count > (d->budget + d->left) / t->items->zerovalues)
+		return sc_avro_fail(d, INT64_FORMAT " items of no bytes, " INT64_FORMAT
+							" values each, in a message of %zu bytes: more values than "
+							"it may be read as",
+							*count, t->items->zerovalues, (size_t) (d->end - d->start));
 	return true;
 }
 
@@ -1328,6 +1458,8 @@ sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
 		if (size >= 0)
 		{
 			/* the writer told the block's size: no need to read its items */
+			if (!sc_avro_spend(d, count))
+				return false;
 			d->p += size;
 			item += count;
 			continue;
@@ -1351,6 +1483,8 @@ sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
 static bool
 sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
 {
+	if (!sc_avro_spend(d, 1))
+		return false;
 	switch (t->kind)
 	{
 		case SC_AVRO_NULL:
@@ -1933,6 +2067,8 @@ sc_avro_json(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
 {
 	bool		ok = true;
 
+	if (!sc_avro_spend(d, 1) || !sc_avro_room(d, out))
+		return false;
 	switch (t->kind)
 	{
 		case SC_AVRO_UNION:
@@ -1997,6 +2133,17 @@ sc_avro_text(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool *isnull
  */
 static bool sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr);
 
+/* A value of len bytes of text written for ncols columns: within the cap? */
+static inline bool
+sc_avro_text_done(ScAvroDecoder *d, int64 len, int ncols)
+{
+	d->text += len * ncols;
+	if (likely(d->text <= SC_AVRO_MAX_TEXT))
+		return true;
+	return sc_avro_fail(d, "the message's text passes %d MB (the most one message may make)",
+						SC_AVRO_MAX_TEXT / (1024 * 1024));
+}
+
 /*
  * A field some column wants: read it into the plan of the record inside
  * when paths go on into it, and as text for the columns taking it (read
@@ -2025,7 +2172,9 @@ sc_avro_plan_field(ScAvroDecoder *d, const ScAvroPlanField *f)
 
 	out = d->values[f->cols[0]];
 	outlen = out->len;
-	if (!sc_avro_text(d, f->type, out, &isnull))
+	d->text_limit = outlen + (SC_AVRO_MAX_TEXT - d->text);
+	if (!sc_avro_text(d, f->type, out, &isnull) ||
+		!sc_avro_text_done(d, out->len - outlen, f->ncols))
 		return false;
 	d->isnull[f->cols[0]] = isnull;
 	for (int k = 1; k < f->ncols; k++)
@@ -2065,7 +2214,9 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 	d.p = d.start = (const uint8 *) buf;
 	d.end = d.p + len;
 	d.depth = 0;
-	d.zero_items = 2 * (int64) len + 256;
+	sc_avro_budget(&d, len);
+	d.text = 0;
+	d.text_limit = SC_AVRO_MAX_TEXT;
 	d.values = values;
 	d.isnull = isnull;
 	d.what = NULL;
@@ -2098,9 +2249,12 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 		StringInfo	out = values[plan->whole[0]];
 		int			outlen = out->len;
 
+		/* read twice, a budget for each reading */
 		d.p = d.start;
-		d.zero_items = 2 * (int64) len + 256;
-		if (!sc_avro_json(&d, plan->schema->top, out))
+		sc_avro_budget(&d, len);
+		d.text_limit = outlen + (SC_AVRO_MAX_TEXT - d.text);
+		if (!sc_avro_json(&d, plan->schema->top, out) ||
+			!sc_avro_text_done(&d, out->len - outlen, plan->nwhole))
 			goto fail;
 		for (int k = 0; k < plan->nwhole; k++)
 		{

@@ -57,8 +57,10 @@ extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathle
  * Decode one datum (the bytes after the Confluent header): the text of
  * column c is appended to values[c] (which the caller reset), or isnull[c]
  * is set.  False and *error (palloc'd: the field, what was wrong and the
- * byte) when the bytes are not one valid datum of the schema, or more than
- * 64 MB; values may then hold part of a message.
+ * byte) when the bytes are not one valid datum of the schema, more than
+ * 64 MB, read as more values than the message's budget or making more than
+ * 32 MB of text (avro.c: SC_AVRO_BUDGET_*, SC_AVRO_MAX_TEXT); values may
+ * then hold part of a message.  Interrupts are served while it reads.
  */
 extern bool sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 						   StringInfo *values, bool *isnull, char **error);

@@ -397,6 +397,34 @@ sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int n, int64 no
 	ing->windows.peeking = false;
 }
 
+/*
+ * What one batch may decode.  A batch is collected up to batch_max_bytes
+ * of payload, but a message's text may be many times its bytes (JSON of a
+ * record, Protobuf's defaults, hex): the lines of a batch are bounded too,
+ * at batch_max_bytes, and never more than 256 MB, well inside the 1 GB a
+ * StringInfo holds.  Writing them is the dear part of a batch (jsonb's
+ * input reads some 40-100 MB/s): 16 MB of lines, the default, are written
+ * in well under a second.  A batch of real Avro or Protobuf decodes to one
+ * to three times its payload: it is cut earlier, and the next batch takes
+ * the rest with the new messages.  And reading messages stops after
+ * SC_BATCH_DECODE_MS: messages that are cheap in bytes but dear to read
+ * (each within its decoder's budget) cannot hold a batch, and the pause,
+ * positions and shutdown that wait for its end, for seconds.  Past either
+ * bound the batch ends before the next message (one message at least is
+ * read), commits what it read, and the rest waits for the next batch, as
+ * the messages past a deferred window do.  Checked before each message;
+ * the clock every SC_BATCH_CLOCK_EVERY messages.
+ */
+#define SC_BATCH_MAX_DECODED (256 * 1024 * 1024)
+#define SC_BATCH_DECODE_MS 250
+#define SC_BATCH_CLOCK_EVERY 32
+
+static inline int64
+sc_batch_max_decoded(void)
+{
+	return Min((int64) sc_batch_max_kbytes * 1024, (int64) SC_BATCH_MAX_DECODED);
+}
+
 /* Drop what a message wrote of its line. */
 static inline void
 sc_batch_drop_line(ScBatch *b, int mark)
@@ -407,8 +435,9 @@ sc_batch_drop_line(ScBatch *b, int mark)
 
 /*
  * Turn messages [from, n) into lines or reasons why not, until a message
- * under policy "pause" is bad; returns the index where parsing stopped (n
- * when it got through).  A message whose window is not there yet (not
+ * under policy "pause" is bad, or the batch has decoded all it may (*full
+ * set: see sc_batch_max_decoded); returns the index where parsing stopped
+ * (n when it got through).  A message whose window is not there yet (not
  * created, or locked by a seal, or beyond the batch's lock budget) and the
  * rest of its partition's run are deferred, *deferred set: they wait for
  * the next batch, while the other partitions' messages go on.  An error
@@ -417,7 +446,7 @@ sc_batch_drop_line(ScBatch *b, int mark)
  */
 static int
 sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
-				  int64 now, bool pause, int *skip_index, bool *deferred)
+				  int64 now, bool pause, int *skip_index, bool *deferred, bool *full)
 {
 	ScCube	   *cube = ing->cube;
 	ScBatch    *b = &ing->batch;
@@ -425,6 +454,10 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 	volatile int i = from;
 	volatile bool stopped = false;
 	volatile bool missing = false;
+	volatile int64 max_decoded = sc_batch_max_decoded();
+	volatile TimestampTz started = GetCurrentTimestamp();
+
+	*full = false;
 
 	/* Never return from inside PG_TRY: the handler must be popped first. */
 	while (i < n && !stopped)
@@ -440,6 +473,15 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				int64		ts = 0;
 				ScFate		fate = SC_FATE_ROW;
 
+				if (i > from &&
+					(b->lines.len >= max_decoded ||
+					 ((i - from) % SC_BATCH_CLOCK_EVERY == 0 &&
+					  TimestampDifferenceExceeds(started, GetCurrentTimestamp(), SC_BATCH_DECODE_MS))))
+				{
+					*full = true;
+					stopped = true;
+					break;
+				}
 				if (m->partition == cube->skip_partition && m->offset == cube->skip_offset)
 				{
 					b->bad_error[i] = psprintf("skipped by streamcube_resume(skip_bad_message => true): %s",
@@ -648,6 +690,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	MemoryContext old = MemoryContextSwitchTo(ing->batch_cxt);
 	bool		pause = cube->bad_policy == SC_BAD_PAUSE;
 	bool		deferred = false;
+	bool		full;
 	int			skip_index = -1;
 	int			stop;
 	int			first_bad;
@@ -662,9 +705,9 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 
 	/* 1. Parse every message into a line, or into a reason why not. */
 	stop = sc_parse_messages(ing, messages, n, 0, sc_cube_time(cube, GetCurrentTimestamp()), pause,
-							 &skip_index, &deferred);
+							 &skip_index, &deferred, &full);
 	b->line_start[b->nlines] = b->lines.len;
-	first_bad = stop;			/* a bad message under "pause", or n */
+	first_bad = full ? n : stop;	/* a bad message under "pause", or n */
 
 	/* 2. Write the lines; isolate what the table rejects. */
 	sc_windows_fresh_routes(ing);

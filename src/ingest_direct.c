@@ -31,6 +31,7 @@
 #include "executor/tuptable.h"
 #include "ingest_internal.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -655,6 +656,8 @@ sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
 
 		if (only != NULL && !only[l])
 			continue;
+		/* a row's values may be dear to form (jsonb of MBs): a cancel or a stop waits for one only */
+		CHECK_FOR_INTERRUPTS();
 		if (run->parent_target == NULL &&
 			(l == lo || ing->batch.line_window[l] != ing->batch.line_window[l - 1]))
 			t = sc_direct_target_of(ing, run, l);
