@@ -235,6 +235,9 @@ struct ScPbMessage
 	List	   *enums;
 	int			noneofs;
 	bool		map_entry;
+	bool		flat;			/* nothing in it to check but the wire format:
+								 * no proto3 string, message, group or packed
+								 * field (sc_pb_check) */
 	ScPbWkt		wkt;
 
 	/* field number -> index + 1: directly below ndirect, else by bsearch */
@@ -2558,6 +2561,10 @@ sc_pb_finish_message(ScPbParse *ps, const ScProtoSchema *schema, ScPbMessage *m)
 		f->utf8 = f->type == SC_PB_STRING && m->file->syntax == 3;
 		maxnum = Max(maxnum, f->number);
 	}
+	m->flat = true;
+	for (i = 0; i < n; i++)
+		if (m->fields[i].utf8 || m->fields[i].message != NULL || m->fields[i].packable)
+			m->flat = false;
 	/* each oneof's first member, whose slot says which member is set */
 	if (m->noneofs > 0)
 	{
@@ -2949,6 +2956,7 @@ typedef struct ScPbDecoder
 								 * a column's text */
 
 	bool		dropped;		/* a closed enum's unknown number was left out */
+	bool		nul;			/* a proto3 string of the message holds a NUL */
 
 	/* the first failure: what, at which byte, in which fields */
 	const char *what;
@@ -3286,13 +3294,6 @@ sc_pb_utf8_nul_ok(const char *s, size_t len)
 	return true;
 }
 
-static inline bool
-sc_pb_utf8(const uint8 *v, const uint8 *vend)
-{
-	return likely(pg_verify_mbstr(PG_UTF8, (const char *) v, vend - v, true)) ||
-		sc_pb_utf8_nul_ok((const char *) v, vend - v);
-}
-
 /*
  * Is the value at v (a varint) a number closed enum e names?  A number it
  * does not name is an unknown field, as the reference parsers read it.
@@ -3310,22 +3311,72 @@ static bool sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp,
 						const uint8 *end, uint32 group);
 
 /*
+ * Are [p, end) fields as writers write them: one-byte tags of varints,
+ * fixed numbers and lengths, all within the bytes?  Then a flat message
+ * (sc_pb_check) needs no more look.  False for anything else, without a
+ * failure: sc_pb_check reads it then, and says what is wrong.
+ */
+static inline bool
+sc_pb_flat_fast(const uint8 *p, const uint8 *end)
+{
+	while (p < end)
+	{
+		uint8		tag = *p++;
+		uint64		u;
+
+		if (tag >= 0x80 || tag < 8)
+			return false;
+		switch (tag & 7)
+		{
+			case SC_PB_WT_VARINT:
+				if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
+					return false;
+				break;
+			case SC_PB_WT_I64:
+				if (end - p < 8)
+					return false;
+				p += 8;
+				break;
+			case SC_PB_WT_I32:
+				if (end - p < 4)
+					return false;
+				p += 4;
+				break;
+			case SC_PB_WT_LEN:
+				if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK || u > (uint64) (end - p))
+					return false;
+				p += u;
+				break;
+			default:
+				return false;
+		}
+	}
+	return true;
+}
+
+/*
  * What the reference parsers check in a LEN value [v, vend) of field f, of
  * its wire type: a proto3 string's UTF-8, a message's contents, packed
  * numbers' bytes.  The failure names f.
  */
-static bool
+static inline bool
 sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint8 *vend)
 {
 	if (f->utf8)
 	{
-		if (likely(sc_pb_utf8(v, vend)))
+		if (likely(pg_verify_mbstr(PG_UTF8, (const char *) v, vend - v, true)))
 			return true;
+		if (sc_pb_utf8_nul_ok((const char *) v, vend - v))
+		{
+			d->nul = true;		/* fine for the message, not for text */
+			return true;
+		}
 		sc_pb_fail(d, v, "a string that is not valid UTF-8");
 	}
 	else if (f->message != NULL)
 	{
-		if (sc_pb_check(d, f->message, &v, vend, 0))
+		if ((f->message->flat && d->depth < SC_PB_MAX_DEPTH && sc_pb_flat_fast(v, vend)) ||
+			sc_pb_check(d, f->message, &v, vend, 0))
 			return true;
 	}
 	else if (f->packable)
@@ -3443,6 +3494,40 @@ sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp, const uint8 
 {
 	const uint8 *p = *pp;
 
+	if (m->flat)
+	{
+		/* its fields' values need no look: no lookups, no recursion */
+		if (unlikely(d->depth >= SC_PB_MAX_DEPTH))
+			return sc_pb_fail(d, p, "messages nested deeper than %d levels", SC_PB_MAX_DEPTH);
+		while (p < end)
+		{
+			uint32		num = 0;
+			int			wt = 0;
+			const uint8 *tagp = p;
+			const uint8 *v;
+			const uint8 *vend;
+
+			if (!sc_pb_tag(d, &p, end, &num, &wt))
+				return false;
+			if (wt == SC_PB_WT_EGROUP && group > 0)
+			{
+				if (num != group)
+					return sc_pb_fail(d, tagp, "end tag of group %u inside group %u", num, group);
+				*pp = p;
+				return true;
+			}
+			if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
+			{
+				int			i = sc_pb_field_index(m, num);
+
+				return sc_pb_fail_in(d, i >= 0 ? m->fields[i].name : psprintf("%u", num));
+			}
+		}
+		if (group > 0)
+			return sc_pb_fail(d, p, "truncated: group of field %u has no end tag", group);
+		*pp = p;
+		return true;
+	}
 	if (!sc_pb_enter(d, p))
 		return false;
 	for (;;)
@@ -3683,9 +3768,9 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			/*
 			 * PostgreSQL's check: valid UTF-8, and no NUL, which text cannot
 			 * hold.  A proto3 string's UTF-8 was checked with the message
-			 * (sc_pb_check_value): only NUL is left.
+			 * (sc_pb_check_value), which noted whether one held a NUL.
 			 */
-			if (f->utf8 ? unlikely(memchr(p, '\0', end - p) != NULL) :
+			if (f->utf8 ? unlikely(d->nul && memchr(p, '\0', end - p) != NULL) :
 				unlikely(!pg_verify_mbstr(PG_UTF8, (const char *) p, end - p, true)))
 				return sc_pb_fail(d, p, sc_pb_utf8_nul_ok((const char *) p, end - p) ?
 								  "a string holding a NUL byte, which text cannot hold" :
@@ -4426,6 +4511,7 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	d.times = times;
 	d.time = 0;
 	d.dropped = false;
+	d.nul = false;
 	d.what = NULL;
 	d.where = NIL;
 	r.p = d.start;
