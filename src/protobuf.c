@@ -8,9 +8,12 @@
  *		columns, and decoding one message into the text of those values.
  *
  * A message is a sequence of fields in any order; a singular field may
- * come more than once (the last scalar wins, messages merge), a repeated
- * one packed or not, and fields the type does not declare are skipped by
- * their wire type.  So every message is read in two steps: one pass over
+ * come more than once (the last scalar wins, messages merge, a oneof
+ * member set clears the one set before), a repeated one packed or not, and
+ * fields the type does not declare are skipped by their wire type, as are
+ * declared fields of another wire type than their type's and numbers a
+ * closed (proto2) enum does not name: unknown fields, as the reference
+ * parsers read them.  So every message is read in two steps: one pass over
  * its tags notes, per field wanted, how often it came, where first and
  * where last (ScPbSlot), checking the wire format of every field on the
  * way; then each wanted field is read from there, in declaration order.
@@ -19,8 +22,10 @@
  *
  * The plan (ScPbPlanMsg) mirrors the messages on the columns' paths and
  * says, per field, which columns take it and whether a path goes on into
- * it.  Fields no column wants are only skipped: their bytes are checked
- * as far as the wire format goes, not their contents.
+ * it.  Fields no column wants are not read, but the top message's pass
+ * checks all of it as the reference parsers do (the wire format of every
+ * message inside, the UTF-8 of proto3 strings: sc_pb_check), so that a
+ * message is refused or not, for the same reason, whatever the columns.
  *
  * Bad bytes are the data's fault, never an ERROR: every read checks what
  * is left, every length is checked against the bytes left before use,
@@ -30,8 +35,8 @@
  *
  * The text of a value is what PostgreSQL's input functions take: integers
  * in decimal, floats the shortest text that reads back exactly, bytes as
- * bytea's "\x" hex, enums by name (the number when the schema does not
- * know it), Timestamp as an ISO timestamp with +00, Duration as interval
+ * bytea's "\x" hex, enums by name (the first declared for a number; an
+ * open enum's number the schema does not know as the number), Timestamp as an ISO timestamp with +00, Duration as interval
  * text, wrappers as their value.  Repeated fields, maps and messages are
  * JSON, with the proto3 JSON mapping's texts inside (bytes base64,
  * Timestamp RFC 3339, Duration "1.5s"), fields by their declared names.
@@ -167,6 +172,7 @@ typedef enum ScPbWkt
 typedef struct ScPbEnum
 {
 	const char *fullname;
+	const struct ScPbFile *file;
 	int			line;
 	List	   *lnames;			/* while parsing: names, numbers */
 	List	   *lnumbers;
@@ -192,7 +198,12 @@ typedef struct ScPbField
 								 * JSON): a message, a oneof member, a proto3
 								 * optional field */
 	int			oneof;			/* the real oneof it belongs to, or -1 */
+	int			oneof_head;		/* the index of its oneof's first member */
 	bool		proto3_optional;
+	bool		closed;			/* an enum of a proto2 file: a number it
+								 * does not name is an unknown field */
+	bool		utf8;			/* a string of a proto3 file: its UTF-8 is
+								 * checked, wherever it is */
 	int			line;			/* in .proto text; 0 for a descriptor */
 	const char *type_name;		/* a named type as written */
 	const ScPbMessage *message; /* message, group */
@@ -226,6 +237,9 @@ struct ScPbMessage
 	List	   *enums;
 	int			noneofs;
 	bool		map_entry;
+	bool		flat;			/* nothing in it to check but the wire format:
+								 * no proto3 string, message, group or packed
+								 * field (sc_pb_check) */
 	ScPbWkt		wkt;
 
 	/* field number -> index + 1: directly below ndirect, else by bsearch */
@@ -601,6 +615,7 @@ sc_pb_new_enum(ScPbParse *ps, ScPbFile *file, ScPbMessage *parent,
 {
 	ScPbEnum   *e = palloc0(sizeof(ScPbEnum));
 
+	e->file = file;
 	e->fullname = sc_pb_join(parent ? parent->fullname : file->package, name);
 	e->line = line;
 	if (parent)
@@ -2351,15 +2366,21 @@ sc_pb_defaults(ScPbParse *ps, const ScPbMessage *m, ScPbField *f)
 
 				if (v != NULL)
 				{
-					ListCell   *lc;
+					int			k;
 
+					/*
+					 * the value's number, by the first name declared for it (an
+					 * alias prints as that name, as when the number comes in
+					 * a message)
+					 */
 					name = NULL;
-					foreach(lc, e->lnames)
-						if (name == NULL && strcmp(lfirst(lc), v) == 0)
-							name = lfirst(lc);
-					if (name == NULL)
+					for (k = 0; k < list_length(e->lnames); k++)
+						if (strcmp(list_nth(e->lnames, k), v) == 0)
+							break;
+					if (k == list_length(e->lnames))
 						return sc_pb_parse_fail(ps, "%s: default \"%s\" is not a value of enum \"%s\"",
 												sc_pb_where(m, f), v, e->fullname);
+					name = sc_pb_enum_name(e, list_nth_int(e->lnumbers, k));
 				}
 				if (name != NULL)
 				{
@@ -2536,7 +2557,31 @@ sc_pb_finish_message(ScPbParse *ps, const ScProtoSchema *schema, ScPbMessage *m)
 		f->presence = f->label != SC_PB_LABEL_REPEATED &&
 			(f->type == SC_PB_MESSAGE || f->type == SC_PB_GROUP || f->oneof >= 0 ||
 			 f->proto3_optional);
+		/* closed enums and checked strings: by the file declaring each */
+		f->closed = f->type == SC_PB_ENUM && f->enumtype->file != NULL &&
+			f->enumtype->file->syntax == 2;
+		f->utf8 = f->type == SC_PB_STRING && m->file->syntax == 3;
 		maxnum = Max(maxnum, f->number);
+	}
+	m->flat = true;
+	for (i = 0; i < n; i++)
+		if (m->fields[i].utf8 || m->fields[i].message != NULL || m->fields[i].packable)
+			m->flat = false;
+	/* each oneof's first member, whose slot says which member is set */
+	if (m->noneofs > 0)
+	{
+		int		   *head = palloc(sizeof(int) * m->noneofs);
+
+		for (i = 0; i < m->noneofs; i++)
+			head[i] = -1;
+		for (i = 0; i < n; i++)
+			if (m->fields[i].oneof >= 0)
+			{
+				if (head[m->fields[i].oneof] < 0)
+					head[m->fields[i].oneof] = i;
+				m->fields[i].oneof_head = head[m->fields[i].oneof];
+			}
+		pfree(head);
 	}
 	/* field numbers: a table when they are dense enough, else sorted */
 	if (maxnum < 4 * n + 64)
@@ -2913,6 +2958,9 @@ typedef struct ScPbDecoder
 								 * a column's text */
 	int64		text;			/* text of the columns done (SC_PB_MAX_TEXT) */
 
+	bool		dropped;		/* a closed enum's unknown number was left out */
+	bool		nul;			/* a proto3 string of the message holds a NUL */
+
 	/* the first failure: what, at which byte, in which fields */
 	const char *what;
 	size_t		at;
@@ -2936,6 +2984,8 @@ typedef struct ScPbSlot
 								 * its value begins (after the tag) */
 	const uint8 *last;
 	int			last_wt;
+	int			oneof_set;		/* in the slot of a oneof's first member:
+								 * the index + 1 of the member set last */
 } ScPbSlot;
 
 static pg_noinline bool sc_pb_fail(ScPbDecoder *d, const uint8 *at, const char *fmt,...) pg_attribute_printf(3, 4);
@@ -3217,14 +3267,155 @@ sc_pb_field_index(const ScPbMessage *m, uint32 num)
 	return -1;
 }
 
+static inline bool
+sc_pb_enter(ScPbDecoder *d, const uint8 *at)
+{
+	CHECK_FOR_INTERRUPTS();		/* a load and a branch: every message */
+	if (likely(++d->depth <= SC_PB_MAX_DEPTH && !stack_is_too_deep()))
+		return true;
+	return sc_pb_fail(d, at, "messages nested deeper than %d levels", SC_PB_MAX_DEPTH);
+}
+
+/*
+ * Is [s, s + len) UTF-8 as Protobuf means it: valid, NUL allowed (text
+ * refuses a NUL, but that is the column's limit, not the message's).
+ */
+static pg_noinline bool
+sc_pb_utf8_nul_ok(const char *s, size_t len)
+{
+	while (len > 0)
+	{
+		const char *nul = memchr(s, '\0', len);
+		size_t		n = nul ? (size_t) (nul - s) : len;
+
+		if (!pg_verify_mbstr(PG_UTF8, s, n, true))
+			return false;
+		if (nul == NULL)
+			break;
+		s += n + 1;
+		len -= n + 1;
+	}
+	return true;
+}
+
+/*
+ * Is the value at v (a varint) a number closed enum e names?  A number it
+ * does not name is an unknown field, as the reference parsers read it.
+ */
+static inline bool
+sc_pb_enum_known(const ScPbEnum *e, const uint8 *v, const uint8 *end)
+{
+	uint64		u;
+
+	return sc_pb_get_varint(&v, end, &u) == SC_PB_OK &&
+		sc_pb_enum_name(e, (int32) (uint32) u) != NULL;
+}
+
+static bool sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp,
+						const uint8 *end, uint32 group);
+
+/*
+ * Are [p, end) fields as writers write them: one-byte tags of varints,
+ * fixed numbers and lengths, all within the bytes?  Then a flat message
+ * (sc_pb_check) needs no more look.  False for anything else, without a
+ * failure: sc_pb_check reads it then, and says what is wrong.
+ */
+static inline bool
+sc_pb_flat_fast(const uint8 *p, const uint8 *end)
+{
+	while (p < end)
+	{
+		uint8		tag = *p++;
+		uint64		u;
+
+		if (tag >= 0x80 || tag < 8)
+			return false;
+		switch (tag & 7)
+		{
+			case SC_PB_WT_VARINT:
+				if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
+					return false;
+				break;
+			case SC_PB_WT_I64:
+				if (end - p < 8)
+					return false;
+				p += 8;
+				break;
+			case SC_PB_WT_I32:
+				if (end - p < 4)
+					return false;
+				p += 4;
+				break;
+			case SC_PB_WT_LEN:
+				if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK || u > (uint64) (end - p))
+					return false;
+				p += u;
+				break;
+			default:
+				return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * What the reference parsers check in a LEN value [v, vend) of field f, of
+ * its wire type: a proto3 string's UTF-8, a message's contents, packed
+ * numbers' bytes.  The failure names f.
+ */
+static inline bool
+sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint8 *vend)
+{
+	if (f->utf8)
+	{
+		if (likely(pg_verify_mbstr(PG_UTF8, (const char *) v, vend - v, true)))
+			return true;
+		if (sc_pb_utf8_nul_ok((const char *) v, vend - v))
+		{
+			d->nul = true;		/* fine for the message, not for text */
+			return true;
+		}
+		sc_pb_fail(d, v, "a string that is not valid UTF-8");
+	}
+	else if (f->message != NULL)
+	{
+		if ((f->message->flat && d->depth < SC_PB_MAX_DEPTH && sc_pb_flat_fast(v, vend)) ||
+			sc_pb_check(d, f->message, &v, vend, 0))
+			return true;
+	}
+	else if (f->packable)
+	{
+		if (f->wt == SC_PB_WT_VARINT)
+		{
+			while (v < vend)
+				if (!sc_pb_skip_varint(d, &v, vend))
+					return sc_pb_fail_in(d, f->name);
+			return true;
+		}
+		if ((vend - v) % (f->wt == SC_PB_WT_I32 ? 4 : 8) == 0)
+			return true;
+		sc_pb_fail(d, v, "packed %s values of %zu bytes, not a multiple of %d",
+				   sc_pb_type_names[f->type], (size_t) (vend - v), f->wt == SC_PB_WT_I32 ? 4 : 8);
+	}
+	else
+		return true;
+	return sc_pb_fail_in(d, f->name);
+}
+
 /*
  * One pass over a message's ranges: every field's wire format is checked,
- * a declared field's wire type against its type, and the occurrences of
- * the fields noted (note NULL: all) go to their slots.
+ * and the occurrences of the fields noted (note NULL: all) go to their
+ * slots.  A declared field whose wire type is not its type's, or a closed
+ * enum's number the enum does not name, is an unknown field, as the
+ * reference parsers read them; setting a member of a oneof clears the
+ * member set before it.  With check, what the reference parsers check in
+ * the whole message is checked too, in the fields no column reads as in
+ * the others (sc_pb_check): decoding the top message does that, so that a
+ * message is refused, or not, for the same reason whatever the cube maps.
  */
 static bool
 sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr,
-			  const bool *note, ScPbSlot *slots)
+			  const bool *note, ScPbSlot *slots, bool check)
 {
 	memset(slots, 0, sizeof(ScPbSlot) * m->nfields);
 	for (int k = 0; k < nr; k++)
@@ -3241,64 +3432,160 @@ sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr,
 			const uint8 *valp;
 			const uint8 *v;
 			const uint8 *vend;
+			const ScPbField *f;
+			ScPbSlot   *s;
 
 			if (!sc_pb_tag(d, &p, end, &num, &wt))
 				return false;
 			i = sc_pb_field_index(m, num);
-			if (i >= 0)
+			if (i < 0)
 			{
-				const ScPbField *f = &m->fields[i];
-
-				if (unlikely(wt != f->wt && !(wt == SC_PB_WT_LEN && f->packable)))
-				{
-					sc_pb_fail(d, tagp, "wire type %d, but a %s%s is wire type %d", wt,
-							   f->label == SC_PB_LABEL_REPEATED ? "repeated " : "",
-							   sc_pb_type_names[f->type], f->wt);
-					return sc_pb_fail_in(d, f->name);
-				}
-				valp = p;
 				if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
-					return sc_pb_fail_in(d, f->name);
-				if (note == NULL || note[i])
-				{
-					ScPbSlot   *s = &slots[i];
+					return sc_pb_fail_in(d, psprintf("%u", num));
+				continue;
+			}
+			f = &m->fields[i];
+			valp = p;
+			if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
+				return sc_pb_fail_in(d, f->name);
+			if (unlikely(wt != f->wt && !(wt == SC_PB_WT_LEN && f->packable)))
+				continue;		/* an unknown field */
+			if (check && (wt == SC_PB_WT_LEN || f->message != NULL) &&
+				!sc_pb_check_value(d, f, v, vend))
+				return false;
+			if (unlikely(f->closed) && f->label != SC_PB_LABEL_REPEATED &&
+				!sc_pb_enum_known(f->enumtype, v, vend))
+			{
+				d->dropped = true;
+				continue;		/* an unknown field: the value before stays */
+			}
+			if (note != NULL && !note[i])
+				continue;
+			s = &slots[i];
+			if (f->oneof >= 0)
+			{
+				ScPbSlot   *h = &slots[f->oneof_head];
 
-					if (s->count++ == 0)
-					{
-						s->first_r = k;
-						s->first = tagp;
-					}
-					s->last_r = k;
-					s->last = valp;
-					s->last_wt = wt;
+				if (h->oneof_set != i + 1)
+				{
+					if (h->oneof_set != 0)
+						slots[h->oneof_set - 1].count = 0;
+					h->oneof_set = i + 1;
 				}
 			}
-			else if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
-				return sc_pb_fail_in(d, psprintf("%u", num));
+			if (s->count++ == 0)
+			{
+				s->first_r = k;
+				s->first = tagp;
+			}
+			s->last_r = k;
+			s->last = valp;
+			s->last_wt = wt;
 		}
 	}
 	return true;
 }
 
-/* Is field i there, and (in a oneof) the member that came last? */
+/*
+ * What the reference parsers check in a message no column reads whole:
+ * its wire format, nesting, the UTF-8 of proto3 strings, in every message
+ * inside it.  From *pp to end, or (group > 0) to the end tag of that group,
+ * *pp moved past it.  Nothing is noted.
+ */
+static bool
+sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp, const uint8 *end,
+			uint32 group)
+{
+	const uint8 *p = *pp;
+
+	if (m->flat)
+	{
+		/* its fields' values need no look: no lookups, no recursion */
+		if (unlikely(d->depth >= SC_PB_MAX_DEPTH))
+			return sc_pb_fail(d, p, "messages nested deeper than %d levels", SC_PB_MAX_DEPTH);
+		while (p < end)
+		{
+			uint32		num = 0;
+			int			wt = 0;
+			const uint8 *tagp = p;
+			const uint8 *v;
+			const uint8 *vend;
+
+			if (!sc_pb_tag(d, &p, end, &num, &wt))
+				return false;
+			if (wt == SC_PB_WT_EGROUP && group > 0)
+			{
+				if (num != group)
+					return sc_pb_fail(d, tagp, "end tag of group %u inside group %u", num, group);
+				*pp = p;
+				return true;
+			}
+			if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
+			{
+				int			i = sc_pb_field_index(m, num);
+
+				return sc_pb_fail_in(d, i >= 0 ? m->fields[i].name : psprintf("%u", num));
+			}
+		}
+		if (group > 0)
+			return sc_pb_fail(d, p, "truncated: group of field %u has no end tag", group);
+		*pp = p;
+		return true;
+	}
+	if (!sc_pb_enter(d, p))
+		return false;
+	for (;;)
+	{
+		uint32		num = 0;
+		int			wt = 0;
+		int			i;
+		const uint8 *tagp = p;
+		const uint8 *v;
+		const uint8 *vend;
+		const ScPbField *f;
+
+		if (p >= end)
+		{
+			if (group > 0)
+				return sc_pb_fail(d, p, "truncated: group of field %u has no end tag", group);
+			break;
+		}
+		if (!sc_pb_tag(d, &p, end, &num, &wt))
+			return false;
+		if (wt == SC_PB_WT_EGROUP && group > 0)
+		{
+			if (num != group)
+				return sc_pb_fail(d, tagp, "end tag of group %u inside group %u", num, group);
+			break;
+		}
+		i = sc_pb_field_index(m, num);
+		f = i >= 0 ? &m->fields[i] : NULL;
+		if (f != NULL && wt == SC_PB_WT_SGROUP && f->wt == SC_PB_WT_SGROUP)
+		{
+			/* a group of the type: checked as it is read, in one pass */
+			if (!sc_pb_check(d, f->message, &p, end, num))
+				return sc_pb_fail_in(d, f->name);
+			continue;
+		}
+		if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
+			return sc_pb_fail_in(d, f ? f->name : psprintf("%u", num));
+		if (f != NULL && wt == SC_PB_WT_LEN && (f->wt == SC_PB_WT_LEN || f->packable) &&
+			!sc_pb_check_value(d, f, v, vend))
+			return false;
+	}
+	*pp = p;
+	d->depth--;
+	return true;
+}
+
+/*
+ * Is field i there?  A member of a oneof is there only when set last:
+ * sc_pb_collect cleared the others.
+ */
 static inline bool
 sc_pb_present(const ScPbMessage *m, const ScPbSlot *slots, int i)
 {
-	const ScPbSlot *s = &slots[i];
-
-	if (s->count == 0)
-		return false;
-	if (m->fields[i].oneof < 0)
-		return true;
-	for (int k = 0; k < m->nfields; k++)
-	{
-		const ScPbSlot *o = &slots[k];
-
-		if (k != i && o->count > 0 && m->fields[k].oneof == m->fields[i].oneof &&
-			(o->last_r > s->last_r || (o->last_r == s->last_r && o->last > s->last)))
-			return false;
-	}
-	return true;
+	return slots[i].count > 0;
 }
 
 /* Iterating over the occurrences of one field, from its first. */
@@ -3308,23 +3595,27 @@ typedef struct ScPbOccurrences
 	int			nr;
 	int			k;
 	const uint8 *p;
-	uint32		num;
+	const ScPbField *f;
 	uint32		left;
 } ScPbOccurrences;
 
 static inline void
 sc_pb_occurrences(ScPbOccurrences *it, const ScPbRange *r, int nr, const ScPbSlot *s,
-				  uint32 num)
+				  const ScPbField *f)
 {
 	it->r = r;
 	it->nr = nr;
 	it->k = s->first_r;
 	it->p = s->first;
-	it->num = num;
+	it->f = f;
 	it->left = s->count;
 }
 
-/* The next occurrence's wire type and value; false at the end or on a failure (d->what). */
+/*
+ * The next occurrence's wire type and value (of a wire type of the field's:
+ * others are unknown fields, which sc_pb_collect did not count); false at
+ * the end or on a failure (d->what).
+ */
 static bool
 sc_pb_next_occurrence(ScPbDecoder *d, ScPbOccurrences *it, int *wt,
 					  const uint8 **v, const uint8 **vend)
@@ -3342,7 +3633,8 @@ sc_pb_next_occurrence(ScPbDecoder *d, ScPbOccurrences *it, int *wt,
 			if (!sc_pb_tag(d, &it->p, end, &num, wt) ||
 				!sc_pb_value(d, *wt, num, &it->p, end, v, vend))
 				return false;
-			if (num == it->num)
+			if (num == (uint32) it->f->number &&
+				(*wt == it->f->wt || (*wt == SC_PB_WT_LEN && it->f->packable)))
 			{
 				it->left--;
 				return true;
@@ -3351,16 +3643,7 @@ sc_pb_next_occurrence(ScPbDecoder *d, ScPbOccurrences *it, int *wt,
 		if (++it->k < it->nr)
 			it->p = it->r[it->k].p;
 	}
-	return sc_pb_fail(d, it->p, "an occurrence of field %u went missing", it->num);
-}
-
-static inline bool
-sc_pb_enter(ScPbDecoder *d, const uint8 *at)
-{
-	CHECK_FOR_INTERRUPTS();		/* a load and a branch: every message */
-	if (likely(++d->depth <= SC_PB_MAX_DEPTH && !stack_is_too_deep()))
-		return true;
-	return sc_pb_fail(d, at, "messages nested deeper than %d levels", SC_PB_MAX_DEPTH);
+	return sc_pb_fail(d, it->p, "an occurrence of field %d went missing", it->f->number);
 }
 
 /* Called for each message and repeated item written as JSON. */
@@ -3385,10 +3668,11 @@ sc_pb_room(ScPbDecoder *d, StringInfo out, const uint8 *at)
  * JSON.
  */
 static bool
-sc_pb_scalar(ScPbDecoder *d, int type, const ScPbEnum *e, const uint8 **pp,
+sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			 const uint8 *end, StringInfo out, bool json)
 {
 	const uint8 *p = *pp;
+	int			type = f->type;
 	uint64		u = 0;
 
 	switch (sc_pb_type_wt[type])
@@ -3469,9 +3753,13 @@ sc_pb_scalar(ScPbDecoder *d, int type, const ScPbEnum *e, const uint8 **pp,
 		case SC_PB_ENUM:
 			{
 				int32		v = (int32) (uint32) u;
-				const char *name = sc_pb_enum_name(e, v);
+				const char *name = sc_pb_enum_name(f->enumtype, v);
 
-				if (name == NULL)	/* open enums: a number the schema lacks */
+				/*
+				 * open enums: a number the schema lacks (a closed enum's is an
+				 * unknown field, never read)
+				 */
+				if (name == NULL)
 				{
 					enlargeStringInfo(out, 12);
 					out->len += pg_ltoa(v, out->data + out->len);
@@ -3483,9 +3771,17 @@ sc_pb_scalar(ScPbDecoder *d, int type, const ScPbEnum *e, const uint8 **pp,
 				return true;
 			}
 		case SC_PB_STRING:
-			/* PostgreSQL's check: valid UTF-8, and no NUL, which text cannot hold */
-			if (unlikely(!pg_verify_mbstr(PG_UTF8, (const char *) p, end - p, true)))
-				return sc_pb_fail(d, p, "a string that is not valid UTF-8 (or holds a NUL)");
+
+			/*
+			 * PostgreSQL's check: valid UTF-8, and no NUL, which text cannot
+			 * hold.  A proto3 string's UTF-8 was checked with the message
+			 * (sc_pb_check_value), which noted whether one held a NUL.
+			 */
+			if (f->utf8 ? unlikely(d->nul && memchr(p, '\0', end - p) != NULL) :
+				unlikely(!pg_verify_mbstr(PG_UTF8, (const char *) p, end - p, true)))
+				return sc_pb_fail(d, p, sc_pb_utf8_nul_ok((const char *) p, end - p) ?
+								  "a string holding a NUL byte, which text cannot hold" :
+								  "a string that is not valid UTF-8");
 			if (json)
 				sc_json_string_bytes(out, (const char *) p, end - p);
 			else
@@ -3536,7 +3832,7 @@ sc_pb_merge(ScPbDecoder *d, const ScPbRange *r, int nr, const ScPbSlot *s,
 		return sc_pb_value(d, s->last_wt, f->number, &p, r[s->last_r].end,
 						   &mg->r[0].p, &mg->r[0].end);
 	}
-	sc_pb_occurrences(&it, r, nr, s, f->number);
+	sc_pb_occurrences(&it, r, nr, s, f);
 	while (mg->nr < (int) s->count)
 	{
 		if (!sc_pb_next_occurrence(d, &it, &wt, &mg->r[mg->nr].p, &mg->r[mg->nr].end))
@@ -3556,15 +3852,26 @@ sc_pb_merged_free(ScPbMerged *mg)
 /* A map entry's key and value as JSON: "key":value. */
 static bool
 sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint8 *vend,
-				StringInfo out)
+				StringInfo out, bool *skip)
 {
 	ScPbSlot	slots[2];
 	ScPbRange	r = {v, vend};
 	const ScPbField *key = &e->fields[0];
 	const ScPbField *val = &e->fields[1];
 
-	if (!sc_pb_collect(d, e, &r, 1, NULL, slots))
+	d->dropped = false;
+	if (!sc_pb_collect(d, e, &r, 1, NULL, slots, false))
 		return false;
+
+	/*
+	 * A value a closed enum does not name makes the whole entry an unknown
+	 * field, as the reference parsers read it: left out.
+	 */
+	if (d->dropped)
+	{
+		*skip = true;
+		return true;
+	}
 	if (slots[0].count > 0)
 	{
 		const uint8 *kv;
@@ -3575,13 +3882,13 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 			return false;
 		if (key->type == SC_PB_STRING)
 		{
-			if (!sc_pb_scalar(d, key->type, NULL, &kv, kend, out, true))
+			if (!sc_pb_scalar(d, key, &kv, kend, out, true))
 				return sc_pb_fail_in(d, "key");
 		}
 		else
 		{
 			appendStringInfoCharMacro(out, '"');
-			if (!sc_pb_scalar(d, key->type, NULL, &kv, kend, out, false))
+			if (!sc_pb_scalar(d, key, &kv, kend, out, false))
 				return sc_pb_fail_in(d, "key");
 			appendStringInfoCharMacro(out, '"');
 		}
@@ -3621,13 +3928,17 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 		const uint8 *p = slots[1].last;
 
 		if (!sc_pb_value(d, slots[1].last_wt, val->number, &p, vend, &vv, &vvend) ||
-			!sc_pb_scalar(d, val->type, val->enumtype, &vv, vvend, out, true))
+			!sc_pb_scalar(d, val, &vv, vvend, out, true))
 			return sc_pb_fail_in(d, "value");
 	}
 	return true;
 }
 
-/* A repeated field's occurrences as a JSON array, a map's as an object. */
+/*
+ * A repeated field's occurrences as a JSON array, a map's as an object.
+ * A closed enum's numbers it does not name are left out (unknown fields),
+ * and map entries holding one.
+ */
 static bool
 sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int nr,
 					const ScPbSlot *s, StringInfo out)
@@ -3637,10 +3948,11 @@ sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int 
 	int			wt;
 	const uint8 *v;
 	const uint8 *vend;
-	int64		item = 0;
+	int64		item = 0;		/* on the wire, for errors */
+	int64		written = 0;
 
 	appendStringInfoCharMacro(out, map ? '{' : '[');
-	sc_pb_occurrences(&it, r, nr, s, f->number);
+	sc_pb_occurrences(&it, r, nr, s, f);
 	while (it.left > 0)
 	{
 		if (!sc_pb_next_occurrence(d, &it, &wt, &v, &vend))
@@ -3650,31 +3962,54 @@ sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int 
 			/* packed: values one after the other */
 			while (v < vend)
 			{
-				if (item++ > 0)
+				item++;
+				if (unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend))
+				{
+					if (!sc_pb_skip_varint(d, &v, vend))
+						return sc_pb_fail_item(d, item - 1);
+					continue;
+				}
+				if (written++ > 0)
 					appendStringInfoCharMacro(out, ',');
 				if (!sc_pb_room(d, out, v) ||
-					!sc_pb_scalar(d, f->type, f->enumtype, &v, vend, out, true))
+					!sc_pb_scalar(d, f, &v, vend, out, true))
 					return sc_pb_fail_item(d, item - 1);
 			}
 			continue;
 		}
-		if (item++ > 0)
-			appendStringInfoCharMacro(out, ',');
+		item++;
+		if (unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend))
+			continue;
 		if (!sc_pb_room(d, out, v))
 			return false;
 		if (map)
 		{
-			if (!sc_pb_map_entry(d, f->message, v, vend, out))
+			int			len = out->len;
+			bool		skip = false;
+
+			if (written > 0)
+				appendStringInfoCharMacro(out, ',');
+			if (!sc_pb_map_entry(d, f->message, v, vend, out, &skip))
 				return sc_pb_fail_item(d, item - 1);
+			if (skip)
+			{
+				out->len = len;
+				out->data[len] = '\0';
+				continue;
+			}
+			written++;
+			continue;
 		}
-		else if (f->message != NULL)
+		if (written++ > 0)
+			appendStringInfoCharMacro(out, ',');
+		if (f->message != NULL)
 		{
 			ScPbRange	one = {v, vend};
 
 			if (!sc_pb_message_json(d, f->message, &one, 1, out))
 				return sc_pb_fail_item(d, item - 1);
 		}
-		else if (!sc_pb_scalar(d, f->type, f->enumtype, &v, vend, out, true))
+		else if (!sc_pb_scalar(d, f, &v, vend, out, true))
 			return sc_pb_fail_item(d, item - 1);
 	}
 	appendStringInfoCharMacro(out, map ? '}' : ']');
@@ -3714,9 +4049,9 @@ sc_pb_field_value(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int nr
 		 * and its bytes); a string or bytes needs its bounds first.
 		 */
 		if (s->last_wt != SC_PB_WT_LEN)
-			return sc_pb_scalar(d, f->type, f->enumtype, &p, r[s->last_r].end, out, json);
+			return sc_pb_scalar(d, f, &p, r[s->last_r].end, out, json);
 		return sc_pb_value(d, SC_PB_WT_LEN, f->number, &p, r[s->last_r].end, &v, &vend) &&
-			sc_pb_scalar(d, f->type, f->enumtype, &v, vend, out, json);
+			sc_pb_scalar(d, f, &v, vend, out, json);
 	}
 }
 
@@ -3766,7 +4101,7 @@ sc_pb_seconds_nanos(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, in
 		return true;
 	*seconds = 0;
 	*nanos = 0;
-	if (!sc_pb_collect(d, m, r, nr, NULL, slots))
+	if (!sc_pb_collect(d, m, r, nr, NULL, slots, false))
 		return false;
 	for (int i = 0; i < 2; i++)
 	{
@@ -3905,7 +4240,7 @@ sc_pb_single_field(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 	ScPbSlot	slots[1];
 	const ScPbField *f = &m->fields[0];
 
-	if (!sc_pb_collect(d, m, r, nr, NULL, slots))
+	if (!sc_pb_collect(d, m, r, nr, NULL, slots, false))
 		return false;
 	if (slots[0].count == 0)
 	{
@@ -3953,7 +4288,7 @@ sc_pb_message_json(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 			break;
 	}
 	slots = m->nfields <= SC_PB_STACK_SLOTS ? local : palloc(sizeof(ScPbSlot) * m->nfields);
-	if (!sc_pb_collect(d, m, r, nr, NULL, slots))
+	if (!sc_pb_collect(d, m, r, nr, NULL, slots, false))
 	{
 		ok = false;
 		goto done;
@@ -4050,7 +4385,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 	if (!sc_pb_enter(d, r[0].p))
 		return false;
 	slots = m->nfields <= SC_PB_STACK_SLOTS ? local : palloc(sizeof(ScPbSlot) * m->nfields);
-	if (!sc_pb_collect(d, m, r, nr, pm->note, slots))
+	if (!sc_pb_collect(d, m, r, nr, pm->note, slots, d->depth == 1))
 	{
 		ok = false;
 		goto done;
@@ -4184,6 +4519,8 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	d.times = times;
 	d.time = 0;
 	d.text = 0;
+	d.dropped = false;
+	d.nul = false;
 	d.what = NULL;
 	d.where = NIL;
 	r.p = d.start;

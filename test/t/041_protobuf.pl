@@ -13,7 +13,13 @@
 #     (the message-index array);
 #  3. a crash: exact counts, (_partition, _offset) unique;
 #  4. the registry down: messages of a new id wait, no dead letter;
-#  5. bad messages: an unknown id, a malformed message.
+#  5. bad messages: an unknown id, a malformed message;
+#  6. Timestamps of every form;
+#  7. the rules of the specification, message by message against Python's
+#     protobuf (the reference) reading the same bytes: a oneof member set
+#     again after another, closed proto2 enums, aliases, UTF-8 of proto3
+#     strings in every occurrence and every field, wire types that do not
+#     match (unknown fields), with cubes mapping all, some or few fields.
 
 use strict;
 use warnings;
@@ -213,6 +219,264 @@ is(q1("SELECT user_id, extract(epoch FROM ts) FROM pbl ORDER BY 1"), $ts_want,
 	'Timestamps into timestamp without time zone: their UTC time');
 is(q1("SELECT count(*) FROM streamcube.dead_letters WHERE cube IN ('pb'::regclass, 'pbl'::regclass) AND error LIKE '%Timestamp%'"),
 	0, 'no Timestamp was a dead letter');
+
+# ---------------------------------------------------------------------
+# 7. The rules of the specification.  Hand-made messages (the reference
+#    serializer never writes most of them), each read by Python's protobuf
+#    (the reference: its parse, or its refusal) and by three cubes of one
+#    topic mapping the whole message, some fields, or one: a message the
+#    reference refuses is a dead letter in every cube, for the same
+#    reason; the others are rows with the reference's values.
+# ---------------------------------------------------------------------
+sub fixed32 { my ($num, $v) = @_; return varint($num << 3 | 5) . pack('V', $v); }
+sub reference    # [ { error } or { json, enums, oneof } ] per message, by Python's protobuf
+{
+	my ($proto, $message, @hex) = @_;
+	my $code = <<'PY';
+import base64, json, sys
+from importlib.machinery import SourceFileLoader
+from google.protobuf import json_format
+sc = SourceFileLoader('scregistry', sys.argv[1]).load_module()
+cls = sc.compile_proto(open(sys.argv[2]).read(), sys.argv[3])
+for h in sys.argv[4:]:
+    b = bytes.fromhex(h)[6:]    # the framing: magic, schema id, message index [0]
+    m = cls()
+    try:
+        m.ParseFromString(b)
+    except Exception as e:
+        print(json.dumps({'error': str(e)}))
+        continue
+    enums = {f.name: f.enum_type.values_by_number[getattr(m, f.name)].name
+             for f in m.DESCRIPTOR.fields if f.enum_type is not None and not f.is_repeated
+             and getattr(m, f.name) in f.enum_type.values_by_number}
+    oneofs = {o.name: m.WhichOneof(o.name) for o in m.DESCRIPTOR.oneofs}
+    print(json.dumps({'json': json_format.MessageToDict(m, preserving_proto_field_name=True),
+                      'enums': enums, 'oneof': oneofs}))
+PY
+	my $file = PostgreSQL::Test::Utils::tempdir() . "/$message.proto";
+	open(my $fh, '>', $file) or die "$file: $!";
+	print $fh $proto;
+	close $fh;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $ENV{SC_PYTHON}, '-c', $code, $ENV{SC_SCREGISTRY}, $file, $message, @hex ],
+		'<', \undef, '>', \$out, '2>', \$err) or die "the reference failed: $err";
+	return [ map { JSON::PP->new->decode($_) } split /\n/, $out ];
+}
+sub pb_framed    # message index [0]: the file's first message
+{
+	my ($id, $body) = @_;
+	return unpack('H*', "\0" . pack('N', $id) . "\0" . $body);
+}
+sub rows_or_letters    # per cube: offset -> { row } or { error }
+{
+	my ($cube, @cols) = @_;
+	my %r;
+	my $sel = join(", ", map { "coalesce($_\::text, '<NULL>')" } @cols);
+	for (split /\n/, q1("SELECT _offset, $sel FROM $cube"))
+	{
+		my ($off, @v) = split /\|/, $_, -1;
+		$r{$off} = { map { $cols[$_] => ($v[$_] eq '<NULL>' ? undef : $v[$_]) } 0 .. $#cols };
+	}
+	for (split /\n/, q1("SELECT \"offset\", error FROM streamcube.dead_letters WHERE cube = '$cube'::regclass"))
+	{
+		my ($off, $e) = split /\|/, $_, 2;
+		$r{$off} = { error => $e };
+	}
+	return \%r;
+}
+
+my $r3 = <<'PROTO';
+syntax = "proto3";
+package scr;
+message Q {    // the file's first message: message index [0]
+  int64 id = 10;
+  oneof pick { Inner om = 1; int32 oi = 2; }
+  string str = 3;
+  int32 n = 4;
+  Inner in = 5;
+  Al al = 6;
+  repeated int32 rn = 7;
+}
+message Inner { int32 a = 1; int32 b = 2; string s = 3; }
+enum Al { option allow_alias = true; Z = 0; A = 1; B = 1; }
+PROTO
+my $r2 = <<'PROTO';
+syntax = "proto2";
+package scr2;
+enum E { option allow_alias = true; ONE = 1; UNO = 1; TWO = 2; }
+enum E0 { Z = 0; ONE0 = 1; }
+message M {
+  optional int64 id = 10;
+  optional E e = 1 [default = TWO];
+  repeated E re = 2;
+  repeated E pe = 3 [packed = true];
+  map<string, E0> me = 4;
+  optional E d = 5 [default = UNO];
+  optional string s = 6;
+  optional string s2 = 7;
+  oneof o { E oe = 8; int32 oint = 9; }
+}
+PROTO
+my $tq = sc_topic('proto_rules3');
+my $tm = sc_topic('proto_rules2');
+sc_create_topic($tq, 1);
+sc_create_topic($tm, 1);
+my $pq = sc_registry_produce($tq, format => 'protobuf', schema => $r3, message => 'Q', records => [ { id => 1 } ]);
+# (proto2 registered as .proto text: the alias default reaches the parser as written)
+my $pm = sc_registry_produce($tm, format => 'protobuf', schema => $r2, message => 'M', proto_schema => 'text',
+	records => [ { id => 1 } ]);
+my $bad = "\xff\xfe";
+my @q = (
+	# 1: om, then oi (clears om), then om again: om is the last one alone
+	fld(10, 0, 1) . fld(1, 2, fld(1, 0, 5)) . fld(2, 0, 7) . fld(1, 2, fld(2, 0, 9)),
+	# 2: om twice: merged
+	fld(10, 0, 2) . fld(1, 2, fld(1, 0, 5)) . fld(1, 2, fld(2, 0, 9)),
+	# 3: oi, om, oi: oi
+	fld(10, 0, 3) . fld(2, 0, 4) . fld(1, 2, fld(1, 0, 5)) . fld(2, 0, 6),
+	# 4: a string of bad UTF-8 that a later occurrence overrides
+	fld(10, 0, 4) . fld(3, 2, $bad) . fld(3, 2, 'ok'),
+	# 5: bad UTF-8 in a string of a message no column but the whole reads
+	fld(10, 0, 5) . fld(5, 2, fld(3, 2, "x$bad")),
+	# 6: wire types that do not match: unknown fields (the value before stays)
+	fld(10, 0, 6) . fld(4, 2, 'zz') . fld(5, 2, fld(1, 0, 3) . fixed32(1, 8)) . fld(1, 2, fixed32(2, 1)),
+	# 7: a message of bad bytes (a truncated varint) no column but the whole reads
+	fld(10, 0, 7) . fld(5, 2, "\x08"),
+	# 8: packed values of bad bytes, in a field no column but the whole reads
+	fld(10, 0, 8) . fld(7, 2, "\x01\x80"),
+	# 9: an aliased number; a NUL in a string (fine for the reference; text cannot hold it)
+	fld(10, 0, 9) . fld(6, 0, 1) . fld(5, 2, fld(3, 2, "a\0b")),
+	# 10: a NUL in a string some cubes read
+	fld(10, 0, 10) . fld(3, 2, "a\0b"));
+my @m = (
+	# 1: a closed enum's unknown number: unset (its declared default)
+	fld(10, 0, 1) . fld(1, 0, 7) . fld(8, 0, 7),
+	# 2: a known number, then an unknown one: the known one stays; a oneof member unknown does not clear the other
+	fld(10, 0, 2) . fld(1, 0, 1) . fld(1, 0, 7) . fld(9, 0, 3) . fld(8, 0, 7),
+	# 3: repeated, packed or not, and a map: unknown numbers left out, and entries holding them
+	fld(10, 0, 3) . fld(2, 0, 1) . fld(2, 0, 7) . fld(2, 0, 2) . fld(3, 2, varint(1) . varint(7) . varint(2))
+	  . fld(4, 2, fld(1, 2, 'a') . fld(2, 0, 1)) . fld(4, 2, fld(1, 2, 'b') . fld(2, 0, 7))
+	  . fld(4, 2, fld(1, 2, 'c') . fld(2, 0, 7) . fld(2, 0, 1)),
+	# 4: the default an alias: the first name of its number; an aliased number from the data
+	fld(10, 0, 4) . fld(1, 0, 1) . fld(8, 0, 1),
+	# 5: proto2 strings are not checked: bad UTF-8 overridden is fine
+	fld(10, 0, 5) . fld(6, 2, $bad) . fld(6, 2, 'ok'),
+	# 6: ... and in a field only the whole message reads: a value text cannot hold
+	fld(10, 0, 6) . fld(7, 2, $bad));
+my @qhex = map { pb_framed($pq->{schema_ids}[0], $_) } @q;
+my @mhex = map { pb_framed($pm->{schema_ids}[0], $_) } @m;
+my $qref = reference($r3, 'Q', @qhex);
+my $mref = reference($r2, 'M', @mhex);
+sc_kafka_raw('raw', $tq, @qhex);
+sc_kafka_raw('raw', $tm, @mhex);
+
+my $ts = '"ts": {"kafka": "timestamp"}';
+q1("SELECT streamcube_create_cube('rq_whole', 'k', '$tq', 'ts timestamptz, id bigint, doc jsonb', 'ts', '1 hour', "
+	  . "'protobuf', '{\"fields\": {$ts, \"doc\": {\"kafka\": \"value\"}}}')");
+q1("SELECT streamcube_create_cube('rq_some', 'k', '$tq', 'ts timestamptz, id bigint, n int, oi int, "
+	  . "om_a int, om_b int, in_a int, al text, str text', 'ts', '1 hour', "
+	  . "'protobuf', '{\"fields\": {$ts, \"om_a\": \"om.a\", \"om_b\": \"om.b\", \"in_a\": \"in.a\"}}')");
+q1("SELECT streamcube_create_cube('rq_few', 'k', '$tq', 'ts timestamptz, id bigint', 'ts', '1 hour', "
+	  . "'protobuf', '{\"fields\": {$ts}}')");
+q1("SELECT streamcube_create_cube('rm_whole', 'k', '$tm', 'ts timestamptz, id bigint, doc jsonb', 'ts', '1 hour', "
+	  . "'protobuf', '{\"fields\": {$ts, \"doc\": {\"kafka\": \"value\"}}}')");
+q1("SELECT streamcube_create_cube('rm_some', 'k', '$tm', 'ts timestamptz, id bigint, e text, re jsonb, pe jsonb, "
+	  . "me jsonb, d text, oe text, oint int, s text', 'ts', '1 hour', 'protobuf', '{\"fields\": {$ts}}')");
+for my $c (qw(rq_whole rq_some rq_few rm_whole rm_some))
+{
+	is(q1("SELECT streamcube_wait('$c', '60 s')"), 't', "cube $c consumed its topic");
+}
+
+my %got = map { $_ => rows_or_letters($_, $_ =~ /whole/ ? qw(id doc) : $_ eq 'rq_some'
+	  ? qw(id n oi om_a om_b in_a al str) : $_ eq 'rm_some' ? qw(id e re pe me d oe oint s) : qw(id)) }
+  qw(rq_whole rq_some rq_few rm_whole rm_some);
+my $jp = JSON::PP->new->canonical;
+
+# the message's outcome in each cube: the reference's refusal everywhere, or rows
+sub outcome
+{
+	my ($what, $off, $ref, $want_error, @cubes) = @_;
+	my @e = map { $got{$_}{$off} && $got{$_}{$off}{error} } @cubes;
+	if (defined $ref->{error})
+	{
+		is(scalar(grep { defined $_ && $_ eq $e[0] } @e), scalar(@cubes),
+			"$what: refused by the reference, a dead letter in every cube for one reason")
+		  or diag explain { map { $cubes[$_] => $got{ $cubes[$_] }{$off} } 0 .. $#cubes };
+		like($e[0] // '', $want_error, "$what: the reason names the field and the fault");
+		return 0;
+	}
+	is(scalar(grep { defined $got{$_}{$off} && !defined $got{$_}{$off}{error} } @cubes), scalar(@cubes),
+		"$what: read by the reference, a row in every cube")
+	  or diag explain { map { $_ => $got{$_}{$off} } @cubes };
+	return 1;
+}
+sub num { my ($v) = @_; return defined $v ? 0 + $v : 0; }
+
+my @q3 = qw(rq_whole rq_some rq_few);
+for my $i (0 .. $#q)
+{
+	my ($off, $ref) = ($i + 1, $qref->[$i]);
+	my $what = "Q message " . ($i + 1);
+	my $want = {
+		4 => qr/^invalid Protobuf message \(schema id \d+\): field "str": a string that is not valid UTF-8 \(at byte \d+\)$/,
+		5 => qr/: field "in\.s": a string that is not valid UTF-8/,
+		7 => qr/: field "in\.a": truncated varint/,
+		8 => qr/: field "rn": truncated varint/ }->{$i + 1};
+	if ($i + 1 >= 9)
+	{
+		# the reference reads it; a string of a NUL is a value text cannot hold: the cubes reading it refuse it
+		ok(!defined $ref->{error}, "$what: read by the reference");
+		my $str = $i + 1 == 9 ? 'in.s' : 'str';
+		is($got{rq_some}{$off}{al} // 'NULL', $ref->{enums}{al}, "$what: an aliased number by its first name")
+		  if $i + 1 == 9;
+		ok(defined $got{rq_few}{$off} && !defined $got{rq_few}{$off}{error}, "$what: a row where no column reads \"$str\"");
+		like($got{rq_whole}{$off}{error} // '', qr/field "\Q$str\E": a string holding a NUL byte, which text cannot hold/,
+			"$what: a dead letter saying it is a NUL where the whole message is read");
+		next;
+	}
+	next unless outcome($what, $off, $ref, $want, @q3);
+	my $j = $ref->{json};
+	my $row = $got{rq_some}{$off};
+	my $oneof = $ref->{oneof}{pick} // '';
+	is(join('|', map { $_ // 'NULL' } @$row{qw(n oi om_a om_b in_a al)}),
+		join('|', num($j->{n}), $oneof eq 'oi' ? $j->{oi} : 'NULL',
+			$oneof eq 'om' ? (num($j->{om}{a}), num($j->{om}{b})) : ('NULL', 'NULL'),
+			defined $j->{in} ? num($j->{in}{a}) : 'NULL', $ref->{enums}{al}),
+		"$what: n, oi, om.a, om.b, in.a and al as the reference reads them");
+	my $doc = $jp->decode($got{rq_whole}{$off}{doc} // '{}');
+	is($jp->encode([ map { $doc->{$_} } qw(oi om) ]),
+		$jp->encode([ $oneof eq 'oi' ? $j->{oi} : undef,
+			$oneof eq 'om' ? { a => num($j->{om}{a}), b => num($j->{om}{b}), s => $j->{om}{s} // '' } : undef ]),
+		"$what: the oneof in the whole message's JSON as the reference reads it");
+}
+
+my @m2 = qw(rm_whole rm_some);
+for my $i (0 .. $#m)
+{
+	my ($off, $ref) = ($i + 1, $mref->[$i]);
+	my $what = "M message " . ($i + 1);
+	if ($i + 1 == 6)
+	{
+		ok(!defined $ref->{error}, "$what: proto2 strings are not checked by the reference");
+		ok(defined $got{rm_some}{$off} && !defined $got{rm_some}{$off}{error}, "$what: a row where no column reads \"s2\"");
+		like($got{rm_whole}{$off}{error} // '', qr/field "s2": a string that is not valid UTF-8/,
+			"$what: a dead letter where the whole message is read (text cannot hold it)");
+		next;
+	}
+	next unless outcome($what, $off, $ref, undef, @m2);
+	my $j = $ref->{json};
+	my $row = $got{rm_some}{$off};
+	my $oneof = $ref->{oneof}{o} // '';
+	is(join('|', map { $_ // 'NULL' } @$row{qw(e d oe oint s)}),
+		join('|', $ref->{enums}{e}, $ref->{enums}{d}, $oneof eq 'oe' ? $ref->{enums}{oe} : 'NULL',
+			$oneof eq 'oint' ? $j->{oint} : 'NULL', $j->{s} // ''),
+		"$what: e, d, oe, oint and s as the reference reads them");
+	is($jp->encode([ map { $jp->decode($row->{$_} // 'null') } qw(re pe me) ]),
+		$jp->encode([ $j->{re} // [], $j->{pe} // [], $j->{me} // {} ]),
+		"$what: re, pe and me as the reference reads them");
+	my $doc = $jp->decode($got{rm_whole}{$off}{doc} // '{}');
+	is($jp->encode([ @$doc{qw(e d re pe me)} ]), $jp->encode([ @$row{qw(e d)}, map { $jp->decode($row->{$_} // 'null') } qw(re pe me) ]),
+		"$what: the whole message's JSON says the same");
+}
 
 $node->stop;
 done_testing();
