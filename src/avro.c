@@ -1436,6 +1436,33 @@ sc_avro_block_end(ScAvroDecoder *d, const uint8 *start, int64 size)
 						size, (size_t) (d->p - start));
 }
 
+/*
+ * Is the string or map key [s, s + n) text?  Avro's strings are UTF-8
+ * (the reference readers refuse a message with one that is not, whether or
+ * not anybody reads it); a NUL is valid UTF-8 but PostgreSQL's text cannot
+ * hold it, so it is refused only in what becomes text (nul_ok false).
+ */
+static bool
+sc_avro_utf8(ScAvroDecoder *d, const char *s, int64 n, const char *what, bool nul_ok)
+{
+	int64		off = 0;
+
+	if (likely(pg_verify_mbstr(PG_UTF8, s, n, true)))
+		return true;
+	while (off < n)
+	{
+		off += pg_encoding_verifymbstr(PG_UTF8, s + off, n - off);
+		if (off < n && s[off] != '\0')
+			return sc_avro_fail(d, "a %s that is not valid UTF-8 (at byte " INT64_FORMAT " of it)",
+								what, off);
+		if (off < n && !nul_ok)
+			return sc_avro_fail(d, "a %s that holds a NUL (at byte " INT64_FORMAT " of it), "
+								"which PostgreSQL's text cannot hold", what, off);
+		off++;
+	}
+	return true;
+}
+
 /* ----------------------------------------------------------------
  * Skipping a value nobody wants
  * ----------------------------------------------------------------
@@ -1448,6 +1475,7 @@ sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
 	int64		count;
 	int64		size;
 	int64		item = 0;
+	const uint8 *start;
 
 	for (;;)
 	{
@@ -1455,28 +1483,28 @@ sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
 			return false;
 		if (count == 0)
 			return true;
-		if (size >= 0)
-		{
-			/* the writer told the block's size: no need to read its items */
-			if (!sc_avro_spend(d, count))
-				return false;
-			d->p += size;
-			item += count;
-			continue;
-		}
+		/*
+		 * Items are read even when the writer told the block's size: a
+		 * string in them must be UTF-8 whatever the columns read, as the
+		 * reference readers check it.
+		 */
+		start = d->p;
 		for (int64 i = 0; i < count; i++, item++)
 		{
 			if (t->kind == SC_AVRO_MAP)
 			{
 				int64		n;
 
-				if (!sc_avro_length(d, &n))
+				if (!sc_avro_length(d, &n) ||
+					!sc_avro_utf8(d, (const char *) d->p, n, "map key", true))
 					return sc_avro_fail_item(d, item);
 				d->p += n;
 			}
 			if (!sc_avro_skip(d, t->items))
 				return sc_avro_fail_item(d, item);
 		}
+		if (!sc_avro_block_end(d, start, size))
+			return false;
 	}
 }
 
@@ -1529,6 +1557,9 @@ sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
 				int64		n;
 
 				if (!sc_avro_length(d, &n))
+					return false;
+				if (t->kind == SC_AVRO_STRING &&
+					!sc_avro_utf8(d, (const char *) d->p, n, "string", true))
 					return false;
 				d->p += n;
 				return true;
@@ -1960,9 +1991,9 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				if (!sc_avro_length(d, &n))
 					return false;
 				s = (const char *) d->p;
-				/* PostgreSQL's check: valid UTF-8, and no NUL, which text cannot hold */
-				if (unlikely(!pg_verify_mbstr(PG_UTF8, s, n, true)))
-					return sc_avro_fail(d, "a string that is not valid UTF-8 (or holds a NUL)");
+				/* valid UTF-8, and no NUL, which text cannot hold */
+				if (unlikely(!sc_avro_utf8(d, s, n, "string", false)))
+					return false;
 				d->p += n;
 				if (json)
 					sc_json_string_bytes(out, s, n);
@@ -2042,11 +2073,8 @@ sc_avro_json_blocks(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
 				if (!sc_avro_length(d, &n))
 					return sc_avro_fail_item(d, item);
 				key = (const char *) d->p;
-				if (!pg_verify_mbstr(PG_UTF8, key, n, true))
-				{
-					sc_avro_fail(d, "a map key that is not valid UTF-8 (or holds a NUL)");
+				if (!sc_avro_utf8(d, key, n, "map key", false))
 					return sc_avro_fail_item(d, item);
-				}
 				d->p += n;
 				sc_json_string_bytes(out, key, n);
 				appendStringInfoCharMacro(out, ':');
