@@ -89,6 +89,9 @@ SELECT * FROM streamcube_set_positions('hard', '"middle"');
 SELECT * FROM streamcube_set_positions('hard', '{"7": 1}');
 SELECT * FROM streamcube_set_positions('hard', '{"0": 1000}');
 SELECT * FROM streamcube_set_positions('hard', '{"x": 1}');
+-- two keys naming one partition: refused, nothing applied or journalled
+SELECT * FROM streamcube_set_positions('hard', '{"0": 5, "00": 7}');
+SELECT streamcube_resume('hard', until => '{"0": 25, "00": 30}');
 SET ROLE sc_user;
 SELECT * FROM streamcube_set_positions('hard', '"earliest"');
 RESET ROLE;

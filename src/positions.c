@@ -697,6 +697,14 @@ sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *
 					 errmsg("\"%s\" is not a partition number", key),
 					 errhint("Keys of the %s object are Kafka partition numbers, such as \"0\"; \"timestamp\" alone applies to every partition by time.", what)));
 		partition = pg_strtoint32(key);
+		foreach(lc, changes)
+		{
+			if (((ScPositionChange *) lfirst(lc))->partition == partition)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("two keys of the %s object for cube %s name partition %d", what, cube_name, partition),
+						 errhint("Give each partition once, as a number without leading zeros such as \"%d\"; nothing was changed.", partition)));
+		}
 		if (!list_member_int(assigned, partition))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

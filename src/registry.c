@@ -149,19 +149,22 @@ sc_registry_mask(const ScRegistryConn *conn, char *errbuf, size_t errlen)
 	}
 }
 
-/* Control characters of a foreign text become spaces, and it is cut. */
+/* Control characters of a foreign text become spaces, and it is cut to max bytes. */
 static void
 sc_registry_clean_text(char *text, size_t max)
 {
-	size_t		i;
+	size_t		len = strlen(text);
 
-	for (i = 0; text[i] != '\0'; i++)
+	Assert(max > 3);
+	if (len > max)
 	{
-		if (i >= max)
-		{
-			strcpy(text + i, "...");
-			return;
-		}
+		/* "..." within the max, after whole characters: no byte past len */
+		len = pg_mbcliplen(text, len, max - 3);
+		memcpy(text + len, "...", 4);
+		len += 3;
+	}
+	for (size_t i = 0; i < len; i++)
+	{
 		if ((unsigned char) text[i] < 0x20 || text[i] == 0x7f)
 			text[i] = ' ';
 	}
