@@ -29,7 +29,7 @@
 # the archive serves, on purpose (run-tests then says that the versions
 # differ).
 #
-# A first build takes 10-20 minutes on two shared cores (nice -n 10); later
+# A first build took 3.5 minutes on two shared cores (nice -n 10); later
 # calls find DIR/<version>/inst/.complete and return at once.  Build logs:
 # DIR/<version>/*.log.
 set -euo pipefail
