@@ -20,6 +20,7 @@
 
 #include "catalog/pg_type.h"
 #include "commands/copy.h"
+#include "common/int.h"
 #include "cube.h"
 #include "executor/spi.h"
 #include "miscadmin.h"

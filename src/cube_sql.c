@@ -1015,7 +1015,6 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	bool		changed;
 	ScPrivilegeSave save;
 	MemoryContext caller = CurrentMemoryContext;
-	Jsonb	   *result;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -1109,9 +1108,11 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	}
 	/*
 	 * new_options may live in SPI's memory (each SPI call leaves SPI's
-	 * context current), which SPI_finish frees: into the caller's first.
+	 * context current), which SPI_finish frees: into the caller's first,
+	 * and read as a Jsonb only there: a value taken from a tuple has a
+	 * short header, and DatumGetJsonbP copies it into the current context.
 	 */
-	result = DatumGetJsonbP(SPI_datumTransfer(new_options, false, -1));
+	new_options = SPI_datumTransfer(new_options, false, -1);
 	SPI_finish();
-	PG_RETURN_JSONB_P(result);
+	PG_RETURN_JSONB_P(DatumGetJsonbP(new_options));
 }

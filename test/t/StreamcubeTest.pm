@@ -93,6 +93,10 @@ sub sc_node
 		"streamcube.history_buckets = off",
 		@conf) . "\n");
 	$node->start;
+	# test/run-tests SC_PG_CASSERT=1: the nodes run the build with assertions
+	BAIL_OUT("SC_PG_CASSERT is set, but node $name runs a server without assertions")
+	  if $ENV{SC_PG_CASSERT}
+	  && $node->safe_psql('postgres', 'SHOW debug_assertions') ne 'on';
 	$node->safe_psql('postgres', 'CREATE EXTENSION streamcube');
 	$node->safe_psql('postgres',
 		"SELECT streamcube_add_cluster('k', '$ENV{SC_KAFKA}')");
