@@ -256,6 +256,46 @@ ok($stopped < $prompt + 2, sprintf('pg_ctl stop -m fast with both receivers busy
 my $log2 = slurp_file($node2->logfile);
 unlike($log2, qr/terminated by signal/, 'no worker terminated by a signal');
 
+# ---------------------------------------------------------------------
+# 4. Strings no column reads: UTF-8 is checked whatever the cube maps (the
+#    reference readers refuse such a message), a NUL only where a value
+#    becomes text; the reasons say which of the two it was.
+# ---------------------------------------------------------------------
+my $st = sc_topic('bounds_str');
+sc_create_topic($st, 1);
+my $sid = register("$st-value", { type => 'record', name => 'S',
+		fields => [ { name => 'n', type => 'int' }, { name => 's', type => 'string' },
+			{ name => 'm', type => { type => 'map', values => 'int' } } ] });
+sub str_hex { my ($b) = @_; return zz(length $b) . unpack('H*', $b); }
+my @smsgs = (
+	framed($sid, zz(1) . str_hex('ok') . '00'),                                      # 0: good
+	framed($sid, zz(2) . str_hex("a\xff") . '00'),                                   # 1: s not UTF-8
+	framed($sid, zz(3) . str_hex("ab\x00") . '00'),                                  # 2: s holds a NUL
+	framed($sid, zz(4) . str_hex('ok') . zz(1) . str_hex("k\xc3") . zz(7) . '00'),  # 3: a map key not UTF-8
+	framed($sid, zz(5) . str_hex('ok') . '00'));                                     # 4: good
+q1("SELECT streamcube_create_cube('sw', 'k', '$st', 'ts timestamptz, n int, doc jsonb', 'ts', '1 hour', 'avro', "
+	  . "'{\"fields\": {\"ts\": {\"kafka\": \"timestamp\"}, \"doc\": {\"kafka\": \"value\"}}}')");
+q1("SELECT streamcube_create_cube('sn', 'k', '$st', 'ts timestamptz, n int', 'ts', '1 hour', 'avro', "
+	  . "'{\"fields\": {\"ts\": {\"kafka\": \"timestamp\"}}}')");
+is(sc_kafka_raw('raw', $st, @smsgs), scalar @smsgs, 'produced messages with bad strings');
+ok(wait_true("SELECT (SELECT count(*) FROM sw) + (SELECT count(*) FROM sn) "
+	  . "+ (SELECT count(*) FROM streamcube.dead_letters WHERE cube IN ('sw'::regclass, 'sn'::regclass)) = 10", 60) >= 0,
+	'every message a row or a dead letter in both cubes');
+is(q1("SELECT string_agg(n::text, ',' ORDER BY n) FROM sw"), '1,5', 'whole record: the good messages only');
+is(q1("SELECT string_agg(n::text, ',' ORDER BY n) FROM sn"), '1,3,5',
+	'column n only: the NUL in a field it does not read is no fault of its row');
+my %dl = map { split /\|/, $_, 2 } split /\n/, q1("SELECT cube::text || ':' || \"offset\" || '|' || error "
+	  . "FROM streamcube.dead_letters WHERE cube IN ('sw'::regclass, 'sn'::regclass)");
+for my $cube ('sw', 'sn')
+{
+	like($dl{"$cube:1"} // '', qr/field "s": a string that is not valid UTF-8 \(at byte 1 of it\)/,
+		"$cube: a string no column reads that is not UTF-8 is a dead letter, saying so");
+	like($dl{"$cube:3"} // '', qr/a map key that is not valid UTF-8 \(at byte 1 of it\)/,
+		"$cube: a map key that is not UTF-8 too");
+}
+like($dl{'sw:2'} // '', qr/field "s": a string that holds a NUL \(at byte 2 of it\), which PostgreSQL's text cannot hold/,
+	'whole record: the NUL, named as a NUL');
+
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal/, 'no worker terminated by a signal (first node)');
 
