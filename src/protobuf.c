@@ -2958,7 +2958,9 @@ typedef struct ScPbDecoder
 								 * a column's text */
 	int64		text;			/* text of the columns done (SC_PB_MAX_TEXT) */
 
-	bool		dropped;		/* a closed enum's unknown number was left out */
+	bool		dropped;		/* an unknown field was met (an undeclared
+								 * number, a wire type not the field's, a
+								 * closed enum's unknown number) */
 	bool		nul;			/* a proto3 string of the message holds a NUL */
 
 	/* the first failure: what, at which byte, in which fields */
@@ -3442,6 +3444,7 @@ sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr,
 			{
 				if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
 					return sc_pb_fail_in(d, psprintf("%u", num));
+				d->dropped = true;
 				continue;
 			}
 			f = &m->fields[i];
@@ -3449,7 +3452,10 @@ sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr,
 			if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
 				return sc_pb_fail_in(d, f->name);
 			if (unlikely(wt != f->wt && !(wt == SC_PB_WT_LEN && f->packable)))
+			{
+				d->dropped = true;
 				continue;		/* an unknown field */
+			}
 			if (check && (wt == SC_PB_WT_LEN || f->message != NULL) &&
 				!sc_pb_check_value(d, f, v, vend))
 				return false;
@@ -3864,8 +3870,10 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 		return false;
 
 	/*
-	 * A value a closed enum does not name makes the whole entry an unknown
-	 * field, as the reference parsers read it: left out.
+	 * An entry holding an unknown field (a number other than key and value,
+	 * a key or value of another wire type, a value a closed enum does not
+	 * name) is itself an unknown field of the message, as the reference
+	 * parsers read it: left out.
 	 */
 	if (d->dropped)
 	{
