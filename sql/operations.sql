@@ -30,7 +30,7 @@ SELECT partition, position, high_watermark, last_stable_offset, lag FROM streamc
 -- stable offset does not, and the lag (to what a read_committed consumer
 -- may read) does not either.
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic lag_events --count 6 --format json --start-ts 1767226000 --transactional-id sc_lag_txn --end hold >/tmp/sc_lag_txn.$PPID 2>/dev/null & echo $! >/tmp/sc_lag_txn.$PPID.pid
-\! for i in $(seq 300); do grep -q open /tmp/sc_lag_txn.$PPID && break; sleep 0.1; done; cat /tmp/sc_lag_txn.$PPID
+\! for i in $(seq 300); do grep -qs open /tmp/sc_lag_txn.$PPID && break; sleep 0.1; done; cat /tmp/sc_lag_txn.$PPID
 SELECT partition, position, high_watermark, last_stable_offset, lag FROM streamcube.lag('lag_events');
 -- Aborted: its messages and the abort marker are offsets the cube passes.
 \! pid=$(cat /tmp/sc_lag_txn.$PPID.pid); kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.1; done; rm -f /tmp/sc_lag_txn.$PPID /tmp/sc_lag_txn.$PPID.pid
