@@ -33,6 +33,7 @@ OBJS = \
 	src/rewrite.o \
 	src/sealed.o \
 	src/rollups.o \
+	src/rollup_agg.o \
 	src/seal.o \
 	src/compact.o \
 	src/maintenance.o \

@@ -218,7 +218,7 @@ typedef struct ScDirect
  * The roll-ups' part of a batch (ingest_rollup.c): the values of the
  * columns a roll-up reads, per line, as the writers formed them.
  */
-typedef struct ScRollupPlan ScRollupPlan;
+typedef struct ScRollupAgg ScRollupAgg;
 typedef struct ScRollupIngest
 {
 	bool		active;			/* the cube has roll-ups */
@@ -229,7 +229,7 @@ typedef struct ScRollupIngest
 	bool	  **nulls;
 	bool	   *captured;		/* per line: its values are in */
 	int			nrollups;
-	ScRollupPlan **plans;		/* per roll-up of cube->rollups, made when first used */
+	ScRollupAgg **aggs;			/* per roll-up of cube->rollups, made when first used */
 } ScRollupIngest;
 
 struct ScIngest

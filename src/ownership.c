@@ -77,7 +77,22 @@ sc_ownership_rollups_known(void)
 	"                AND (r.relid::oid = ANY ($1) " \
 	"                     OR (r.sealed_view::oid = $2 AND EXISTS " \
 	"                         (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')))) "
+#define SC_CUBE_OF_MERGED \
+	"   OR EXISTS (SELECT 1 FROM streamcube.rollup_catalog r " \
+	"              WHERE r.cube_id = c.cube_id AND r.merged_view::oid = $2 AND EXISTS " \
+	"                    (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
 #define SC_CUBE_OF_TAIL "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
+
+/* Does the catalog know the views <roll-up>_merged (0.4.0 on)? */
+static bool
+sc_ownership_merged_known(void)
+{
+	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
+	Oid			catalog;
+
+	return OidIsValid(nsp) && OidIsValid(catalog = get_relname_relid("rollup_catalog", nsp)) &&
+		get_attnum(catalog, "merged_view") != InvalidAttrNumber;
+}
 
 /*
  * The cube whose parent, partition (at any level) or sealed view relid
@@ -91,8 +106,9 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 	 * this runs after every ALTER TABLE, among them the ATTACH PARTITION of
 	 * each window a receiver creates.
 	 */
-	static SPIPlanPtr plans[2] = {NULL, NULL};
+	static SPIPlanPtr plans[3] = {NULL, NULL, NULL};
 	bool		rollups = sc_ownership_rollups_known();
+	int			variant = !rollups ? 0 : sc_ownership_merged_known() ? 2 : 1;
 	List	   *candidates = list_make1_oid(relid);
 	Datum	   *elems;
 	Oid			parent = InvalidOid;
@@ -109,8 +125,9 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 		elems[n++] = ObjectIdGetDatum(lfirst_oid(lc));
 
 	SPI_connect();
-	sc_catalog_exec_kept(&plans[rollups],
-						 rollups ? SC_CUBE_OF_HEAD SC_CUBE_OF_ROLLUPS SC_CUBE_OF_TAIL
+	sc_catalog_exec_kept(&plans[variant],
+						 variant == 2 ? SC_CUBE_OF_HEAD SC_CUBE_OF_ROLLUPS SC_CUBE_OF_MERGED SC_CUBE_OF_TAIL
+						 : variant == 1 ? SC_CUBE_OF_HEAD SC_CUBE_OF_ROLLUPS SC_CUBE_OF_TAIL
 						 : SC_CUBE_OF_HEAD SC_CUBE_OF_TAIL,
 						 2, (Oid[]) {OIDARRAYOID, OIDOID},
 						 (Datum[]) {PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT)),
@@ -125,7 +142,7 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 
 /*
  * The relations of a cube besides its parent: partitions, the sealed view,
- * its roll-ups, their partitions and their sealed views.  Allocated in the
+ * its roll-ups, their partitions and their sealed and merged views.  Allocated in the
  * caller's memory context.
  */
 static List *
@@ -133,6 +150,7 @@ sc_ownership_members(Oid parent)
 {
 	static SPIPlanPtr rollups_plan = NULL;	/* planned once per process */
 	static SPIPlanPtr view_plan = NULL;
+	static SPIPlanPtr merged_plan = NULL;
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *members = list_delete_first(find_all_inheritors(parent, NoLock, NULL));
 	List	   *rollups = NIL;
@@ -162,6 +180,21 @@ sc_ownership_members(Oid parent)
 				rollup_views = lappend_oid(rollup_views, DatumGetObjectId(d));
 		}
 		MemoryContextSwitchTo(spi);
+		if (sc_ownership_merged_known())
+		{
+			sc_catalog_exec_kept(&merged_plan,
+								 "SELECT r.merged_view::oid FROM streamcube.rollup_catalog r "
+								 "JOIN streamcube.cubes c USING (cube_id) "
+								 "WHERE c.relid::oid = $1 AND r.merged_view IS NOT NULL",
+								 1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(parent)},
+								 NULL, false, 0);
+			spi = MemoryContextSwitchTo(cxt);
+			for (uint64 i = 0; i < SPI_processed; i++)
+				rollup_views = lappend_oid(rollup_views,
+										   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																		  SPI_tuptable->tupdesc, 1, &isnull)));
+			MemoryContextSwitchTo(spi);
+		}
 	}
 	sc_catalog_exec_kept(&view_plan,
 						 "SELECT sealed_view::oid FROM streamcube.cubes WHERE relid::oid = $1",

@@ -2,8 +2,10 @@
  *
  * rollup.h
  *		Roll-ups: pre-aggregated tables of a cube (rollups.c defines and
- *		keeps their catalog and partitions, ingest_rollup.c merges batches
- *		into them, rollup_sql.c has the SQL functions).
+ *		keeps their catalog and partitions and merges a window's partial
+ *		rows when it is sealed, rollup_agg.c aggregates a batch into
+ *		partial rows, ingest_rollup.c hands it the batch, rollup_sql.c has
+ *		the SQL functions).
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +14,7 @@
 
 #include "cube.h"
 #include "lib/stringinfo.h"
+#include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 
 typedef enum ScMeasureKind
@@ -47,24 +50,15 @@ typedef struct ScRollup
 	int64		retention;		/* microseconds; -1 keeps */
 } ScRollup;
 
-/*
- * Room left free in the pages of an active roll-up partition.  Every batch
- * rewrites the roll-up rows of the groups it touches; a new version that
- * fits on its page is a HOT update, which adds no key entry, and the page
- * is pruned of the versions older batches left.  Sealed partitions are
- * packed full (written once, then read).
- */
-#define SC_ROLLUP_ACTIVE_FILLFACTOR 50
-
 /* The digests' compression: centroids a t-digest keeps (extension tdigest). */
 #define SC_TDIGEST_COMPRESSION 100
 
-/* ingest_rollup.c: a roll-up's merge statement, prepared */
-typedef struct ScRollupPlan ScRollupPlan;
-extern ScRollupPlan *sc_rollup_plan_make(const ScCube *cube, ScRollup *r);
-extern void sc_rollup_plan_free(ScRollupPlan *p);
-extern void sc_rollup_plan_run(const ScCube *cube, ScRollupPlan *p, int n, const int64 *ts,
-							   Datum **values, bool **nulls, const bool *use);
+/* rollup_agg.c: a roll-up's share of a batch, aggregated and appended */
+typedef struct ScRollupAgg ScRollupAgg;
+extern ScRollupAgg *sc_rollup_agg_make(const ScCube *cube, ScRollup *r);
+extern void sc_rollup_agg_free(ScRollupAgg *agg);
+extern void sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
+							  Datum **values, bool **nulls, const bool *use, bool fill);
 
 /* rollups.c */
 extern List *sc_rollups_load(ScCube *cube);
@@ -77,8 +71,13 @@ extern int	sc_rollup_column(const ScCube *cube, const char *name);
 extern const char *sc_rollup_problem(const ScCube *cube, const ScRollup *r);
 extern const char *sc_measure_function(ScMeasureKind kind);
 extern char *sc_rollup_extension_schema(ScMeasureKind kind, const char *measure);
-extern void sc_rollup_merge_sql(const ScCube *cube, const ScRollup *r, StringInfo sql,
-								Oid **argtypes, int *nargs, int **argcols);
+extern char *sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char *target, bool upsert);
+extern void sc_rollup_merge_partition(const ScRollup *r, Oid part);
+extern void sc_rollup_key_create(const ScRollup *r, Oid part);
+extern bool sc_index_is_unique(Oid indexoid);
+extern bool sc_rollup_catalog_current(void);
+extern void sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r);
+extern char *sc_cube_column_type(const ScCube *cube, int c);
 extern char *sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias);
 extern void sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed);
 extern void sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid,

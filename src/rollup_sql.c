@@ -20,6 +20,7 @@
  */
 #include "streamcube.h"
 
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -27,6 +28,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "rollup.h"
+#include "sealed.h"
 #include "access/htup_details.h"
 #include "catalog/pg_attribute.h"
 #include "utils/array.h"
@@ -42,9 +44,10 @@
 
 PG_FUNCTION_INFO_V1(sc_create_rollup);
 PG_FUNCTION_INFO_V1(sc_drop_rollup);
+PG_FUNCTION_INFO_V1(sc_rollups_to_0_4);
 
 /* Rows a creation reads from the cube per merge. */
-#define SC_ROLLUP_FILL_CHUNK 10000
+#define SC_ROLLUP_FILL_CHUNK 50000
 
 /* Is name a column name of r already (bucket, dimensions, measures)? */
 static void
@@ -64,22 +67,6 @@ sc_rollup_check_name(List **names, const char *name, const char *what)
 					 errmsg("%s \"%s\" would be a second column of that name in the roll-up", what, name),
 					 errhint("The roll-up has a column bucket, one per dimension and one per measure (two for avg: name_sum, name_count); give each measure another name.")));
 	*names = lappend(*names, pstrdup(name));
-}
-
-/* The SQL type of cube column c, with its typmod, as the cube's table has it. */
-static char *
-sc_cube_column_type(const ScCube *cube, int c)
-{
-	HeapTuple	tup = SearchSysCacheAttName(cube->relid, cube->columns[c].name);
-	Form_pg_attribute att;
-	char	   *type;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "column \"%s\" of cube %s is gone", cube->columns[c].name, cube->qualified);
-	att = (Form_pg_attribute) GETSTRUCT(tup);
-	type = format_type_with_typemod(att->atttypid, att->atttypmod);
-	ReleaseSysCache(tup);
-	return type;
 }
 
 /*
@@ -171,22 +158,6 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 	return types;
 }
 
-/*
- * Whether a dimension of this type and collation can be keyed bytewise:
- * text, varchar and char under a deterministic collation (whose equality
- * is byte equality, char's trailing blanks aside, which its own
- * comparison ignores under any collation).
- */
-static bool
-sc_rollup_bytewise_key(Oid type, Oid coll)
-{
-	Oid			base = getBaseType(type);
-
-	if (base != TEXTOID && base != VARCHAROID && base != BPCHAROID)
-		return false;
-	return OidIsValid(coll) && get_collation_isdeterministic(coll);
-}
-
 /* The roll-up's table, as the cube's owner; returns its oid. */
 static Oid
 sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const char *relname,
@@ -230,29 +201,22 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 		elog(ERROR, "could not create roll-up %s", qualified);
 	relid = get_relname_relid(relname, nsp);
 
-	/*
-	 * One row per bucket and dimensions; NULL is a value of a dimension too.
-	 * Every batch probes this key once per group it merges, so text
-	 * dimensions are compared bytewise ("C") where their collation is
-	 * deterministic: equality is then byte equality under any collation, so
-	 * the key is the same, and a probe does not call strcoll.  The roll-up's
-	 * columns keep their collation for queries.
-	 */
-	resetStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (bucket", qualified);
-	for (int d = 0; d < r->ndims; d++)
-	{
-		Oid			type;
-		int32		typmod;
-		Oid			coll;
+	sc_as_owner_leave(&as);
 
-		get_atttypetypmodcoll(relid, d + 2, &type, &typmod, &coll);
-		appendStringInfo(&sql, ", %s%s", quote_identifier(cube->columns[r->dims[d]].name),
-						 sc_rollup_bytewise_key(type, coll) ? " COLLATE \"C\"" : "");
+	/*
+	 * Active partitions have no key: batches append partial rows.  On a
+	 * 0.3.0 catalog (the library is newer than the extension, until ALTER
+	 * EXTENSION ... UPDATE), the table has the key as 0.3.0 made it, so
+	 * that the update finds every roll-up alike.
+	 */
+	if (!sc_rollup_catalog_current())
+	{
+		ScRollup	keyed = *r;
+
+		keyed.relid = relid;
+		sc_rollup_key_create(&keyed, relid);
 	}
-	appendStringInfoString(&sql, ") NULLS NOT DISTINCT");
-	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not create the key of roll-up %s", qualified);
+	sc_as_owner_enter(&as, cube->owner);
 	SPI_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
 						 quote_literal_cstr(psprintf("Roll-up of cube %s, kept by streamcube", cube->qualified))),
 				false, 0);
@@ -337,13 +301,16 @@ sc_rollup_create_windows(const ScCube *cube, int32 rollup_id, Oid relid)
 }
 
 /*
- * Fill the roll-up from every row the cube holds, as the cube's owner,
- * through the receivers' merge statement, a chunk of rows at a time.
+ * Fill the roll-up from every row the cube holds, as the cube's owner, a
+ * chunk of rows at a time, aggregated as receivers aggregate a batch
+ * (rollup_agg.c) into partial rows; then the sealed partitions' partial
+ * rows are merged into one per group, as a seal would have merged them.
+ * Nobody sees the roll-up before this transaction commits.
  */
 static int64
 sc_rollup_fill(ScCube *cube, ScRollup *r)
 {
-	ScRollupPlan *plan = sc_rollup_plan_make(cube, r);
+	ScRollupAgg *agg = sc_rollup_agg_make(cube, r);
 	StringInfoData sql;
 	bool	   *read = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 	int		   *colpos = palloc(sizeof(int) * Max(cube->ncolumns, 1));
@@ -356,6 +323,9 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	ScAsOwner	as;
 	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube roll-up fill",
 													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid		   *sealed;
+	uint64		nsealed;
 
 	for (int d = 0; d < r->ndims; d++)
 		read[r->dims[d]] = true;
@@ -414,14 +384,30 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 				}
 		}
 		SPI_freetuptable(tab);
-		sc_rollup_plan_run(cube, plan, (int) n, ts, values, nulls, NULL);
+		sc_rollup_agg_run(cube, agg, (int) n, ts, values, nulls, NULL, true);
 		MemoryContextSwitchTo(old);
 		total += n;
 	}
 	SPI_cursor_close(portal);
 	sc_as_owner_leave(&as);
-	sc_rollup_plan_free(plan);
+	sc_rollup_agg_free(agg);
 	MemoryContextDelete(chunk_cxt);
+
+	/* The sealed partitions: one row per group, and their key. */
+	sc_catalog_exec("SELECT DISTINCT relid::oid FROM streamcube.rollup_windows "
+					"WHERE rollup_id = $1 AND state = 'sealed'",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(r->rollup_id)}, NULL, false, 0);
+	nsealed = SPI_processed;
+	sealed = MemoryContextAlloc(cxt, sizeof(Oid) * Max(nsealed, 1));
+	for (uint64 i = 0; i < nsealed; i++)
+	{
+		bool		isnull;
+
+		sealed[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	for (uint64 i = 0; i < nsealed; i++)
+		sc_rollup_merge_partition(r, sealed[i]);
+	MemoryContextSwitchTo(cxt);
 	return total;
 }
 
@@ -640,8 +626,10 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	if (loaded == NULL)
 		elog(ERROR, "roll-up %s vanished while it was created", name);
 	(void) sc_rollup_fill(cube, loaded);
-	/* its view for standbys, at once: readers may be granted it now */
+	/* its views (for standbys, merged), at once: readers may be granted them now */
 	sc_rollup_refresh_views(cube->cube_id, relid, false);
+	if (sc_rollup_catalog_current())
+		sc_rollup_merged_view_create(cube, loaded);
 
 	/* Receivers read the cube again before their next batch. */
 	sc_cube_row_touch(cube_id);
@@ -683,6 +671,85 @@ sc_drop_rollup(PG_FUNCTION_ARGS)
 					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)}, NULL, false, 0);
 	sc_cube_row_touch(cube_id);
 	sc_drop_table(relid, sc_relation_owner(relid), psprintf("roll-up \"%s\"", name));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamcube._rollups_to_0_4(): run once by ALTER EXTENSION ... UPDATE TO
+ * '0.4.0' (and dropped by it).  Roll-ups of 0.3.0 had a key on their
+ * table, which every partition took; 0.4.0 appends partial rows to
+ * active partitions, which have none.  Their rows stay as they are (one
+ * per group: partial rows of one batch each, as far as the new code is
+ * concerned); the key moves to the sealed partitions alone, and every
+ * roll-up gets its view <roll-up>_merged.
+ */
+Datum
+sc_rollups_to_0_4(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int32	   *ids;
+	int32	   *cubes;
+	uint64		n;
+
+	SPI_connect();
+	sc_catalog_exec("SELECT rollup_id, cube_id FROM streamcube.rollup_catalog ORDER BY rollup_id",
+					0, NULL, NULL, NULL, false, 0);
+	n = SPI_processed;
+	ids = MemoryContextAlloc(cxt, sizeof(int32) * Max(n, 1));
+	cubes = MemoryContextAlloc(cxt, sizeof(int32) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		cubes[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		ScCube	   *cube = sc_cube_load(cubes[i], true);
+		ScRollup   *r = NULL;
+		ListCell   *lc;
+		Relation	rel;
+		List	   *indexes;
+		Oid		   *parts;
+		uint64		nparts;
+		ScAsOwner	as;
+
+		if (cube == NULL)
+			continue;
+		foreach(lc, cube->rollups)
+			if (((ScRollup *) lfirst(lc))->rollup_id == ids[i])
+				r = lfirst(lc);
+		if (r == NULL)
+			continue;
+
+		/* the table's key, and with it its partitions' */
+		rel = table_open(r->relid, AccessExclusiveLock);
+		indexes = RelationGetIndexList(rel);
+		table_close(rel, NoLock);
+		sc_as_owner_enter(&as, sc_relation_owner(r->relid));
+		foreach(lc, indexes)
+			if (sc_index_is_unique(lfirst_oid(lc)))
+				sc_seal_exec(psprintf("DROP INDEX %s", sc_relation_qualified(lfirst_oid(lc))));
+		sc_as_owner_leave(&as);
+
+		/* the sealed partitions' own */
+		sc_catalog_exec("SELECT DISTINCT relid::oid FROM streamcube.rollup_windows "
+						"WHERE rollup_id = $1 AND state = 'sealed'",
+						1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(r->rollup_id)}, NULL, false, 0);
+		nparts = SPI_processed;
+		parts = MemoryContextAlloc(cxt, sizeof(Oid) * Max(nparts, 1));
+		for (uint64 k = 0; k < nparts; k++)
+		{
+			bool		isnull;
+
+			parts[k] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		for (uint64 k = 0; k < nparts; k++)
+			sc_rollup_key_create(r, parts[k]);
+		sc_rollup_merged_view_create(cube, r);
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }

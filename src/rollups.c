@@ -38,6 +38,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_index.h"
 #include "catalog/indexing.h"
 #include "utils/fmgroids.h"
 #include "rewrite.h"
@@ -91,6 +92,22 @@ sc_rollup_column(const ScCube *cube, const char *name)
 		if (strcmp(cube->columns[c].name, name) == 0)
 			return c;
 	return -1;
+}
+
+/* The SQL type of cube column c, with its typmod, as the cube's table has it. */
+char *
+sc_cube_column_type(const ScCube *cube, int c)
+{
+	HeapTuple	tup = SearchSysCacheAttName(cube->relid, cube->columns[c].name);
+	Form_pg_attribute att;
+	char	   *type;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "column \"%s\" of cube %s is gone", cube->columns[c].name, cube->qualified);
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	type = format_type_with_typemod(att->atttypid, att->atttypmod);
+	ReleaseSysCache(tup);
+	return type;
 }
 
 /* An identifier as SQL reads it: "quoted" exactly, else folded to lower case. */
@@ -400,7 +417,21 @@ typedef struct ScRollupView
 	int32		rollup_id;
 	Oid			relid;
 	Oid			view;			/* as the catalog names it; InvalidOid: none yet */
+	Oid			merged;			/* the view <roll-up>_merged (0.4.0 on) */
 } ScRollupView;
+
+/*
+ * Is the catalog 0.4.0's or later (it knows the views <roll-up>_merged)?
+ * Until ALTER EXTENSION ... UPDATE, a 0.3.0 catalog's roll-ups keep their
+ * key on every partition, and new ones are made so too.
+ */
+bool
+sc_rollup_catalog_current(void)
+{
+	Oid			catalog = get_relname_relid("rollup_catalog", get_namespace_oid(SC_SCHEMA, false));
+
+	return OidIsValid(catalog) && get_attnum(catalog, "merged_view") != InvalidAttrNumber;
+}
 
 static List *
 sc_rollup_views_read(int32 cube_id, Oid only)
@@ -408,7 +439,10 @@ sc_rollup_views_read(int32 cube_id, Oid only)
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *views = NIL;
 
-	sc_catalog_exec("SELECT rollup_id, relid::oid, sealed_view::oid FROM streamcube.rollup_catalog "
+	sc_catalog_exec(sc_rollup_catalog_current()
+					? "SELECT rollup_id, relid::oid, sealed_view::oid, merged_view::oid FROM streamcube.rollup_catalog "
+					"WHERE cube_id = $1 AND ($2 = 0::oid OR relid::oid = $2) ORDER BY rollup_id"
+					: "SELECT rollup_id, relid::oid, sealed_view::oid, NULL::oid FROM streamcube.rollup_catalog "
 					"WHERE cube_id = $1 AND ($2 = 0::oid OR relid::oid = $2) ORDER BY rollup_id",
 					2, (Oid[]) {INT4OID, OIDOID},
 					(Datum[]) {Int32GetDatum(cube_id), ObjectIdGetDatum(only)}, NULL, false, 0);
@@ -424,6 +458,8 @@ sc_rollup_views_read(int32 cube_id, Oid only)
 		v->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
 		d = SPI_getbinval(tup, desc, 3, &isnull);
 		v->view = isnull ? InvalidOid : DatumGetObjectId(d);
+		d = SPI_getbinval(tup, desc, 4, &isnull);
+		v->merged = isnull ? InvalidOid : DatumGetObjectId(d);
 		views = lappend(views, v);
 	}
 	return views;
@@ -487,9 +523,9 @@ sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty)
 }
 
 /*
- * Drop the views <roll-up>_sealed of the cube's roll-ups (or of the one
- * whose table is only), before the roll-ups go: each depends on its
- * roll-up's sealed partitions.  The caller holds the cube's row FOR
+ * Drop the views <roll-up>_sealed and <roll-up>_merged of the cube's
+ * roll-ups (or of the one whose table is only), before the roll-ups go:
+ * they depend on the roll-up and its sealed partitions.  The caller holds the cube's row FOR
  * UPDATE (sc_cube_rollup_tables: no seal makes a view meanwhile) and is
  * connected to SPI.
  */
@@ -503,11 +539,11 @@ sc_rollup_drop_views(int32 cube_id, Oid only)
 		ScRollupView *v = lfirst(lc);
 		ScAsOwner	as;
 
-		if (!sc_sealed_view_ours(v->view, v->relid))
-			continue;
 		sc_as_owner_enter(&as, sc_relation_owner(v->relid));
-		sc_seal_exec(psprintf("DROP VIEW %s",
-							  sc_relation_qualified(v->view)));
+		if (sc_sealed_view_ours(v->view, v->relid))
+			sc_seal_exec(psprintf("DROP VIEW %s", sc_relation_qualified(v->view)));
+		if (sc_sealed_view_ours(v->merged, v->relid))
+			sc_seal_exec(psprintf("DROP VIEW %s", sc_relation_qualified(v->merged)));
 		sc_as_owner_leave(&as);
 	}
 }
@@ -679,78 +715,252 @@ sc_rollup_measure_columns(const ScRollup *r, List **measures)
 }
 
 /*
- * The statement that merges a batch's rows into r: its arguments are
- * arrays, one row per element: $1 the buckets, then one per cube column
- * the roll-up reads (*argcols: which, in order).  The rows of one bucket
- * and dimensions become one, added to the row the roll-up has.
+ * The statement that writes one row of r into target (a partition of it):
+ * its columns, as desc has them, are $1.. in order.  With upsert, a row
+ * whose bucket and dimensions target holds already is added to it (target
+ * has the key: a sealed partition).
  */
-void
-sc_rollup_merge_sql(const ScCube *cube, const ScRollup *r, StringInfo sql,
-					Oid **argtypes, int *nargs, int **argcols)
+char *
+sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char *target, bool upsert)
 {
-	int			ncols = 0;
-	int		   *cols = palloc(sizeof(int) * (r->ndims + r->nmeasures + 1));
-	Oid		   *types;
+	StringInfoData sql;
 	List	   *names;
 	List	   *measures;
 	ListCell   *ln,
 			   *lm;
 	bool		first = true;
 
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s AS r VALUES (", target);
+	for (int a = 0; a < desc->natts; a++)
+		appendStringInfo(&sql, "%s$%d", a > 0 ? ", " : "", a + 1);
+	appendStringInfoChar(&sql, ')');
+	if (!upsert)
+		return sql.data;
+	appendStringInfoString(&sql, " ON CONFLICT (bucket");
 	for (int d = 0; d < r->ndims; d++)
-		cols[ncols++] = r->dims[d];
-	for (int i = 0; i < r->nmeasures; i++)
-	{
-		int			c = r->measures[i].column;
-		bool		seen = c < 0;
-
-		for (int k = 0; k < ncols && !seen; k++)
-			seen = cols[k] == c;
-		if (!seen)
-			cols[ncols++] = c;
-	}
-	types = palloc(sizeof(Oid) * (ncols + 1));
-	types[0] = cube->time_type == TIMESTAMPOID ? TIMESTAMPARRAYOID : TIMESTAMPTZARRAYOID;
-	for (int k = 0; k < ncols; k++)
-	{
-		types[k + 1] = get_array_type(cube->columns[cols[k]].type);
-		if (!OidIsValid(types[k + 1]))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column \"%s\" of cube %s has a type without an array type",
-							cube->columns[cols[k]].name, cube->qualified),
-					 errhint("A roll-up reads columns of types that have arrays.")));
-	}
-
-	/*
-	 * The arrays are unnested in a SELECT list, in lockstep (they have one
-	 * length): a function scan (ROWS FROM) would first copy each array's
-	 * elements into a tuplestore of its own, which cost about as much as
-	 * aggregating them.
-	 */
-	appendStringInfo(sql, "INSERT INTO %s AS r SELECT %s FROM (SELECT pg_catalog.unnest($1) AS b",
-					 r->qualified, sc_rollup_select_list(cube, r, "u"));
-	for (int k = 0; k < ncols; k++)
-		appendStringInfo(sql, ", pg_catalog.unnest($%d) AS c%d", k + 2, cols[k]);
-	appendStringInfoString(sql, ") AS u GROUP BY u.b");
-	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(sql, ", u.c%d", r->dims[d]);
-	appendStringInfoString(sql, " ON CONFLICT (bucket");
-	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(sql, ", %s", quote_identifier(cube->columns[r->dims[d]].name));
-	appendStringInfoString(sql, ") DO UPDATE SET ");
+		appendStringInfo(&sql, ", %s", quote_identifier(NameStr(TupleDescAttr(desc, d + 1)->attname)));
+	appendStringInfoString(&sql, ") DO UPDATE SET ");
 	names = sc_rollup_measure_columns(r, &measures);
 	forboth(ln, names, lm, measures)
 	{
-		sc_rollup_combine(sql, lfirst(lm), lfirst(ln), first);
+		sc_rollup_combine(&sql, lfirst(lm), lfirst(ln), first);
 		first = false;
 	}
 	if (first)					/* no measure: the row is there, nothing to add */
-		appendStringInfoString(sql, "bucket = excluded.bucket");
+		appendStringInfoString(&sql, "bucket = excluded.bucket");
+	return sql.data;
+}
 
-	*argtypes = types;
-	*nargs = ncols + 1;
-	*argcols = cols;
+/*
+ * The SELECT list that merges rows of r (partial rows, or rows of any
+ * grouping of them) into one per bucket and dimensions, over r's columns
+ * by name, each measure column cast back to its type; with avg, the
+ * average itself (<name>) too, before its <name>_sum.  Group by the
+ * bucket and the dimensions.
+ */
+static char *
+sc_rollup_merged_list(const ScRollup *r, Oid relid, bool avg)
+{
+	StringInfoData s;
+	List	   *names;
+	List	   *measures;
+	ListCell   *ln,
+			   *lm;
+	int			a = 2 + r->ndims;	/* the first measure column */
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "bucket");
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&s, ", %s", quote_identifier(get_attname(relid, d + 2, false)));
+	names = sc_rollup_measure_columns(r, &measures);
+	forboth(ln, names, lm, measures)
+	{
+		const ScMeasure *m = lfirst(lm);
+		const char *q = quote_identifier(lfirst(ln));
+		Oid			type;
+		int32		typmod;
+		Oid			coll;
+		char	   *typname;
+		char	   *schema;
+
+		get_atttypetypmodcoll(relid, a, &type, &typmod, &coll);
+		typname = format_type_with_typemod(type, typmod);
+		switch (m->kind)
+		{
+			case SC_MEASURE_COUNT_ALL:
+			case SC_MEASURE_COUNT:
+			case SC_MEASURE_SUM:
+				appendStringInfo(&s, ", (pg_catalog.sum(%s))::%s AS %s", q, typname, q);
+				break;
+			case SC_MEASURE_AVG:
+				if (avg && strcmp(lfirst(ln), psprintf("%s_sum", m->name)) == 0)
+				{
+					const char *cq = quote_identifier(psprintf("%s_count", m->name));
+					bool		flt = type == FLOAT4OID || type == FLOAT8OID;
+
+					appendStringInfo(&s, ", (pg_catalog.sum(%s))::%s / NULLIF(pg_catalog.sum(%s), 0) AS %s",
+									 q, flt ? "pg_catalog.float8" : "pg_catalog.numeric", cq,
+									 quote_identifier(m->name));
+				}
+				appendStringInfo(&s, ", (pg_catalog.sum(%s))::%s AS %s", q, typname, q);
+				break;
+			case SC_MEASURE_MIN:
+				appendStringInfo(&s, ", pg_catalog.min(%s) AS %s", q, q);
+				break;
+			case SC_MEASURE_MAX:
+				appendStringInfo(&s, ", pg_catalog.max(%s) AS %s", q, q);
+				break;
+			case SC_MEASURE_HLL:
+				schema = sc_rollup_extension_schema(m->kind, m->name);
+				appendStringInfo(&s, ", %s.hll_union_agg(%s) AS %s", schema, q, q);
+				break;
+			case SC_MEASURE_TDIGEST:
+				schema = sc_rollup_extension_schema(m->kind, m->name);
+				appendStringInfo(&s, ", %s.tdigest(%s) AS %s", schema, q, q);
+				break;
+		}
+		a++;
+	}
+	return s.data;
+}
+
+static char *
+sc_rollup_group_by(const ScRollup *r, Oid relid)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, " GROUP BY bucket");
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&s, ", %s", quote_identifier(get_attname(relid, d + 2, false)));
+	return s.data;
+}
+
+/*
+ * Whether a dimension of this type and collation can be keyed bytewise:
+ * text, varchar and char under a deterministic collation (whose equality
+ * is byte equality, char's trailing blanks aside, which its own
+ * comparison ignores under any collation).
+ */
+static bool
+sc_rollup_bytewise_key(Oid type, Oid coll)
+{
+	Oid			base = getBaseType(type);
+
+	if (base != TEXTOID && base != VARCHAROID && base != BPCHAROID)
+		return false;
+	return OidIsValid(coll) && get_collation_isdeterministic(coll);
+}
+
+/* Is indexoid a unique index? */
+bool
+sc_index_is_unique(Oid indexoid)
+{
+	HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+	bool		unique = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		unique = ((Form_pg_index) GETSTRUCT(tup))->indisunique;
+		ReleaseSysCache(tup);
+	}
+	return unique;
+}
+
+/*
+ * Merge the rows of part, a partition of r (or a table like it) that no
+ * receiver writes any more, into one per bucket and dimensions, and give
+ * it its key: one row per group, NULL a value of a dimension too, text
+ * compared bytewise where its collation is deterministic (equality is
+ * then byte equality, so the key is the same, and a late row's probe
+ * calls no strcoll).  The partial rows are deleted by this transaction,
+ * not dropped: a snapshot older than it still sees them, and not the
+ * merged rows, so every snapshot reads the same sums before and after
+ * (VACUUM takes them once no snapshot can).  As the roll-up's owner; the
+ * caller is connected to SPI.
+ */
+void
+sc_rollup_merge_partition(const ScRollup *r, Oid part)
+{
+	char	   *q = sc_relation_qualified(part);
+	StringInfoData sql;
+	ScAsOwner	as;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "WITH p AS (DELETE FROM ONLY %s RETURNING *) INSERT INTO %s SELECT %s FROM p%s",
+					 q, q, sc_rollup_merged_list(r, part, false), sc_rollup_group_by(r, part));
+	sc_as_owner_enter(&as, sc_relation_owner(part));
+	sc_seal_exec(sql.data);
+	sc_as_owner_leave(&as);
+	sc_rollup_key_create(r, part);
+}
+
+/*
+ * The key of part, a sealed partition of r that holds one row per bucket
+ * and dimensions (or, on a 0.3.0 catalog, r's table), as its owner.
+ */
+void
+sc_rollup_key_create(const ScRollup *r, Oid part)
+{
+	char	   *q = sc_relation_qualified(part);
+	StringInfoData sql;
+	ScAsOwner	as;
+	Relation	rel = table_open(part, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+
+	table_close(rel, AccessShareLock);
+	foreach(lc, indexes)
+		if (sc_index_is_unique(lfirst_oid(lc)))
+			return;				/* a 0.3.0 roll-up's, which every partition has */
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE UNIQUE INDEX ON %s (bucket", q);
+	for (int d = 0; d < r->ndims; d++)
+	{
+		Oid			type;
+		int32		typmod;
+		Oid			coll;
+
+		get_atttypetypmodcoll(part, d + 2, &type, &typmod, &coll);
+		appendStringInfo(&sql, ", %s%s", quote_identifier(get_attname(part, d + 2, false)),
+						 sc_rollup_bytewise_key(type, coll) ? " COLLATE \"C\"" : "");
+	}
+	appendStringInfoString(&sql, ") NULLS NOT DISTINCT");
+	sc_as_owner_enter(&as, sc_relation_owner(part));
+	sc_seal_exec(sql.data);
+	sc_as_owner_leave(&as);
+}
+
+/*
+ * The view <roll-up>_merged: one row per bucket and dimensions over the
+ * whole roll-up, active and sealed partitions alike (the partial rows of
+ * open windows merged as a seal merges them), avg's average beside its
+ * parts.  Made as the owner of the roll-up; its name goes into the
+ * catalog.  The caller is connected to SPI.
+ */
+void
+sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r)
+{
+	Oid			nsp = get_rel_namespace(r->relid);
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp),
+													   sc_free_name(nsp, psprintf("%s_merged", get_rel_name(r->relid))));
+	ScAsOwner	as;
+
+	sc_as_owner_enter(&as, sc_relation_owner(r->relid));
+	sc_seal_exec(psprintf("CREATE VIEW %s AS SELECT %s FROM %s%s", qualified,
+						  sc_rollup_merged_list(r, r->relid, true), r->qualified,
+						  sc_rollup_group_by(r, r->relid)));
+	sc_seal_exec(psprintf("COMMENT ON VIEW %s IS %s", qualified,
+						  quote_literal_cstr(psprintf("Roll-up %s merged: one row per bucket and dimensions, "
+													  "over active and sealed windows. Maintained by streamcube.",
+													  r->qualified))));
+	sc_as_owner_leave(&as);
+	sc_catalog_exec("UPDATE streamcube.rollup_catalog SET merged_view = $2::regclass WHERE rollup_id = $1",
+					2, (Oid[]) {INT4OID, TEXTOID},
+					(Datum[]) {Int32GetDatum(r->rollup_id), CStringGetTextDatum(qualified)},
+					NULL, false, 0);
+	(void) cube;
 }
 
 /* ----------------------------------------------------------------
@@ -773,9 +983,8 @@ sc_rollup_partition_make(const ScCube *cube, Oid rollup_relid, int64 lo, int64 h
 	ScAsOwner	as;
 
 	sc_as_owner_enter(&as, sc_relation_owner(rollup_relid));
-	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)%s",
-						  sealed ? "" : "UNLOGGED", qualified, parent,
-						  sealed ? "" : " WITH (fillfactor = " CppAsString2(SC_ROLLUP_ACTIVE_FILLFACTOR) ")"));
+	sc_seal_exec(psprintf("CREATE %s TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)",
+						  sealed ? "" : "UNLOGGED", qualified, parent));
 	sc_seal_exec(psprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')",
 						  parent, qualified, sc_bound_literal(cube, lo), sc_bound_literal(cube, hi)));
 	sc_as_owner_leave(&as);
@@ -891,8 +1100,9 @@ sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed)
  * partitions so.  Returns its oid.
  */
 static Oid
-sc_rollup_logged_copy(Oid owner, const char *parent, const char *schema, const char *name,
-					  const char *lo, const char *hi, const Oid *sources, int nsources)
+sc_rollup_logged_copy(const ScRollup *r, Oid owner, const char *parent, const char *schema,
+					  const char *name, const char *lo, const char *hi, const Oid *sources,
+					  int nsources)
 {
 	char	   *target = quote_qualified_identifier(schema, name);
 	ScAsOwner	as;
@@ -912,7 +1122,25 @@ sc_rollup_logged_copy(Oid owner, const char *parent, const char *schema, const c
 	for (int i = 0; i < nsources; i++)
 		(void) sc_rows_move_from(move, sources[i]);
 	sc_rows_move_end(move);
+	sc_rollup_merge_partition(r, relid);
 	return relid;
+}
+
+/* The roll-up of cube whose id is rollup_id, as the cube was loaded. */
+static const ScRollup *
+sc_rollup_of(const ScCube *cube, int32 rollup_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, cube->rollups)
+		if (((ScRollup *) lfirst(lc))->rollup_id == rollup_id)
+			return lfirst(lc);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("roll-up %d of cube %s changed while its windows were being sealed",
+					rollup_id, cube->qualified),
+			 errhint("Try again.")));
+	return NULL;
 }
 
 /* A roll-up's partition of a window being sealed, and its logged twin. */
@@ -980,8 +1208,8 @@ sc_rollup_seal_copy(const ScCube *cube, int64 start)
 		t->owner = sc_relation_owner(rollup);
 		LockRelationOid(active, ShareLock);
 		t->twin_name = sc_free_name(nsp, psprintf("%s_sealing", t->name));
-		t->twin = sc_rollup_logged_copy(t->owner, t->parent, t->schema, t->twin_name,
-										t->lo, t->hi, &active, 1);
+		t->twin = sc_rollup_logged_copy(sc_rollup_of(cube, t->rollup_id), t->owner, t->parent,
+										t->schema, t->twin_name, t->lo, t->hi, &active, 1);
 		MemoryContextSwitchTo(cxt);
 		twins = lappend(twins, t);
 	}
@@ -1234,7 +1462,8 @@ sc_rollup_compact_copy(const ScCube *cube, int64 start, int64 end, const char *s
 
 		MemoryContextSwitchTo(cxt);
 		m->new_name = sc_free_name(nsp, psprintf("%s_compacting", m->final_base));
-		m->new_relid = sc_rollup_logged_copy(m->owner, m->parent, m->schema, m->new_name,
+		m->new_relid = sc_rollup_logged_copy(sc_rollup_of(cube, m->rollup_id), m->owner, m->parent,
+											 m->schema, m->new_name,
 											 sc_bound_literal(cube, start), sc_bound_literal(cube, end),
 											 m->sources, m->nsources);
 	}

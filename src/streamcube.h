@@ -32,7 +32,8 @@
  *	segments.c		window arithmetic and active partitions
  *	sealed.c		what a sealed partition is: twins, guard, DDL with lock retries
  *	rewrite.c		moving rows with their tuple headers (seals, compaction)
- *	rollups.c		roll-ups: definitions, catalog, partitions (rollup.h)
+ *	rollups.c		roll-ups: definitions, catalog, partitions, the merge at seal (rollup.h)
+ *	rollup_agg.c	a batch aggregated in C into a roll-up's partial rows, appended
  * upper
  *	format*.c		message formats (format.h): json, jsonb, csv, Kafka metadata
  *	ingest*.c		the hot path (ingest_internal.h): batch, windows, writers
@@ -67,7 +68,7 @@
  * The version of this library, as streamcube.control's default_version
  * names the SQL objects it goes with (streamcube_library_version()).
  */
-#define SC_LIBRARY_VERSION "0.3.0"
+#define SC_LIBRARY_VERSION "0.4.0"
 
 /*
  * The classes of text a format with schemas (avro, protobuf) writes for a

@@ -71,7 +71,7 @@ is($node->safe_psql('other',
 is($ret, 0, 'CREATE EXTENSION works in streamcube.database') or diag($stderr);
 is($node->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
-	'0.3.0', 'extension 0.3.0 installed');
+	'0.4.0', 'extension 0.4.0 installed');
 ok($node->poll_query_until('postgres',
 		"SELECT datname FROM pg_stat_activity WHERE backend_type = 'streamcube launcher'",
 		'postgres'),
@@ -95,8 +95,9 @@ like($stderr, qr/ERROR:  streamcube can only be installed in database "other"/,
 	'a third database is refused with the new name');
 
 # ---------------------------------------------------------------- upgrade
-# 0.1.0 updated to 0.3.0 (through 0.2.0) has the same functions, all with
-# a fixed search_path, and the same catalog columns as a fresh 0.3.0.
+# 0.1.0 updated to 0.4.0 (through 0.2.0 and 0.3.0) has the same functions,
+# all with a fixed search_path, and the same catalog columns as a fresh
+# 0.4.0.
 my $catalog_shape = q{
 	SELECT string_agg(x, E'\n' ORDER BY x) FROM (
 	  SELECT p.oid::regprocedure::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '-') AS x
@@ -120,9 +121,9 @@ is($node->safe_psql('other', "SELECT properties FROM streamcube.clusters WHERE n
 $node->safe_psql('other', "DELETE FROM streamcube.clusters WHERE name = 'old'");
 is($node->safe_psql('other',
 		"SELECT extversion FROM pg_extension WHERE extname = 'streamcube'"),
-	'0.3.0', '0.1.0 updates to 0.3.0');
+	'0.4.0', '0.1.0 updates to 0.4.0');
 is($node->safe_psql('other', $catalog_shape), $fresh,
-	'the updated extension has the functions, settings and columns of a fresh 0.3.0');
+	'the updated extension has the functions, settings and columns of a fresh 0.4.0');
 
 $node->stop;
 done_testing();

@@ -3,9 +3,12 @@
 # totals equal the same aggregates over the raw rows, exactly (count, sum,
 # min, max, avg's sum and count) or within the sketches' bounds (hll,
 # tdigest), through a creation on a live cube, crashes during ingest,
-# seals, late rows into sealed windows and a reassignment.  Also: a cube
-# that keeps no raw rows; retention of raw rows leaving the roll-up whole
-# and the roll-up's own retention; drop; errors; privileges; the view.
+# seals, late rows into sealed windows and a reassignment.  Each batch
+# appends partial rows (aggregated in the receiver) to active windows; a
+# seal or compaction merges a window to one row per group; the view
+# <roll-up>_merged reads one row per group over both.  Also: a cube that
+# keeps no raw rows; retention of raw rows leaving the roll-up whole and
+# the roll-up's own retention; drop; errors; privileges; the views.
 
 use strict;
 use warnings;
@@ -43,7 +46,7 @@ sub diff_exact
 		                    count(qty) AS nq
 		             FROM $cube GROUP BY 1, 2, 3),
 		     r AS (SELECT bucket, country, device, n, amount, top, low, avg_amount_sum,
-		                  avg_amount_count, nq FROM $rollup $where),
+		                  avg_amount_count, nq FROM ${rollup}_merged $where),
 		     raw2 AS (SELECT * FROM raw $where)
 		SELECT count(*) FROM ((TABLE raw2 EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw2)) d
 		HAVING count(*) > 0});
@@ -195,19 +198,89 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _o
 	'20800|20800', 'after a reassignment and a crash: every message once');
 is(diff_exact('events', 'events_by_minute'), '', 'and the roll-up still equals the raw rows');
 
-# How the roll-up is stored for its batches: active partitions leave half of
-# each page free (an update of a roll-up row stays on its page, a HOT
-# update), sealed ones are packed; the key compares the text dimensions
-# bytewise (their collation is deterministic).
+# How the roll-up is stored: the table and its active partitions have no
+# key (batches append); each sealed partition has one, which compares the
+# text dimensions bytewise (their collation is deterministic), and holds
+# one row per group.
 is($node->safe_psql('postgres',
-		"SELECT w.state, c.reloptions FROM streamcube.rollup_windows w JOIN pg_class c ON c.oid = w.relid "
-		  . "JOIN streamcube.rollup_catalog r USING (rollup_id) WHERE r.relid = 'events_by_minute'::regclass "
-		  . "GROUP BY 1, 2 ORDER BY 1"),
-	"active|{fillfactor=50}\nsealed|", 'active roll-up partitions have fillfactor 50, sealed ones the default');
-like($node->safe_psql('postgres',
-		"SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'events_by_minute'::regclass"),
-	qr/\(bucket, country COLLATE "C", device COLLATE "C"\) NULLS NOT DISTINCT/,
-	'the roll-up\'s key compares country and device bytewise');
+		"SELECT count(*) FROM pg_index WHERE indrelid = 'events_by_minute'::regclass "
+		  . "UNION ALL SELECT count(*) FROM streamcube.rollup_windows w JOIN pg_index i ON i.indrelid = w.relid "
+		  . "WHERE w.state = 'active'"),
+	"0\n0", 'neither the roll-up nor its active partitions have a key');
+is($node->safe_psql('postgres',
+		"SELECT count(DISTINCT w.relid) = count(i.indexrelid) "
+		  . "AND bool_and(pg_get_indexdef(i.indexrelid) ~ '\\(bucket, country COLLATE \"C\", device COLLATE \"C\"\\) NULLS NOT DISTINCT') "
+		  . "FROM streamcube.rollup_windows w JOIN streamcube.rollup_catalog r USING (rollup_id) "
+		  . "LEFT JOIN pg_index i ON i.indrelid = w.relid "
+		  . "WHERE r.relid = 'events_by_minute'::regclass AND w.state = 'sealed'"),
+	't', 'each sealed partition has the key, comparing country and device bytewise');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM (SELECT 1 FROM events_by_minute WHERE tableoid IN "
+		  . "(SELECT relid FROM streamcube.rollup_windows WHERE state = 'sealed') "
+		  . "GROUP BY bucket, country, device HAVING count(*) > 1) d"),
+	'0', 'the sealed windows hold one row per bucket and dimensions, late rows and all');
+
+# ---------------------------------------------------------------------
+# Partial rows: each batch appends its groups, aggregated; the seal merges
+# ---------------------------------------------------------------------
+# Three batches of the same 300 events (8 countries x 4 devices) into one
+# minute of a window three hours old, then its seal, then the same events
+# late into the sealed window.
+my $t4 = sc_topic('partials');
+sc_create_topic($t4, 1);
+sc_create_cube($node, 'parts', $t4, '{"compact": []}');
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('parts', 'parts_by_minute', '1 minute', ARRAY['country', 'device'], '$measures')");
+my $minute = $now - 3 * $hour;
+for my $i (1 .. 3)
+{
+	sc_produce($t4, count => 300, 'start-ts' => $minute, 'step-ms' => 100, seed => 31);
+	$node->safe_psql('postgres', "SELECT streamcube_wait('parts', '60 s')");
+}
+my ($part_rows, $groups, $raw_rows) = split /\|/, $node->safe_psql('postgres',
+	"SELECT (SELECT count(*) FROM parts_by_minute WHERE bucket = to_timestamp($minute)), "
+	  . "(SELECT count(DISTINCT (country, device)) FROM parts), (SELECT count(*) FROM parts)");
+is($raw_rows, '900', 'three batches of 300 rows');
+cmp_ok($part_rows, '>', $groups, "each batch appended its partial rows: $part_rows rows for $groups groups");
+cmp_ok($part_rows, '<=', 3 * $groups, 'each batch one row per group it holds: aggregated in the receiver');
+is(diff_exact('parts', 'parts_by_minute'), '', 'the merged view equals the raw rows');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM parts_by_minute_merged'), $groups,
+	'one merged row per group');
+my $partial_totals = totals('parts_by_minute');
+is($partial_totals, raw_totals('parts'), 'partial rows add up to the raw totals');
+# A REPEATABLE READ snapshot taken before the seal (that has not read the
+# roll-up yet: one that had would hold the seal off) reads, after it, the
+# partial rows it could see, not the merged ones.
+my $rr_before = $node->safe_psql('postgres', 'SELECT count(*), sum(n), sum(amount) FROM parts_by_minute');
+my $rr = $node->background_psql('postgres');
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$rr->query_safe('SELECT count(*) FROM pg_class');
+ok($node->safe_psql('postgres', "SELECT streamcube_seal('parts')") >= 1, 'the window is sealed');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM parts_by_minute WHERE bucket = to_timestamp($minute)"), $groups,
+	'the seal merged the window to one row per group');
+is($rr->query_safe('SELECT count(*), sum(n), sum(amount) FROM parts_by_minute'), $rr_before,
+	'a snapshot older than the seal still reads the partial rows it saw');
+$rr->query_safe('COMMIT');
+$rr->quit;
+is(totals('parts_by_minute'), $partial_totals, 'the merged rows hold the same totals');
+is(diff_exact('parts', 'parts_by_minute'), '', 'and equal the raw rows');
+my ($hll_m, $distinct_m) = split /\|/, $node->safe_psql('postgres',
+	"SELECT (SELECT round(hll_cardinality(users)) FROM parts_by_minute_merged LIMIT 1) IS NOT NULL, "
+	  . "(SELECT round(hll_cardinality(hll_union_agg(users))) FROM parts_by_minute) = "
+	  . "(SELECT round(hll_cardinality(hll_union_agg(users))) FROM parts_by_minute_merged)");
+is("$hll_m|$distinct_m", 't|t', 'hll: merged the same before and after');
+sc_produce($t4, count => 300, 'start-ts' => $minute, 'step-ms' => 100, seed => 31);
+$node->safe_psql('postgres', "SELECT streamcube_wait('parts', '60 s')");
+is($node->safe_psql('postgres',
+		"SELECT count(*), sum(n) FROM parts_by_minute WHERE bucket = to_timestamp($minute)"), "$groups|1200",
+	'late rows into the sealed window: added to its rows, still one per group');
+is(diff_exact('parts', 'parts_by_minute'), '', 'and equal to the raw rows');
+my ($avg_view, $avg_raw) = split /\|/, $node->safe_psql('postgres',
+	"SELECT (SELECT sum(avg_amount * avg_amount_count) / sum(avg_amount_count) FROM parts_by_minute_merged)::numeric(20,6), "
+	  . "(SELECT avg(amount) FROM parts)::numeric(20,6)");
+is($avg_view, $avg_raw, 'the merged view\'s avg is the average');
+$node->safe_psql('postgres', "SELECT streamcube_drop_cube('parts')");
 
 # ---------------------------------------------------------------------
 # The view; readers need SELECT on the roll-up
@@ -281,6 +354,8 @@ is($node->safe_psql('postgres',
 		"SELECT to_regclass('events_by_hour') IS NULL, to_regclass('events_by_hour_sealed') IS NULL, "
 		  . "count(*) FROM streamcube.rollup_catalog"),
 	't|t|1', 'drop_rollup dropped the table, its view and the catalog row');
+is($node->safe_psql('postgres', "SELECT to_regclass('events_by_hour_merged') IS NULL"), 't',
+	'and its merged view');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(amount) FROM events'), $rows, 'the cube is untouched');
 
 # ---------------------------------------------------------------------
@@ -301,7 +376,7 @@ my $daily_diff = q{
 	WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, country,
 	                    count(*) AS n, sum(amount) AS amount, max(amount) AS top
 	             FROM daily GROUP BY 1, 2),
-	     r AS (SELECT bucket, country, n, amount, top FROM daily_by_minute)
+	     r AS (SELECT bucket, country, n, amount, top FROM daily_by_minute_merged)
 	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
 	HAVING count(*) > 0};
 $node->safe_psql('postgres', "SELECT streamcube_seal('daily')");
@@ -352,7 +427,7 @@ my $hourly_diff = q{
 	WITH raw AS (SELECT date_bin('1 hour', ts, '2001-01-01') AS bucket, country,
 	                    count(*) AS n, sum(amount) AS amount
 	             FROM daily GROUP BY 1, 2),
-	     r AS (SELECT bucket, country, n, amount FROM daily_by_hour)
+	     r AS (SELECT bucket, country, n, amount FROM daily_by_hour_merged)
 	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
 	HAVING count(*) > 0};
 is($node->safe_psql('postgres', $hourly_diff), '', 'filled from the compacted day: equals the raw rows');
@@ -370,8 +445,9 @@ like(sealed_view('daily_by_hour', 'bucket, country, n'), qr/^daily_by_hour_seale
 $node->safe_psql('postgres', 'CREATE SCHEMA moved; ALTER TABLE daily_by_hour SET SCHEMA moved');
 $node->safe_psql('postgres', "SELECT streamcube_drop_rollup('moved.daily_by_hour')");
 is($node->safe_psql('postgres',
-		"SELECT to_regclass('moved.daily_by_hour') IS NULL, to_regclass('daily_by_hour_sealed') IS NULL"),
-	't|t', 'a roll-up moved to another schema is dropped with its view');
+		"SELECT to_regclass('moved.daily_by_hour') IS NULL, to_regclass('daily_by_hour_sealed') IS NULL, "
+		  . "to_regclass('daily_by_hour_merged') IS NULL"),
+	't|t|t', 'a roll-up moved to another schema is dropped with its views');
 
 # ---------------------------------------------------------------------
 # A cube that keeps no raw rows
@@ -428,8 +504,12 @@ is($node->safe_psql('postgres',
 ($rc, $out, $err) = $node->psql('postgres', 'ALTER TABLE events_by_minute OWNER TO reader');
 like($err, qr/events_by_minute" of cube "events" would belong to role "reader"/,
 	'a roll-up cannot be given to another role than the cube\'s owner');
-is($node->safe_psql('postgres', "SELECT relowner::regrole FROM pg_class WHERE oid = 'events_by_minute_sealed'::regclass"),
-	'cubeowner', 'its view moved with the cube');
+is($node->safe_psql('postgres', "SELECT string_agg(relowner::regrole::text, ',') FROM pg_class "
+		  . "WHERE oid IN ('events_by_minute_sealed'::regclass, 'events_by_minute_merged'::regclass)"),
+	'cubeowner,cubeowner', 'its views moved with the cube');
+($rc, $out, $err) = $node->psql('postgres', 'ALTER VIEW events_by_minute_merged OWNER TO reader');
+like($err, qr/view "events_by_minute_merged" of cube "events" would belong to role "reader"/,
+	'the merged view cannot be given away either');
 ($rc, $out, $err) = $node->psql('postgres', 'ALTER VIEW events_by_minute_sealed OWNER TO reader');
 like($err, qr/view "events_by_minute_sealed" of cube "events" would belong to role "reader"/,
 	'nor can its view');
@@ -457,8 +537,9 @@ is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_device'),
 # Dropping a cube drops its roll-ups' views with them.
 $node->safe_psql('postgres', "SELECT streamcube_drop_cube('noraw')");
 is($node->safe_psql('postgres',
-		"SELECT to_regclass('noraw_by_minute') IS NULL, to_regclass('noraw_by_minute_sealed') IS NULL"),
-	't|t', 'drop_cube dropped the roll-up and its view');
+		"SELECT to_regclass('noraw_by_minute') IS NULL, to_regclass('noraw_by_minute_sealed') IS NULL, "
+		  . "to_regclass('noraw_by_minute_merged') IS NULL"),
+	't|t|t', 'drop_cube dropped the roll-up and its views');
 
 $node->stop;
 done_testing();

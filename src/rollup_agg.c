@@ -1,0 +1,801 @@
+/*-------------------------------------------------------------------------
+ *
+ * rollup_agg.c
+ *		A roll-up's share of a batch: aggregated in C, appended as partial
+ *		rows.
+ *
+ * A batch's rows are grouped by (bucket, dimensions) in a hash table whose
+ * hash and equality functions come from the type cache (the dimension
+ * types' own, under their collation, as GROUP BY has them), and each group
+ * is aggregated by the very aggregates a query would use: the roll-up's
+ * SELECT list is parsed once (so functions, casts and the hll hash of a
+ * column are resolved as SQL resolves them), and each of its Aggrefs is
+ * run from its pg_aggregate row: the transition function per row, the
+ * final function per group, called through fmgr in an aggregate call
+ * context like the executor's (AggCheckCallContext finds it), with the
+ * executor's rules for strict functions and initial values.  So count,
+ * sum, min, max and avg give what PostgreSQL's aggregates give (numeric
+ * through numeric's own functions, a float sum in row order), and hll and
+ * tdigest what their extensions' aggregates give, without a hand-written
+ * sketch and without an SQL statement.  The rows of a group are fed in
+ * their order, one group at a time: a group's transition states (an hll's
+ * takes 128 kB) live only while it is aggregated.
+ *
+ * Each group becomes one *partial* row, appended to the roll-up partition
+ * of its window with the heap's own insert, in the batch's transaction: an
+ * active partition has no key, and the seal or compaction of the window
+ * merges its partial rows into one row per group (rollups.c).  A row late
+ * into a sealed window is added to the one row of its group there (INSERT
+ * ... ON CONFLICT DO UPDATE on that partition's key): late rows are few,
+ * and a sealed window keeps one row per group.
+ *
+ * The fill of a new roll-up from a cube's rows uses the same code
+ * (rollup_sql.c), with every partition appended to, sealed ones merged
+ * after: both count alike.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "miscadmin.h"
+#include "parser/analyze.h"
+#include "parser/parse_agg.h"
+#include "parser/parse_coerce.h"
+#include "rollup.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+
+/* One aggregate of the roll-up's SELECT list, as the executor would run it. */
+typedef struct ScAggCall
+{
+	int			nargs;			/* inputs of the transition function, after the state */
+	ExprState **args;
+	ExprState  *filter;			/* FILTER (WHERE ...), or NULL */
+	FmgrInfo	transfn;
+	Oid			collation;
+	int16		translen;
+	bool		transbyval;
+	bool		init_null;
+	Datum		init_value;
+	bool		has_final;
+	FmgrInfo	finalfn;
+	int			final_nargs;
+	FunctionCallInfo trans_call;
+	FunctionCallInfo final_call;
+} ScAggCall;
+
+/* The transition state of one aggregate of the group being aggregated. */
+typedef struct ScAggState
+{
+	Datum		value;
+	bool		isnull;
+	bool		noinit;			/* no value yet: the first input becomes it */
+} ScAggState;
+
+struct ScRollupAgg
+{
+	ScRollup   *rollup;
+	MemoryContext cxt;			/* everything below */
+	MemoryContext group_cxt;	/* one group's states; reset per group */
+	int			ndims;
+	int		   *dim_col;		/* cube column of each dimension */
+	FmgrInfo   *dim_hash;
+	FmgrInfo   *dim_eq;
+	Oid		   *dim_coll;
+	int			naggs;
+	ScAggCall  *aggs;
+	ScAggState *states;
+	TupleDesc	scan_desc;		/* b, then every cube column */
+	TupleTableSlot *scan;
+	ExprContext *econtext;		/* per row: the scan slot, its memory */
+	AggState   *aggstate;		/* the call context aggregates look for */
+	ExprContext *aggcontext;	/* its current aggregate context: group_cxt */
+	TupleDesc	out_desc;		/* the roll-up's columns */
+	SPIPlanPtr	windows_plan;
+};
+
+/* ----------------------------------------------------------------
+ * Set-up
+ * ----------------------------------------------------------------
+ */
+
+/* The query whose SELECT list the aggregator runs: over typed NULLs. */
+static char *
+sc_rollup_agg_query(const ScCube *cube, const ScRollup *r)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "SELECT %s FROM (SELECT NULL::%s AS b", sc_rollup_select_list(cube, r, "u"),
+					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz");
+	for (int c = 0; c < cube->ncolumns; c++)
+		appendStringInfo(&s, ", NULL::%s AS c%d", sc_cube_column_type(cube, c), c);
+	appendStringInfoString(&s, " LIMIT 0) u GROUP BY u.b");
+	for (int d = 0; d < r->ndims; d++)
+		appendStringInfo(&s, ", u.c%d", r->dims[d]);
+	return s.data;
+}
+
+static ExprState *
+sc_rollup_agg_expr(Expr *expr)
+{
+	return ExecInitExpr(expression_planner(expr), NULL);
+}
+
+/* The executor's view of one Aggref, from its pg_aggregate row. */
+static void
+sc_rollup_agg_call(ScRollupAgg *agg, Aggref *aggref, ScAggCall *call)
+{
+	HeapTuple	tup;
+	Form_pg_aggregate form;
+	Oid			input_types[FUNC_MAX_ARGS];
+	int			ninputs;
+	Oid			transtype;
+	Expr	   *transfn_expr;
+	Datum		text_init;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (aggref->aggkind != AGGKIND_NORMAL || aggref->aggorder != NIL ||
+		aggref->aggdistinct != NIL || aggref->aggdirectargs != NIL)
+		elog(ERROR, "roll-up %s: aggregate %u is not a plain aggregate",
+			 agg->rollup->qualified, aggref->aggfnoid);
+	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggref->aggfnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggref->aggfnoid);
+	form = (Form_pg_aggregate) GETSTRUCT(tup);
+
+	ninputs = get_aggregate_argtypes(aggref, input_types);
+	transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggtranstype, input_types, ninputs);
+	get_typlenbyval(transtype, &call->translen, &call->transbyval);
+	call->collation = aggref->inputcollid;
+
+	build_aggregate_transfn_expr(input_types, ninputs, 0, aggref->aggvariadic, transtype,
+								 aggref->inputcollid, form->aggtransfn, InvalidOid,
+								 &transfn_expr, NULL);
+	fmgr_info_cxt(form->aggtransfn, &call->transfn, agg->cxt);
+	fmgr_info_set_expr((Node *) transfn_expr, &call->transfn);
+
+	text_init = SysCacheGetAttr(AGGFNOID, tup, Anum_pg_aggregate_agginitval, &call->init_null);
+	if (!call->init_null)
+	{
+		Oid			typinput,
+					typioparam;
+
+		getTypeInputInfo(transtype, &typinput, &typioparam);
+		call->init_value = OidInputFunctionCall(typinput, TextDatumGetCString(text_init), typioparam, -1);
+	}
+	else if (call->transfn.fn_strict && !IsBinaryCoercible(input_types[0], transtype))
+		elog(ERROR, "aggregate %u needs an initial value", aggref->aggfnoid);
+
+	call->has_final = OidIsValid(form->aggfinalfn);
+	if (call->has_final)
+	{
+		Expr	   *finalfn_expr;
+
+		call->final_nargs = form->aggfinalextra ? ninputs + 1 : 1;
+		build_aggregate_finalfn_expr(input_types, call->final_nargs, transtype, aggref->aggtype,
+									 aggref->inputcollid, form->aggfinalfn, &finalfn_expr);
+		fmgr_info_cxt(form->aggfinalfn, &call->finalfn, agg->cxt);
+		fmgr_info_set_expr((Node *) finalfn_expr, &call->finalfn);
+		call->final_call = palloc0(SizeForFunctionCallInfo(call->final_nargs));
+		InitFunctionCallInfoData(*call->final_call, &call->finalfn, call->final_nargs,
+								 aggref->inputcollid, (Node *) agg->aggstate, NULL);
+	}
+	ReleaseSysCache(tup);
+
+	call->nargs = list_length(aggref->args);
+	call->args = palloc0(sizeof(ExprState *) * Max(call->nargs, 1));
+	foreach(lc, aggref->args)
+		call->args[i++] = sc_rollup_agg_expr(lfirst_node(TargetEntry, lc)->expr);
+	if (aggref->aggfilter != NULL)
+		call->filter = sc_rollup_agg_expr(aggref->aggfilter);
+	call->trans_call = palloc0(SizeForFunctionCallInfo(call->nargs + 1));
+	InitFunctionCallInfoData(*call->trans_call, &call->transfn, call->nargs + 1,
+							 aggref->inputcollid, (Node *) agg->aggstate, NULL);
+}
+
+/*
+ * The aggregator of roll-up r, made in a memory context of its own under
+ * the current one (sc_rollup_agg_free() deletes it).  The SELECT list is
+ * parsed as the cube's owner.
+ */
+ScRollupAgg *
+sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube roll-up aggregator",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	ScRollupAgg *agg = palloc0(sizeof(ScRollupAgg));
+	char	   *sql = sc_rollup_agg_query(cube, r);
+	RawStmt    *raw;
+	Query	   *query;
+	Query	   *sub;
+	ScAsOwner	as;
+	ListCell   *lc;
+	int			k = 0;
+	Relation	rel;
+
+	agg->rollup = r;
+	agg->cxt = cxt;
+	agg->group_cxt = AllocSetContextCreate(cxt, "streamcube roll-up group", ALLOCSET_DEFAULT_SIZES);
+
+	sc_as_owner_enter(&as, cube->owner);
+	raw = linitial_node(RawStmt, pg_parse_query(sql));
+	query = parse_analyze_fixedparams(raw, sql, NULL, 0, NULL);
+	sc_as_owner_leave(&as);
+
+	/* The scan row: the subquery's columns, b and c0.. */
+	sub = linitial_node(RangeTblEntry, query->rtable)->subquery;
+	agg->scan_desc = CreateTemplateTupleDesc(list_length(sub->targetList));
+	foreach(lc, sub->targetList)
+	{
+		Node	   *e = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+		k++;
+		TupleDescInitEntry(agg->scan_desc, k, NULL, exprType(e), exprTypmod(e), 0);
+	}
+	agg->scan = MakeSingleTupleTableSlot(agg->scan_desc, &TTSOpsVirtual);
+	agg->econtext = CreateStandaloneExprContext();
+	agg->econtext->ecxt_scantuple = agg->scan;
+
+	/* What AggCheckCallContext() and AggGetTempMemoryContext() read. */
+	agg->aggcontext = makeNode(ExprContext);
+	agg->aggcontext->ecxt_per_tuple_memory = agg->group_cxt;
+	agg->aggcontext->ecxt_per_query_memory = agg->group_cxt;
+	agg->aggstate = makeNode(AggState);
+	agg->aggstate->curaggcontext = agg->aggcontext;
+	agg->aggstate->tmpcontext = agg->econtext;
+
+	/* b, the dimensions (columns), then one Aggref per roll-up column. */
+	agg->ndims = r->ndims;
+	agg->dim_col = palloc(sizeof(int) * Max(r->ndims, 1));
+	agg->dim_hash = palloc0(sizeof(FmgrInfo) * Max(r->ndims, 1));
+	agg->dim_eq = palloc0(sizeof(FmgrInfo) * Max(r->ndims, 1));
+	agg->dim_coll = palloc(sizeof(Oid) * Max(r->ndims, 1));
+	agg->aggs = palloc0(sizeof(ScAggCall) * list_length(query->targetList));
+	k = 0;
+	foreach(lc, query->targetList)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		if (k >= 1 && k <= r->ndims)
+		{
+			Var		   *var = (Var *) te->expr;
+			TypeCacheEntry *tc;
+			int			d = k - 1;
+
+			if (!IsA(var, Var))
+				elog(ERROR, "roll-up %s: dimension %d is not a column", r->qualified, d + 1);
+			agg->dim_col[d] = var->varattno - 2;
+			agg->dim_coll[d] = var->varcollid;
+			tc = lookup_type_cache(var->vartype, TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR_FINFO);
+			if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->eq_opr))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_FUNCTION),
+						 errmsg("dimension \"%s\" of roll-up %s has type %s, which has no hash function",
+								cube->columns[r->dims[d]].name, r->qualified,
+								format_type_be(var->vartype)),
+						 errhint("A dimension's type needs a hash operator class, as GROUP BY by hashing does.")));
+			fmgr_info_copy(&agg->dim_hash[d], &tc->hash_proc_finfo, cxt);
+			fmgr_info_copy(&agg->dim_eq[d], &tc->eq_opr_finfo, cxt);
+		}
+		else if (k > r->ndims)
+		{
+			if (!IsA(te->expr, Aggref))
+				elog(ERROR, "roll-up %s: column %d is not an aggregate", r->qualified, k + 1);
+			sc_rollup_agg_call(agg, (Aggref *) te->expr, &agg->aggs[agg->naggs++]);
+		}
+		k++;
+	}
+	agg->states = palloc0(sizeof(ScAggState) * Max(agg->naggs, 1));
+
+	rel = table_open(r->relid, AccessShareLock);
+	agg->out_desc = CreateTupleDescCopy(RelationGetDescr(rel));
+	table_close(rel, AccessShareLock);
+	if (agg->out_desc->natts != 1 + r->ndims + agg->naggs)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("roll-up %s has %d columns, not the %d of its definition",
+						r->qualified, agg->out_desc->natts, 1 + r->ndims + agg->naggs),
+				 errhint("Columns of a roll-up are not to be added or dropped: drop the roll-up and create it again.")));
+	MemoryContextSwitchTo(old);
+	return agg;
+}
+
+void
+sc_rollup_agg_free(ScRollupAgg *agg)
+{
+	if (agg->econtext != NULL)
+		FreeExprContext(agg->econtext, true);
+	if (agg->windows_plan != NULL)
+		SPI_freeplan(agg->windows_plan);
+	MemoryContextDelete(agg->cxt);
+}
+
+/* ----------------------------------------------------------------
+ * Aggregation
+ * ----------------------------------------------------------------
+ */
+
+typedef struct ScGroupSlot
+{
+	uint32		hash;
+	int			group;			/* -1: empty */
+} ScGroupSlot;
+
+static inline bool
+sc_rollup_same_key(ScRollupAgg *agg, Datum **values, bool **nulls, int a, int b)
+{
+	for (int d = 0; d < agg->ndims; d++)
+	{
+		int			c = agg->dim_col[d];
+
+		if (nulls[c][a] || nulls[c][b])
+		{
+			if (nulls[c][a] != nulls[c][b])
+				return false;
+			continue;
+		}
+		if (!DatumGetBool(FunctionCall2Coll(&agg->dim_eq[d], agg->dim_coll[d], values[c][a], values[c][b])))
+			return false;
+	}
+	return true;
+}
+
+/* Line l into the scan slot. */
+static inline void
+sc_rollup_agg_row(ScRollupAgg *agg, int ncolumns, Datum **values, bool **nulls, int l)
+{
+	TupleTableSlot *slot = agg->scan;
+
+	ExecClearTuple(slot);
+	slot->tts_values[0] = (Datum) 0;
+	slot->tts_isnull[0] = true;
+	for (int c = 0; c < ncolumns; c++)
+	{
+		if (values[c] == NULL)
+			slot->tts_isnull[c + 1] = true;
+		else
+		{
+			slot->tts_values[c + 1] = values[c][l];
+			slot->tts_isnull[c + 1] = nulls[c][l];
+		}
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* The executor's advance_transition_function(), for one row. */
+static inline void
+sc_rollup_agg_advance(ScRollupAgg *agg, ScAggCall *call, ScAggState *st)
+{
+	FunctionCallInfo fcinfo = call->trans_call;
+	MemoryContext old;
+	Datum		value;
+
+	if (call->filter != NULL)
+	{
+		bool		isnull;
+		Datum		pass = ExecEvalExpr(call->filter, agg->econtext, &isnull);
+
+		if (isnull || !DatumGetBool(pass))
+			return;
+	}
+	for (int i = 0; i < call->nargs; i++)
+		fcinfo->args[i + 1].value = ExecEvalExpr(call->args[i], agg->econtext, &fcinfo->args[i + 1].isnull);
+	if (call->transfn.fn_strict)
+	{
+		for (int i = 1; i <= call->nargs; i++)
+			if (fcinfo->args[i].isnull)
+				return;
+		if (st->noinit)
+		{
+			/* The first input is the state (binary coercible: checked at set-up). */
+			st->value = datumCopy(fcinfo->args[1].value, call->transbyval, call->translen);
+			st->isnull = false;
+			st->noinit = false;
+			return;
+		}
+		if (st->isnull)
+			return;
+	}
+	fcinfo->args[0].value = st->value;
+	fcinfo->args[0].isnull = st->isnull;
+	fcinfo->isnull = false;
+	old = MemoryContextSwitchTo(agg->econtext->ecxt_per_tuple_memory);
+	value = FunctionCallInvoke(fcinfo);
+	MemoryContextSwitchTo(agg->group_cxt);
+	if (!call->transbyval && DatumGetPointer(value) != DatumGetPointer(st->value))
+	{
+		if (!fcinfo->isnull)
+			value = datumCopy(value, false, call->translen);
+		if (!st->isnull)
+			pfree(DatumGetPointer(st->value));
+	}
+	MemoryContextSwitchTo(old);
+	st->value = value;
+	st->isnull = fcinfo->isnull;
+	st->noinit = false;
+}
+
+/* The executor's finalize_aggregate(), in the group's context. */
+static inline Datum
+sc_rollup_agg_final(ScRollupAgg *agg, ScAggCall *call, ScAggState *st, bool *isnull)
+{
+	FunctionCallInfo fcinfo = call->final_call;
+	Datum		result;
+
+	if (!call->has_final)
+	{
+		*isnull = st->isnull;
+		return st->value;
+	}
+	if (call->finalfn.fn_strict && st->isnull)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	fcinfo->args[0].value = st->value;
+	fcinfo->args[0].isnull = st->isnull;
+	for (int i = 1; i < call->final_nargs; i++)
+	{
+		fcinfo->args[i].value = (Datum) 0;
+		fcinfo->args[i].isnull = true;
+	}
+	fcinfo->isnull = false;
+	result = FunctionCallInvoke(fcinfo);
+	*isnull = fcinfo->isnull;
+	return result;
+}
+
+/* ----------------------------------------------------------------
+ * Writing
+ * ----------------------------------------------------------------
+ */
+
+/* The partitions of r for windows[0..n): *relids and *sealed, in that order. */
+static void
+sc_rollup_agg_partitions(ScRollupAgg *agg, const ScCube *cube, const int64 *windows, int n,
+						 Oid *relids, bool *sealed)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	SPITupleTable *tab;
+
+	for (int i = 0; i < n; i++)
+	{
+		elems[i] = TimestampTzGetDatum(windows[i]);
+		relids[i] = InvalidOid;
+	}
+	if (sc_catalog_exec_kept(&agg->windows_plan,
+							 "SELECT w.window_start, w.relid::oid, w.state = 'sealed' "
+							 "FROM streamcube.rollup_windows w "
+							 "WHERE w.rollup_id = $1 AND w.window_start = ANY ($2)",
+							 2, (Oid[]) {INT4OID, TIMESTAMPTZARRAYOID},
+							 (Datum[]) {Int32GetDatum(agg->rollup->rollup_id),
+								 PointerGetDatum(construct_array(elems, n, TIMESTAMPTZOID, 8,
+																 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE))},
+							 NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamcube.rollup_windows");
+	tab = SPI_tuptable;
+	for (uint64 k = 0; k < SPI_processed; k++)
+	{
+		bool		isnull;
+		int64		w = DatumGetTimestampTz(SPI_getbinval(tab->vals[k], tab->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (windows[i] == w)
+			{
+				relids[i] = DatumGetObjectId(SPI_getbinval(tab->vals[k], tab->tupdesc, 2, &isnull));
+				sealed[i] = DatumGetBool(SPI_getbinval(tab->vals[k], tab->tupdesc, 3, &isnull));
+			}
+	}
+	for (int i = 0; i < n; i++)
+		if (!OidIsValid(relids[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("roll-up %s has no partition for window %s of cube %s",
+							agg->rollup->qualified, sc_bound_literal(cube, windows[i]), cube->qualified),
+					 errhint("A roll-up's partition of a window is made with the cube's; was it dropped by hand?")));
+}
+
+/* rows[0..n) through the statement sql (its parameters: the roll-up's columns). */
+static void
+sc_rollup_agg_by_sql(ScRollupAgg *agg, const char *sql, HeapTuple *rows, int n)
+{
+	int			natts = agg->out_desc->natts;
+	Oid		   *types = palloc(sizeof(Oid) * natts);
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *isnull = palloc(sizeof(bool) * natts);
+	char	   *nulls = palloc(natts + 1);
+	SPIPlanPtr	plan;
+
+	for (int a = 0; a < natts; a++)
+		types[a] = TupleDescAttr(agg->out_desc, a)->atttypid;
+	plan = SPI_prepare(sql, natts, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	for (int i = 0; i < n; i++)
+	{
+		int			ret;
+
+		heap_deform_tuple(rows[i], agg->out_desc, values, isnull);
+		for (int a = 0; a < natts; a++)
+			nulls[a] = isnull[a] ? 'n' : ' ';
+		ret = SPI_execute_plan(plan, values, nulls, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "could not write into roll-up %s: %s", agg->rollup->qualified,
+				 SPI_result_code_string(ret));
+	}
+	SPI_freeplan(plan);
+}
+
+/* Has rel a unique index (its key)? */
+static bool
+sc_relation_has_unique_index(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		unique = false;
+
+	foreach(lc, indexes)
+		unique |= sc_index_is_unique(lfirst_oid(lc));
+	list_free(indexes);
+	return unique;
+}
+
+/*
+ * Append rows[0..n) to partition relid with the heap's insert (an active
+ * partition has no index; one someone added is kept by SQL instead).
+ */
+static void
+sc_rollup_agg_append(ScRollupAgg *agg, Oid relid, HeapTuple *rows, int n)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	BulkInsertState bistate;
+	TupleTableSlot *slot;
+	CommandId	cid;
+
+	if (rel->rd_rel->relhasindex || RelationGetDescr(rel)->natts != agg->out_desc->natts)
+	{
+		/*
+		 * Indexes to keep: by SQL.  A unique one is the key a 0.3.0 roll-up
+		 * had on every partition, until ALTER EXTENSION ... UPDATE drops it
+		 * from the active ones: the rows are added to it, as 0.3.0 did.
+		 */
+		bool		keyed = sc_relation_has_unique_index(rel);
+
+		table_close(rel, NoLock);
+		sc_rollup_agg_by_sql(agg, sc_rollup_insert_sql(agg->rollup, agg->out_desc,
+													   sc_relation_qualified(relid), keyed),
+							 rows, n);
+		return;
+	}
+	bistate = GetBulkInsertState();
+	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+	cid = GetCurrentCommandId(true);
+	for (int i = 0; i < n; i++)
+	{
+		ExecStoreHeapTuple(rows[i], slot, false);
+		table_tuple_insert(rel, slot, cid, 0, bistate);
+		ExecClearTuple(slot);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(rel, 0);
+	table_close(rel, NoLock);
+}
+
+static int
+sc_int64_cmp(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Write the groups' rows, each into its window's partition of the roll-up. */
+static void
+sc_rollup_agg_write(ScRollupAgg *agg, const ScCube *cube, HeapTuple *rows, const int64 *window,
+					int ngroups, bool fill)
+{
+	int64	   *windows = palloc(sizeof(int64) * ngroups);
+	Oid		   *relids;
+	bool	   *sealed;
+	HeapTuple  *part_rows = palloc(sizeof(HeapTuple) * ngroups);
+	int			nwindows = 0;
+
+	memcpy(windows, window, sizeof(int64) * ngroups);
+	qsort(windows, ngroups, sizeof(int64), sc_int64_cmp);
+	for (int g = 0; g < ngroups; g++)
+		if (nwindows == 0 || windows[nwindows - 1] != windows[g])
+			windows[nwindows++] = windows[g];
+	relids = palloc(sizeof(Oid) * nwindows);
+	sealed = palloc(sizeof(bool) * nwindows);
+	sc_rollup_agg_partitions(agg, cube, windows, nwindows, relids, sealed);
+
+	for (int w = 0; w < nwindows; w++)
+	{
+		int			n = 0;
+
+		/* windows of one partition (a compacted day) are written once */
+		if (w > 0 && relids[w] == relids[w - 1])
+			continue;
+		for (int g = 0; g < ngroups; g++)
+		{
+			int			k;
+
+			for (k = w; k < nwindows && relids[k] == relids[w]; k++)
+				if (windows[k] == window[g])
+					break;
+			if (k < nwindows && relids[k] == relids[w])
+				part_rows[n++] = rows[g];
+		}
+		if (sealed[w] && !fill)
+			sc_rollup_agg_by_sql(agg, sc_rollup_insert_sql(agg->rollup, agg->out_desc,
+														   sc_relation_qualified(relids[w]), true),
+								 part_rows, n);
+		else
+			sc_rollup_agg_append(agg, relids[w], part_rows, n);
+	}
+}
+
+/*
+ * Aggregate lines [0, n) where use[l] (all when use is NULL) into partial
+ * rows of the roll-up, and write them: ts[l] the lines' time values,
+ * values[c][l] and nulls[c][l] the value of cube column c (NULL arrays for
+ * the columns no roll-up reads).  With fill, sealed partitions are
+ * appended to as well (the caller merges them after).  Connected to SPI;
+ * the rows are built in the current memory context.
+ */
+void
+sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
+				  Datum **values, bool **nulls, const bool *use, bool fill)
+{
+	ScRollup   *r = agg->rollup;
+	MemoryContext out_cxt = CurrentMemoryContext;
+	int		   *group_of = palloc(sizeof(int) * Max(n, 1));
+	int		   *first = palloc(sizeof(int) * Max(n, 1));
+	int64	   *bucket = palloc(sizeof(int64) * Max(n, 1));
+	int		   *start;
+	int		   *order;
+	int			ngroups = 0;
+	int			size = 16;
+	ScGroupSlot *table;
+	HeapTuple  *rows;
+	int64	   *window;
+	int			natts = agg->out_desc->natts;
+	Datum	   *ov = palloc(sizeof(Datum) * natts);
+	bool	   *on = palloc(sizeof(bool) * natts);
+
+	while (size < 2 * n)
+		size *= 2;
+	table = palloc(sizeof(ScGroupSlot) * size);
+	for (int i = 0; i < size; i++)
+		table[i].group = -1;
+
+	/* 1. Each line's group: hash of the bucket and dimensions, then equality. */
+	for (int l = 0; l < n; l++)
+	{
+		int64		b;
+		uint32		h;
+		int			i;
+
+		group_of[l] = -1;
+		if (use != NULL && !use[l])
+			continue;
+		b = sc_bucket_start(ts[l], r->granularity);
+		h = hash_combine(murmurhash32((uint32) b), murmurhash32((uint32) ((uint64) b >> 32)));
+		for (int d = 0; d < agg->ndims; d++)
+		{
+			int			c = agg->dim_col[d];
+
+			h = hash_combine(h, nulls[c][l] ? 0x9e3779b9 :
+							 DatumGetUInt32(FunctionCall1Coll(&agg->dim_hash[d], agg->dim_coll[d],
+															  values[c][l])));
+		}
+		for (i = h & (size - 1); table[i].group >= 0; i = (i + 1) & (size - 1))
+		{
+			int			g = table[i].group;
+
+			if (table[i].hash == h && bucket[g] == b &&
+				sc_rollup_same_key(agg, values, nulls, first[g], l))
+				break;
+		}
+		if (table[i].group < 0)
+		{
+			table[i].hash = h;
+			table[i].group = ngroups;
+			first[ngroups] = l;
+			bucket[ngroups] = b;
+			ngroups++;
+		}
+		group_of[l] = table[i].group;
+	}
+	if (ngroups == 0)
+		return;
+
+	/* 2. The lines of each group, in their order (a counting sort). */
+	start = palloc0(sizeof(int) * (ngroups + 1));
+	order = palloc(sizeof(int) * Max(n, 1));
+	for (int l = 0; l < n; l++)
+		if (group_of[l] >= 0)
+			start[group_of[l] + 1]++;
+	for (int g = 0; g < ngroups; g++)
+		start[g + 1] += start[g];
+	{
+		int		   *next = palloc(sizeof(int) * ngroups);
+
+		memcpy(next, start, sizeof(int) * ngroups);
+		for (int l = 0; l < n; l++)
+			if (group_of[l] >= 0)
+				order[next[group_of[l]]++] = l;
+	}
+
+	/* 3. Each group aggregated, one at a time, into a row. */
+	rows = palloc(sizeof(HeapTuple) * ngroups);
+	window = palloc(sizeof(int64) * ngroups);
+	for (int g = 0; g < ngroups; g++)
+	{
+		int			f = first[g];
+
+		MemoryContextSwitchTo(agg->group_cxt);
+		for (int a = 0; a < agg->naggs; a++)
+		{
+			ScAggCall  *call = &agg->aggs[a];
+			ScAggState *st = &agg->states[a];
+
+			st->noinit = call->init_null;
+			st->isnull = call->init_null;
+			st->value = call->init_null ? (Datum) 0 :
+				datumCopy(call->init_value, call->transbyval, call->translen);
+		}
+		for (int k = start[g]; k < start[g + 1]; k++)
+		{
+			sc_rollup_agg_row(agg, cube->ncolumns, values, nulls, order[k]);
+			for (int a = 0; a < agg->naggs; a++)
+				sc_rollup_agg_advance(agg, &agg->aggs[a], &agg->states[a]);
+			ResetExprContext(agg->econtext);
+			CHECK_FOR_INTERRUPTS();
+		}
+		ov[0] = Int64GetDatum(bucket[g]);
+		on[0] = false;
+		for (int d = 0; d < agg->ndims; d++)
+		{
+			int			c = agg->dim_col[d];
+
+			ov[1 + d] = values[c][f];
+			on[1 + d] = nulls[c][f];
+		}
+		for (int a = 0; a < agg->naggs; a++)
+			ov[1 + agg->ndims + a] = sc_rollup_agg_final(agg, &agg->aggs[a], &agg->states[a],
+														 &on[1 + agg->ndims + a]);
+		MemoryContextSwitchTo(out_cxt);
+		rows[g] = heap_form_tuple(agg->out_desc, ov, on);
+		window[g] = sc_window_start(cube, bucket[g]);
+		ReScanExprContext(agg->aggcontext);
+	}
+
+	/* 4. Into the roll-up's partitions. */
+	sc_rollup_agg_write(agg, cube, rows, window, ngroups, fill);
+}
