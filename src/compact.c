@@ -389,7 +389,7 @@ sc_compact_copy(ScCompactJob *job)
 	move = sc_rows_move_begin(job->new_relid);
 	job->rows = 0;
 	for (int i = 0; i < job->nsources; i++)
-		job->rows += sc_rows_move_from(move, job->sources[i]);
+		job->rows += sc_rows_move_from(move, job->sources[i], false);
 	sc_rows_move_end(move);
 
 	sc_as_owner_enter(&save, cube->owner);

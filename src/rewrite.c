@@ -31,9 +31,17 @@
  * by that snapshot; and versions an older snapshot still sees would be
  * dropped as dead.
  *
+ * A roll-up's seal moves its window's partial rows *superseded*: each row
+ * every snapshot sees is written deleted by the moving transaction, beside
+ * the merged rows the caller inserted into the target first.  A snapshot
+ * older than the seal sees the partial rows, a newer one the merged rows;
+ * the partial rows lie after the merged ones, so that VACUUM, once no
+ * snapshot sees them, truncates the target back to the merged rows.
+ *
  * The caller holds a lock on each source that keeps writers out (SHARE);
- * readers go on.  The target is a table the caller created, empty, in the
- * same transaction.  No user code runs here; the index build at the end
+ * readers go on.  The target is a table the caller created in the same
+ * transaction, empty or holding only rows the caller inserted: the moved
+ * rows are written after them.  No user code runs here; the index build at the end
  * runs index expressions as the target's owner, restricted, as REINDEX does.
  *
  *-------------------------------------------------------------------------
@@ -71,7 +79,11 @@ struct ScRowMove
 	bool	   *nulls;
 };
 
-/* Start moving rows into target, an empty heap table made in this transaction. */
+/*
+ * Start moving rows into target, a heap table made in this transaction
+ * (empty, or with rows this transaction inserted: the moved rows go after
+ * its last page).
+ */
 ScRowMove *
 sc_rows_move_begin(Oid target)
 {
@@ -80,10 +92,11 @@ sc_rows_move_begin(Oid target)
 
 	m->target = table_open(target, AccessExclusiveLock);
 	if (m->target->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		m->target->rd_createSubid == InvalidSubTransactionId ||
-		RelationGetNumberOfBlocks(m->target) != 0)
-		elog(ERROR, "relation \"%s\" is not an empty heap table made in this transaction",
+		m->target->rd_createSubid == InvalidSubTransactionId)
+		elog(ERROR, "relation \"%s\" is not a heap table made in this transaction",
 			 RelationGetRelationName(m->target));
+	/* the rewrite writes past the last page: the inserted rows' pages on disk first */
+	FlushRelationBuffers(m->target);
 
 	desc = RelationGetDescr(m->target);
 	m->values = palloc(sizeof(Datum) * desc->natts);
@@ -92,12 +105,35 @@ sc_rows_move_begin(Oid target)
 }
 
 /*
+ * A copy of tuple deleted by the current transaction (as a DELETE would
+ * have marked it, its command id the current one): what a superseded row
+ * is written as.
+ */
+static HeapTuple
+sc_tuple_superseded(HeapTuple tuple)
+{
+	HeapTuple	copy = heap_copytuple(tuple);
+	HeapTupleHeader h = copy->t_data;
+
+	h->t_infomask &= ~(HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_IS_MULTI |
+					   HEAP_XMAX_LOCK_ONLY | HEAP_XMAX_KEYSHR_LOCK | HEAP_XMAX_EXCL_LOCK |
+					   HEAP_COMBOCID);
+	h->t_infomask2 |= HEAP_KEYS_UPDATED;
+	HeapTupleHeaderSetXmax(h, GetCurrentTransactionId());
+	HeapTupleHeaderSetCmax(h, GetCurrentCommandId(true), false);
+	h->t_ctid = copy->t_self;
+	return copy;
+}
+
+/*
  * Move every row of source that some snapshot may still see into the
- * target, headers kept.  Returns how many of them every snapshot sees (the
- * rows of the window now).  The caller keeps writers out of source.
+ * target, headers kept; with supersede, the rows every snapshot sees are
+ * written deleted by this transaction (see the top of the file).  Returns
+ * how many rows every snapshot saw (the rows of the window now).  The
+ * caller keeps writers out of source.
  */
 int64
-sc_rows_move_from(ScRowMove *m, Oid source_oid)
+sc_rows_move_from(ScRowMove *m, Oid source_oid, bool supersede)
 {
 	Relation	source = table_open(source_oid, AccessShareLock);
 	TupleDesc	sdesc = RelationGetDescr(source);
@@ -176,7 +212,15 @@ sc_rows_move_from(ScRowMove *m, Oid source_oid)
 			m->values[i] = m->nulls[i] ? (Datum) 0 : svalues[from - 1];
 		}
 		copy = heap_form_tuple(tdesc, m->values, m->nulls);
-		rewrite_heap_tuple(rw, tuple, copy);	/* takes the headers of tuple */
+		if (supersede && state == HEAPTUPLE_LIVE)
+		{
+			HeapTuple	gone = sc_tuple_superseded(tuple);
+
+			rewrite_heap_tuple(rw, gone, copy); /* takes the headers of gone */
+			heap_freetuple(gone);
+		}
+		else
+			rewrite_heap_tuple(rw, tuple, copy);	/* takes the headers of tuple */
 		heap_freetuple(copy);
 	}
 	table_endscan(scan);

@@ -13,7 +13,7 @@
 typedef struct ScRowMove ScRowMove;
 
 extern ScRowMove *sc_rows_move_begin(Oid target);
-extern int64 sc_rows_move_from(ScRowMove *move, Oid source);
+extern int64 sc_rows_move_from(ScRowMove *move, Oid source, bool supersede);
 extern void sc_rows_move_end(ScRowMove *move);
 
 #endif							/* SC_REWRITE_H */

@@ -72,7 +72,6 @@ extern const char *sc_rollup_problem(const ScCube *cube, const ScRollup *r);
 extern const char *sc_measure_function(ScMeasureKind kind);
 extern char *sc_rollup_extension_schema(ScMeasureKind kind, const char *measure);
 extern char *sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char *target, bool upsert);
-extern void sc_rollup_merge_partition(const ScRollup *r, Oid part);
 extern void sc_rollup_key_create(const ScRollup *r, Oid part);
 extern bool sc_index_is_unique(Oid indexoid);
 extern bool sc_rollup_catalog_current(void);

@@ -301,11 +301,89 @@ sc_rollup_create_windows(const ScCube *cube, int32 rollup_id, Oid relid)
 }
 
 /*
- * Fill the roll-up from every row the cube holds, as the cube's owner, a
- * chunk of rows at a time, aggregated as receivers aggregate a batch
- * (rollup_agg.c) into partial rows; then the sealed partitions' partial
- * rows are merged into one per group, as a seal would have merged them.
- * Nobody sees the roll-up before this transaction commits.
+ * The sealed partitions of the new roll-up r, each filled by one
+ * statement from the cube's partition of the same windows: one row per
+ * bucket and dimensions, by the same aggregates as a batch's, and its key.
+ * Returns the cube's partitions read (for the caller to leave out), in the
+ * current memory context.  As the cube's owner.
+ */
+static List *
+sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid		   *parts;
+	Datum	   *sources;
+	int			nparts;
+	List	   *read_parts = NIL;
+	StringInfoData cols;
+	ScAsOwner	as;
+
+	sc_catalog_exec("SELECT w.relid::oid, array_agg(DISTINCT s.relid::oid) "
+					"FROM streamcube.rollup_windows w "
+					"JOIN streamcube.segment_catalog s ON s.cube_id = $2 AND s.window_start = w.window_start "
+					"WHERE w.rollup_id = $1 AND w.state = 'sealed' GROUP BY w.relid",
+					2, (Oid[]) {INT4OID, INT4OID},
+					(Datum[]) {Int32GetDatum(r->rollup_id), Int32GetDatum(cube->cube_id)},
+					NULL, false, 0);
+	nparts = (int) SPI_processed;
+	parts = MemoryContextAlloc(cxt, sizeof(Oid) * Max(nparts, 1));
+	sources = MemoryContextAlloc(cxt, sizeof(Datum) * Max(nparts, 1));
+	for (int i = 0; i < nparts; i++)
+	{
+		bool		isnull;
+
+		parts[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		sources[i] = datumCopy(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull),
+							   false, -1);
+	}
+
+	/* The bucket and the columns read, named as the SELECT list wants them. */
+	initStringInfo(&cols);
+	appendStringInfo(&cols, "pg_catalog.date_bin('%lld microseconds'::pg_catalog.interval, %s, '2001-01-01 00:00:00%s) AS b",
+					 (long long) r->granularity,
+					 quote_identifier(cube->columns[cube->time_index].name),
+					 cube->time_type == TIMESTAMPOID ? "'::pg_catalog.timestamp" : "+00'::pg_catalog.timestamptz");
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (read[c])
+			appendStringInfo(&cols, ", %s AS c%d", quote_identifier(cube->columns[c].name), c);
+
+	for (int i = 0; i < nparts; i++)
+	{
+		StringInfoData sql;
+		Datum	   *srcs;
+		int			nsrcs;
+
+		deconstruct_array(DatumGetArrayTypeP(sources[i]), OIDOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &srcs, NULL, &nsrcs);
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "INSERT INTO %s SELECT %s FROM (", sc_relation_qualified(parts[i]),
+						 sc_rollup_select_list(cube, r, "u"));
+		for (int k = 0; k < nsrcs; k++)
+		{
+			appendStringInfo(&sql, "%sSELECT %s FROM ONLY %s", k > 0 ? " UNION ALL " : "",
+							 cols.data, sc_relation_qualified(DatumGetObjectId(srcs[k])));
+			read_parts = lappend_oid(read_parts, DatumGetObjectId(srcs[k]));
+		}
+		appendStringInfoString(&sql, ") u GROUP BY u.b");
+		for (int d = 0; d < r->ndims; d++)
+			appendStringInfo(&sql, ", u.c%d", r->dims[d]);
+		sc_as_owner_enter(&as, cube->owner);
+		if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not fill a sealed partition of roll-up %s", r->qualified);
+		sc_as_owner_leave(&as);
+		sc_rollup_key_create(r, parts[i]);
+		MemoryContextSwitchTo(cxt);
+	}
+	return read_parts;
+}
+
+/*
+ * Fill the roll-up from every row the cube holds, as the cube's owner: its
+ * sealed partitions from the cube's sealed partitions, one row per group
+ * (sc_rollup_fill_sealed), and its active partitions from the rest of the
+ * cube, a chunk of rows at a time, aggregated as receivers aggregate a
+ * batch (rollup_agg.c) into partial rows.  Nobody sees the roll-up before
+ * this transaction commits.
  */
 static int64
 sc_rollup_fill(ScCube *cube, ScRollup *r)
@@ -323,26 +401,16 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	ScAsOwner	as;
 	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube roll-up fill",
 													ALLOCSET_DEFAULT_SIZES);
-	MemoryContext cxt = CurrentMemoryContext;
-	Oid		   *sealed;
-	uint64		nsealed;
+	List	   *sealed;
+	Datum	   *elems;
+	int			nsealed = 0;
+	ListCell   *lc;
 
 	for (int d = 0; d < r->ndims; d++)
 		read[r->dims[d]] = true;
 	for (int m = 0; m < r->nmeasures; m++)
 		if (r->measures[m].column >= 0)
 			read[r->measures[m].column] = true;
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s", quote_identifier(cube->columns[cube->time_index].name));
-	for (int c = 0; c < cube->ncolumns; c++)
-		if (read[c])
-		{
-			appendStringInfo(&sql, ", %s", quote_identifier(cube->columns[c].name));
-			colpos[c] = ++ncols;
-			values[c] = palloc(sizeof(Datum) * SC_ROLLUP_FILL_CHUNK);
-			nulls[c] = palloc(sizeof(bool) * SC_ROLLUP_FILL_CHUNK);
-		}
-	appendStringInfo(&sql, " FROM %s", cube->qualified);
 
 	/*
 	 * A partition descriptor of the cube this backend cached earlier may
@@ -353,9 +421,29 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	 */
 	RelationCacheInvalidateEntry(cube->relid);
 
+	sealed = sc_rollup_fill_sealed(cube, r, read);
+	elems = palloc(sizeof(Datum) * Max(list_length(sealed), 1));
+	foreach(lc, sealed)
+		elems[nsealed++] = ObjectIdGetDatum(lfirst_oid(lc));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s", quote_identifier(cube->columns[cube->time_index].name));
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (read[c])
+		{
+			appendStringInfo(&sql, ", %s", quote_identifier(cube->columns[c].name));
+			colpos[c] = ++ncols;
+			values[c] = palloc(sizeof(Datum) * SC_ROLLUP_FILL_CHUNK);
+			nulls[c] = palloc(sizeof(bool) * SC_ROLLUP_FILL_CHUNK);
+		}
+	appendStringInfo(&sql, " FROM %s WHERE tableoid <> ALL ($1)", cube->qualified);
+
 	sc_as_owner_enter(&as, cube->owner);
 	/* read_only false: a snapshot taken now, after the locks, sees the batch we waited for */
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, false, 0);
+	portal = SPI_cursor_open_with_args(NULL, sql.data, 1, (Oid[]) {OIDARRAYOID},
+									   (Datum[]) {PointerGetDatum(construct_array(elems, nsealed, OIDOID,
+																				  sizeof(Oid), true, TYPALIGN_INT))},
+									   NULL, false, 0);
 	for (;;)
 	{
 		MemoryContext old;
@@ -392,22 +480,6 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	sc_as_owner_leave(&as);
 	sc_rollup_agg_free(agg);
 	MemoryContextDelete(chunk_cxt);
-
-	/* The sealed partitions: one row per group, and their key. */
-	sc_catalog_exec("SELECT DISTINCT relid::oid FROM streamcube.rollup_windows "
-					"WHERE rollup_id = $1 AND state = 'sealed'",
-					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(r->rollup_id)}, NULL, false, 0);
-	nsealed = SPI_processed;
-	sealed = MemoryContextAlloc(cxt, sizeof(Oid) * Max(nsealed, 1));
-	for (uint64 i = 0; i < nsealed; i++)
-	{
-		bool		isnull;
-
-		sealed[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	for (uint64 i = 0; i < nsealed; i++)
-		sc_rollup_merge_partition(r, sealed[i]);
-	MemoryContextSwitchTo(cxt);
 	return total;
 }
 

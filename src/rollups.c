@@ -869,34 +869,6 @@ sc_index_is_unique(Oid indexoid)
 }
 
 /*
- * Merge the rows of part, a partition of r (or a table like it) that no
- * receiver writes any more, into one per bucket and dimensions, and give
- * it its key: one row per group, NULL a value of a dimension too, text
- * compared bytewise where its collation is deterministic (equality is
- * then byte equality, so the key is the same, and a late row's probe
- * calls no strcoll).  The partial rows are deleted by this transaction,
- * not dropped: a snapshot older than it still sees them, and not the
- * merged rows, so every snapshot reads the same sums before and after
- * (VACUUM takes them once no snapshot can).  As the roll-up's owner; the
- * caller is connected to SPI.
- */
-void
-sc_rollup_merge_partition(const ScRollup *r, Oid part)
-{
-	char	   *q = sc_relation_qualified(part);
-	StringInfoData sql;
-	ScAsOwner	as;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "WITH p AS (DELETE FROM ONLY %s RETURNING *) INSERT INTO %s SELECT %s FROM p%s",
-					 q, q, sc_rollup_merged_list(r, part, false), sc_rollup_group_by(r, part));
-	sc_as_owner_enter(&as, sc_relation_owner(part));
-	sc_seal_exec(sql.data);
-	sc_as_owner_leave(&as);
-	sc_rollup_key_create(r, part);
-}
-
-/*
  * The key of part, a sealed partition of r that holds one row per bucket
  * and dimensions (or, on a 0.3.0 catalog, r's table), as its owner.
  */
@@ -1093,16 +1065,26 @@ sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed)
 
 /*
  * A logged table schema.name for the roll-up parent's rows of [lo, hi), as
- * owner: its columns and key, a CHECK constraint equal to the bound (so
- * that ATTACH needs no scan), and the rows of sources moved in with their
- * tuple headers (rewrite.c), so that any snapshot sees the same rows
- * before and after.  Seals and compactions of roll-ups build their new
- * partitions so.  Returns its oid.
+ * owner: its columns, a CHECK constraint equal to the bound (so that
+ * ATTACH needs no scan), the rows of sources moved in with their tuple
+ * headers (rewrite.c), so that any snapshot sees the same rows before and
+ * after, and the key of a sealed partition.  Seals and compactions of
+ * roll-ups build their new partitions so.
+ *
+ * A seal merges (merge): the sources are an active partition's partial
+ * rows.  Their merge, one row per bucket and dimensions, is inserted
+ * first, then the partial rows are moved superseded, deleted by this
+ * transaction: a snapshot older than the seal still sees them and not the
+ * merged rows, so it reads the same sums before and after, at any
+ * isolation level; VACUUM takes them once no snapshot can, and truncates
+ * the table back to the merged rows, which lie before them.  A compaction
+ * does not: its sources are sealed partitions of one row per group each,
+ * and a group lies in one window.  Returns the table's oid.
  */
 static Oid
 sc_rollup_logged_copy(const ScRollup *r, Oid owner, const char *parent, const char *schema,
 					  const char *name, const char *lo, const char *hi, const Oid *sources,
-					  int nsources)
+					  int nsources, bool merge)
 {
 	char	   *target = quote_qualified_identifier(schema, name);
 	ScAsOwner	as;
@@ -1116,13 +1098,28 @@ sc_rollup_logged_copy(const ScRollup *r, Oid owner, const char *parent, const ch
 						  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
 						  target, lo, hi));
 	relid = get_relname_relid(name, get_namespace_oid(schema, false));
+	if (merge)
+	{
+		StringInfoData sql;
+
+		/* The merged rows first, from the partial rows where they are. */
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "INSERT INTO %s SELECT %s FROM (", target,
+						 sc_rollup_merged_list(r, relid, false));
+		for (int i = 0; i < nsources; i++)
+			appendStringInfo(&sql, "%sSELECT * FROM ONLY %s", i > 0 ? " UNION ALL " : "",
+							 sc_relation_qualified(sources[i]));
+		appendStringInfo(&sql, ") p%s", sc_rollup_group_by(r, relid));
+		sc_seal_exec(sql.data);
+	}
 	sc_as_owner_leave(&as);
 
+	/* Then the rows moved, superseded by them when merged (rewrite.c). */
 	move = sc_rows_move_begin(relid);
 	for (int i = 0; i < nsources; i++)
-		(void) sc_rows_move_from(move, sources[i]);
+		(void) sc_rows_move_from(move, sources[i], merge);
 	sc_rows_move_end(move);
-	sc_rollup_merge_partition(r, relid);
+	sc_rollup_key_create(r, relid);
 	return relid;
 }
 
@@ -1209,7 +1206,7 @@ sc_rollup_seal_copy(const ScCube *cube, int64 start)
 		LockRelationOid(active, ShareLock);
 		t->twin_name = sc_free_name(nsp, psprintf("%s_sealing", t->name));
 		t->twin = sc_rollup_logged_copy(sc_rollup_of(cube, t->rollup_id), t->owner, t->parent,
-										t->schema, t->twin_name, t->lo, t->hi, &active, 1);
+										t->schema, t->twin_name, t->lo, t->hi, &active, 1, true);
 		MemoryContextSwitchTo(cxt);
 		twins = lappend(twins, t);
 	}
@@ -1385,8 +1382,8 @@ sc_rollup_unlock(List *merges, int upto_rollup, int upto_source)
  * waiting (receivers write them only under the cube window's lock, which
  * the compaction holds already; a reader's lock does not conflict), and
  * copy their rows, tuple headers kept, into a new logged table per
- * roll-up.  Buckets of a roll-up lie in one window each, so the rows are
- * moved, not merged.  Returns the merges (in the current memory context),
+ * roll-up.  Buckets of a roll-up lie in one window each, and a sealed
+ * partition holds one row per group, so the rows are moved, not merged.  Returns the merges (in the current memory context),
  * or sets *ok false and takes nothing when a partition is busy.  The
  * caller is connected to SPI.
  */
@@ -1465,7 +1462,7 @@ sc_rollup_compact_copy(const ScCube *cube, int64 start, int64 end, const char *s
 		m->new_relid = sc_rollup_logged_copy(sc_rollup_of(cube, m->rollup_id), m->owner, m->parent,
 											 m->schema, m->new_name,
 											 sc_bound_literal(cube, start), sc_bound_literal(cube, end),
-											 m->sources, m->nsources);
+											 m->sources, m->nsources, false);
 	}
 	MemoryContextSwitchTo(cxt);
 	return merges;

@@ -131,7 +131,7 @@ sc_seal_copy(ScSealJob *job)
 
 	/* Every row the lock let in, with its tuple header (rewrite.c). */
 	move = sc_rows_move_begin(job->twin);
-	job->rows = sc_rows_move_from(move, job->active);
+	job->rows = sc_rows_move_from(move, job->active, false);
 	sc_rows_move_end(move);
 
 	sc_as_owner_enter(&save, cube->owner);
