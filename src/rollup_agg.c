@@ -65,6 +65,9 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+/* Partial rows written by one table_multi_insert() call, at most. */
+#define SC_ROLLUP_INSERT_CHUNK 1000
+
 /* One aggregate of the roll-up's SELECT list, as the executor would run it. */
 typedef struct ScAggCall
 {
@@ -572,7 +575,8 @@ sc_rollup_agg_append(ScRollupAgg *agg, Oid relid, HeapTuple *rows, int n)
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
 	BulkInsertState bistate;
-	TupleTableSlot *slot;
+	TupleTableSlot **slots;
+	int			nslots;
 	CommandId	cid;
 
 	if (rel->rd_rel->relhasindex || RelationGetDescr(rel)->natts != agg->out_desc->natts)
@@ -591,15 +595,23 @@ sc_rollup_agg_append(ScRollupAgg *agg, Oid relid, HeapTuple *rows, int n)
 		return;
 	}
 	bistate = GetBulkInsertState();
-	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
 	cid = GetCurrentCommandId(true);
-	for (int i = 0; i < n; i++)
+	nslots = Min(n, SC_ROLLUP_INSERT_CHUNK);
+	slots = palloc(sizeof(TupleTableSlot *) * nslots);
+	for (int i = 0; i < nslots; i++)
+		slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+	for (int done = 0; done < n; done += nslots)
 	{
-		ExecStoreHeapTuple(rows[i], slot, false);
-		table_tuple_insert(rel, slot, cid, 0, bistate);
-		ExecClearTuple(slot);
+		int			k = Min(nslots, n - done);
+
+		for (int i = 0; i < k; i++)
+			ExecStoreHeapTuple(rows[done + i], slots[i], false);
+		table_multi_insert(rel, slots, k, cid, 0, bistate);
+		for (int i = 0; i < k; i++)
+			ExecClearTuple(slots[i]);
 	}
-	ExecDropSingleTupleTableSlot(slot);
+	for (int i = 0; i < nslots; i++)
+		ExecDropSingleTupleTableSlot(slots[i]);
 	FreeBulkInsertState(bistate);
 	table_finish_bulk_insert(rel, 0);
 	table_close(rel, NoLock);
