@@ -89,8 +89,8 @@ sc_guc_define(void)
 
 	DefineCustomIntVariable("streamcube.rollup_batch_max_rows",
 							"Maximum number of messages a receiver of a cube with roll-ups commits in one transaction.",
-							"A batch merges into a roll-up once per group it holds: when messages wait (catch-up), "
-							"larger batches merge each group fewer times. batch_max_ms still closes a batch of a "
+							"A batch appends one partial row per group it holds to a roll-up: when messages wait "
+							"(catch-up), larger batches write fewer. batch_max_ms still closes a batch of a "
 							"live stream. The larger of this and streamcube.batch_max_rows applies.",
 							&sc_rollup_batch_max_rows,
 							100000, 1, 1000000,

@@ -1245,9 +1245,9 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 
 /*
  * How many messages a batch may take: streamcube.batch_max_rows, or more
- * for a cube with roll-ups (streamcube.rollup_batch_max_rows): its batches
- * cost by the groups they merge into a roll-up more than by their rows,
- * and a larger batch merges each group fewer times.
+ * for a cube with roll-ups (streamcube.rollup_batch_max_rows): a batch
+ * appends a roll-up row per group it holds, and a larger batch fewer of
+ * them.
  */
 static int
 sc_receiver_batch_rows(void)
