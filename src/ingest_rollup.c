@@ -49,15 +49,7 @@ sc_rollup_ingest_setup(ScIngest *ing)
 	ri->typlen = palloc0(sizeof(int16) * Max(cube->ncolumns, 1));
 	ri->typbyval = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
 	foreach(lc, cube->rollups)
-	{
-		ScRollup   *r = lfirst(lc);
-
-		for (int d = 0; d < r->ndims; d++)
-			ri->capture[r->dims[d]] = true;
-		for (int m = 0; m < r->nmeasures; m++)
-			if (r->measures[m].column >= 0)
-				ri->capture[r->measures[m].column] = true;
-	}
+		sc_rollup_agg_columns(cube, lfirst(lc), ri->capture);
 	for (int c = 0; c < cube->ncolumns; c++)
 		if (ri->capture[c])
 			get_typlenbyval(cube->columns[c].type, &ri->typlen[c], &ri->typbyval[c]);

@@ -34,7 +34,15 @@ typedef struct ScMeasure
 	char	   *name;			/* as given: the column (avg: its prefix) */
 	ScMeasureKind kind;
 	int			column;			/* index in cube->columns; -1 for count(*) */
+	char	   *filter;			/* FILTER (WHERE <filter>) as given, or NULL */
 } ScMeasure;
+
+/*
+ * The relation a roll-up's SELECT list reads (sc_rollup_select_list): the
+ * bucket under this name, then the cube's columns under their own names,
+ * which a measure's FILTER names.
+ */
+#define SC_ROLLUP_BUCKET "\"sc bucket\""
 
 /* One roll-up of a cube, as its catalog row says. */
 typedef struct ScRollup
@@ -56,6 +64,8 @@ typedef struct ScRollup
 /* rollup_agg.c: a roll-up's share of a batch, aggregated and appended */
 typedef struct ScRollupAgg ScRollupAgg;
 extern ScRollupAgg *sc_rollup_agg_make(const ScCube *cube, ScRollup *r);
+extern void sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read);
+extern void sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m);
 extern void sc_rollup_agg_free(ScRollupAgg *agg);
 extern void sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 							  Datum **values, bool **nulls, const bool *use, bool fill);

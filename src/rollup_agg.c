@@ -42,13 +42,16 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_class.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "access/sysattr.h"
 #include "miscadmin.h"
 #include "parser/analyze.h"
 #include "parser/parse_agg.h"
@@ -122,6 +125,23 @@ struct ScRollupAgg
  * ----------------------------------------------------------------
  */
 
+/* A relation of no rows, the bucket and the cube's columns: "(SELECT ...) u". */
+static char *
+sc_rollup_agg_relation(const ScCube *cube)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "(SELECT NULL::%s AS %s",
+					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz",
+					 SC_ROLLUP_BUCKET);
+	for (int c = 0; c < cube->ncolumns; c++)
+		appendStringInfo(&s, ", NULL::%s AS %s", sc_cube_column_type(cube, c),
+						 quote_identifier(cube->columns[c].name));
+	appendStringInfoString(&s, " LIMIT 0) u");
+	return s.data;
+}
+
 /* The query whose SELECT list the aggregator runs: over typed NULLs. */
 static char *
 sc_rollup_agg_query(const ScCube *cube, const ScRollup *r)
@@ -129,14 +149,185 @@ sc_rollup_agg_query(const ScCube *cube, const ScRollup *r)
 	StringInfoData s;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "SELECT %s FROM (SELECT NULL::%s AS b", sc_rollup_select_list(cube, r, "u"),
-					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz");
-	for (int c = 0; c < cube->ncolumns; c++)
-		appendStringInfo(&s, ", NULL::%s AS c%d", sc_cube_column_type(cube, c), c);
-	appendStringInfoString(&s, " LIMIT 0) u GROUP BY u.b");
+	appendStringInfo(&s, "SELECT %s FROM %s GROUP BY u.%s", sc_rollup_select_list(cube, r, "u"),
+					 sc_rollup_agg_relation(cube), SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&s, ", u.c%d", r->dims[d]);
+		appendStringInfo(&s, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
 	return s.data;
+}
+
+/* sql parsed and analyzed as the cube's owner. */
+static Query *
+sc_rollup_agg_parse(const ScCube *cube, const char *sql)
+{
+	ScAsOwner	as;
+	RawStmt    *raw;
+	Query	   *query;
+
+	sc_as_owner_enter(&as, cube->owner);
+	raw = linitial_node(RawStmt, pg_parse_query(sql));
+	query = parse_analyze_fixedparams(raw, sql, NULL, 0, NULL);
+	sc_as_owner_leave(&as);
+	return query;
+}
+
+/*
+ * The columns of the cube r reads, into read[] (by cube column): its
+ * dimensions, its measures' columns, and those their FILTERs name.
+ */
+void
+sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read)
+{
+	StringInfoData sql;
+	bool		filters = false;
+
+	for (int d = 0; d < r->ndims; d++)
+		read[r->dims[d]] = true;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT 1 FROM %s WHERE true", sc_rollup_agg_relation(cube));
+	for (int m = 0; m < r->nmeasures; m++)
+	{
+		if (r->measures[m].column >= 0)
+			read[r->measures[m].column] = true;
+		if (r->measures[m].filter != NULL)
+		{
+			appendStringInfo(&sql, " AND (%s)", r->measures[m].filter);
+			filters = true;
+		}
+	}
+	if (filters)
+	{
+		Query	   *q = sc_rollup_agg_parse(cube, sql.data);
+		Bitmapset  *attnos = NULL;
+		int			k = -1;
+
+		pull_varattnos(q->jointree->quals, 1, &attnos);
+		while ((k = bms_next_member(attnos, k)) >= 0)
+		{
+			int			c = k + FirstLowInvalidHeapAttributeNumber - 2;
+
+			if (c >= 0 && c < cube->ncolumns)
+				read[c] = true;
+		}
+	}
+}
+
+/* The name of the measure whose aggregate is the roll-up's agg_index-th. */
+static const char *
+sc_rollup_agg_measure(const ScRollup *r, int agg_index)
+{
+	int			k = 0;
+
+	for (int m = 0; m < r->nmeasures; m++)
+	{
+		int			n = r->measures[m].kind == SC_MEASURE_AVG ? 2 : 1;
+
+		if (agg_index >= k && agg_index < k + n)
+			return r->measures[m].name;
+		k += n;
+	}
+	return "?";
+}
+
+static void sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter,
+									   const char *measure);
+
+typedef struct ScFilterParse
+{
+	const ScCube *cube;
+	const char *sql;
+	Query	   *query;
+} ScFilterParse;
+
+static void
+sc_rollup_filter_parse_fn(void *arg)
+{
+	ScFilterParse *fp = arg;
+
+	fp->query = sc_rollup_agg_parse(fp->cube, fp->sql);
+}
+
+/*
+ * Check the FILTER of measure m of r, when creating the roll-up: a
+ * condition on the cube's columns (parsed alone, so that an error names
+ * the measure), and what sc_rollup_agg_check_filter() asks.
+ */
+void
+sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m)
+{
+	ScFilterParse fp = {cube, NULL, NULL};
+	ErrorData  *edata;
+	MemoryContext cxt = CurrentMemoryContext;
+	Aggref	   *count;
+
+	fp.sql = psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s) FROM %s", m->filter,
+					  sc_rollup_agg_relation(cube));
+	edata = sc_try(sc_rollup_filter_parse_fn, &fp);
+	MemoryContextSwitchTo(cxt);
+	if (edata != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the FILTER of measure \"%s\" is not a condition on the columns of cube %s",
+						m->name, cube->qualified),
+				 errdetail("%s", edata->message),
+				 errhint("Write FILTER (WHERE <condition>), the condition a boolean expression of the cube's columns.")));
+	count = (Aggref *) linitial_node(TargetEntry, fp.query->targetList)->expr;
+	if (fp.query->hasSubLinks || !IsA(count, Aggref) || count->aggfilter == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the FILTER of measure \"%s\" is not a condition on the row", m->name),
+				 errhint("A FILTER reads the row's columns: no subquery.")));
+	sc_rollup_agg_check_filter(cube, r, count->aggfilter, m->name);
+}
+
+/* Has the function been created by a superuser or by owner? */
+static bool
+sc_rollup_trusted_function(Oid func, void *context)
+{
+	Oid			owner = *(Oid *) context;
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(func));
+	Oid			proowner;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	proowner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return proowner != owner && !superuser_arg(proowner);
+}
+
+static bool
+sc_rollup_untrusted_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, sc_rollup_trusted_function, context))
+		return true;
+	return expression_tree_walker(node, sc_rollup_untrusted_walker, context);
+}
+
+/*
+ * A measure's FILTER runs in the receiver, as the cube's owner, on every
+ * row: it must be a condition on the row alone, the same every time
+ * (immutable functions, no subquery), and call only functions of a
+ * superuser or of the cube's owner (never of the role who created the
+ * roll-up: an administrator could otherwise run code as the owner).  It is
+ * checked parsed, before anything plans it (a planner folds an immutable
+ * function's call on constants: it would run).
+ */
+static void
+sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter, const char *measure)
+{
+	if (contain_mutable_functions((Node *) filter))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("the FILTER of measure \"%s\" is not immutable", measure),
+				 errhint("A FILTER is a condition on the row's columns with immutable functions, like an index's: now() or random() are not.")));
+	if (sc_rollup_untrusted_walker((Node *) filter, (void *) &cube->owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the FILTER of measure \"%s\" calls a function that neither a superuser nor the owner of cube %s created",
+						measure, cube->qualified),
+				 errhint("Receivers run a FILTER as the cube's owner: it may call only functions the owner trusts.")));
 }
 
 static ExprState *
@@ -231,10 +422,8 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	ScRollupAgg *agg = palloc0(sizeof(ScRollupAgg));
 	char	   *sql = sc_rollup_agg_query(cube, r);
-	RawStmt    *raw;
 	Query	   *query;
 	Query	   *sub;
-	ScAsOwner	as;
 	ListCell   *lc;
 	int			k = 0;
 	Relation	rel;
@@ -243,10 +432,7 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 	agg->cxt = cxt;
 	agg->group_cxt = AllocSetContextCreate(cxt, "streamcube roll-up group", ALLOCSET_DEFAULT_SIZES);
 
-	sc_as_owner_enter(&as, cube->owner);
-	raw = linitial_node(RawStmt, pg_parse_query(sql));
-	query = parse_analyze_fixedparams(raw, sql, NULL, 0, NULL);
-	sc_as_owner_leave(&as);
+	query = sc_rollup_agg_parse(cube, sql);
 
 	/* The scan row: the subquery's columns, b and c0.. */
 	sub = linitial_node(RangeTblEntry, query->rtable)->subquery;
@@ -307,6 +493,9 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 		{
 			if (!IsA(te->expr, Aggref))
 				elog(ERROR, "roll-up %s: column %d is not an aggregate", r->qualified, k + 1);
+			if (((Aggref *) te->expr)->aggfilter != NULL)
+				sc_rollup_agg_check_filter(cube, r, ((Aggref *) te->expr)->aggfilter,
+										   sc_rollup_agg_measure(r, agg->naggs));
 			sc_rollup_agg_call(agg, (Aggref *) te->expr, &agg->aggs[agg->naggs++]);
 		}
 		k++;

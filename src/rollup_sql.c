@@ -70,26 +70,20 @@ sc_rollup_check_name(List **names, const char *name, const char *what)
 }
 
 /*
- * A relation with no rows and r's input columns ("b" the bucket, "c<k>"
- * cube column k), to try r's aggregates on.
+ * A relation with no rows and r's input columns (SC_ROLLUP_BUCKET, then
+ * the cube's columns by name), to try r's aggregates on.
  */
 static char *
 sc_rollup_typed_nulls(const ScCube *cube, const ScRollup *r)
 {
 	StringInfoData s;
-	bool	   *seen = palloc0(sizeof(bool) * Max(cube->ncolumns, 1));
-
 	initStringInfo(&s);
-	appendStringInfo(&s, "(SELECT NULL::%s AS b",
-					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz");
-	for (int d = 0; d < r->ndims; d++)
-		seen[r->dims[d]] = true;
-	for (int m = 0; m < r->nmeasures; m++)
-		if (r->measures[m].column >= 0)
-			seen[r->measures[m].column] = true;
+	appendStringInfo(&s, "(SELECT NULL::%s AS %s",
+					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz",
+					 SC_ROLLUP_BUCKET);
 	for (int c = 0; c < cube->ncolumns; c++)
-		if (seen[c])
-			appendStringInfo(&s, ", NULL::%s AS c%d", sc_cube_column_type(cube, c), c);
+		appendStringInfo(&s, ", NULL::%s AS %s", sc_cube_column_type(cube, c),
+						 quote_identifier(cube->columns[c].name));
 	appendStringInfoString(&s, " LIMIT 0)");
 	return s.data;
 }
@@ -135,7 +129,10 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 		one.measures = ms;
 		/* an extension that is missing is named before anything is tried */
 		(void) sc_rollup_extension_schema(ms->kind, ms->name);
-		t.sql = psprintf("SELECT %s FROM %s u GROUP BY u.b", sc_rollup_select_list(cube, &one, "u"), from);
+		if (ms->filter != NULL)
+			sc_rollup_check_filter(cube, r, ms);
+		t.sql = psprintf("SELECT %s FROM %s u GROUP BY u.%s", sc_rollup_select_list(cube, &one, "u"), from,
+						 SC_ROLLUP_BUCKET);
 		edata = sc_try(sc_try_measure_fn, &t);
 		if (edata != NULL)
 			ereport(ERROR,
@@ -148,9 +145,10 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 					 errhint("sum and avg take numbers, min and max any type with an order, tdigest a number, count and hll any type.")));
 	}
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s FROM %s u GROUP BY u.b", sc_rollup_select_list(cube, r, "u"), from);
+	appendStringInfo(&sql, "SELECT %s FROM %s u GROUP BY u.%s", sc_rollup_select_list(cube, r, "u"), from,
+					 SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&sql, ", u.c%d", r->dims[d]);
+		appendStringInfo(&sql, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not find the types of the roll-up's columns");
 	types = CreateTupleDescCopy(SPI_tuptable->tupdesc);
@@ -339,13 +337,14 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 
 	/* The bucket and the columns read, named as the SELECT list wants them. */
 	initStringInfo(&cols);
-	appendStringInfo(&cols, "pg_catalog.date_bin('%lld microseconds'::pg_catalog.interval, %s, '2001-01-01 00:00:00%s) AS b",
+	appendStringInfo(&cols, "pg_catalog.date_bin('%lld microseconds'::pg_catalog.interval, %s, '2001-01-01 00:00:00%s) AS %s",
 					 (long long) r->granularity,
 					 quote_identifier(cube->columns[cube->time_index].name),
-					 cube->time_type == TIMESTAMPOID ? "'::pg_catalog.timestamp" : "+00'::pg_catalog.timestamptz");
+					 cube->time_type == TIMESTAMPOID ? "'::pg_catalog.timestamp" : "+00'::pg_catalog.timestamptz",
+					 SC_ROLLUP_BUCKET);
 	for (int c = 0; c < cube->ncolumns; c++)
 		if (read[c])
-			appendStringInfo(&cols, ", %s AS c%d", quote_identifier(cube->columns[c].name), c);
+			appendStringInfo(&cols, ", %s", quote_identifier(cube->columns[c].name));
 
 	for (int i = 0; i < nparts; i++)
 	{
@@ -364,9 +363,9 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 							 cols.data, sc_relation_qualified(DatumGetObjectId(srcs[k])));
 			read_parts = lappend_oid(read_parts, DatumGetObjectId(srcs[k]));
 		}
-		appendStringInfoString(&sql, ") u GROUP BY u.b");
+		appendStringInfo(&sql, ") u GROUP BY u.%s", SC_ROLLUP_BUCKET);
 		for (int d = 0; d < r->ndims; d++)
-			appendStringInfo(&sql, ", u.c%d", r->dims[d]);
+			appendStringInfo(&sql, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
 		sc_as_owner_enter(&as, cube->owner);
 		if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not fill a sealed partition of roll-up %s", r->qualified);
@@ -406,11 +405,7 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	int			nsealed = 0;
 	ListCell   *lc;
 
-	for (int d = 0; d < r->ndims; d++)
-		read[r->dims[d]] = true;
-	for (int m = 0; m < r->nmeasures; m++)
-		if (r->measures[m].column >= 0)
-			read[r->measures[m].column] = true;
+	sc_rollup_agg_columns(cube, r, read);
 
 	/*
 	 * A partition descriptor of the cube this backend cached earlier may

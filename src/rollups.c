@@ -144,7 +144,39 @@ sc_measure_identifier(const char **p)
 }
 
 /*
- * A measure as given ("sum(amount)", "count(*)", "hll(user_id)") into out.
+ * The rest of a measure after FILTER: "(WHERE <condition>)", the condition
+ * into out->filter as written (checked when the roll-up's SELECT list is
+ * parsed).  Returns the end of the measure, or NULL when it is not so.
+ */
+static const char *
+sc_measure_filter(const char *p, ScMeasure *out)
+{
+	const char *end;
+
+	while (isspace((unsigned char) *p))
+		p++;
+	if (*p++ != '(')
+		return NULL;
+	while (isspace((unsigned char) *p))
+		p++;
+	if (pg_strncasecmp(p, "where", 5) != 0 || !isspace((unsigned char) p[5]))
+		return NULL;
+	p += 5;
+	end = strrchr(p, ')');
+	if (end == NULL)
+		return NULL;
+	out->filter = pnstrdup(p, end - p);
+	for (p = end + 1; isspace((unsigned char) *p); p++)
+		;
+	/* nothing but blanks in the condition is no condition */
+	for (end = out->filter; isspace((unsigned char) *end); end++)
+		;
+	return *end != '\0' ? p : NULL;
+}
+
+/*
+ * A measure as given ("sum(amount)", "count(*)", "hll(user_id)", any of
+ * them followed by "FILTER (WHERE <condition>)") into out.
  * Errors name the measure and say what is wrong; with missing_ok, a column
  * the cube does not have (any more) gives column -1 instead.
  */
@@ -186,7 +218,9 @@ sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text, 
 			p++;
 			while (isspace((unsigned char) *p))
 				p++;
-			known = *p == '\0' && (star || column != NULL);
+			if (pg_strncasecmp(p, "filter", 6) == 0 && (isspace((unsigned char) p[6]) || p[6] == '('))
+				p = sc_measure_filter(p + 6, out);
+			known = p != NULL && *p == '\0' && (star || column != NULL);
 		}
 	}
 	if (known)
@@ -200,7 +234,7 @@ sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text, 
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("measure \"%s\" is not an aggregate a roll-up keeps: \"%s\"", name, text),
-				 errhint("Give one of count(*), count(c), sum(c), min(c), max(c), avg(c), hll(c) or tdigest(c), c a column of cube %s.",
+				 errhint("Give one of count(*), count(c), sum(c), min(c), max(c), avg(c), hll(c) or tdigest(c), c a column of cube %s, optionally followed by FILTER (WHERE <condition>).",
 						 cube->qualified)));
 	if (star)
 	{
@@ -597,7 +631,8 @@ sc_hll_hash_cast(Oid type)
 /*
  * The SELECT list that aggregates rows into r's columns (bucket,
  * dimensions, measures in table order), over a relation whose columns are
- * "b" (the bucket) and "c<k>" (cube column k), called from_alias.
+ * SC_ROLLUP_BUCKET (the bucket) and the cube's columns by their names,
+ * called from_alias.
  */
 char *
 sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias)
@@ -605,14 +640,16 @@ sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_al
 	StringInfoData s;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "%s.b", from_alias);
+	appendStringInfo(&s, "%s.%s", from_alias, SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&s, ", %s.c%d", from_alias, r->dims[d]);
+		appendStringInfo(&s, ", %s.%s", from_alias, quote_identifier(cube->columns[r->dims[d]].name));
 	for (int i = 0; i < r->nmeasures; i++)
 	{
 		const ScMeasure *m = &r->measures[i];
-		char	   *col = psprintf("%s.c%d", from_alias, m->column);
+		char	   *col = m->column < 0 ? NULL :
+			psprintf("%s.%s", from_alias, quote_identifier(cube->columns[m->column].name));
 		char	   *schema = sc_rollup_extension_schema(m->kind, m->name);
+		int			before = s.len;
 
 		switch (m->kind)
 		{
@@ -643,6 +680,19 @@ sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_al
 				appendStringInfo(&s, ", %s.tdigest((%s)::pg_catalog.float8, %d)", schema, col,
 								 SC_TDIGEST_COMPRESSION);
 				break;
+		}
+		if (m->filter != NULL)
+		{
+			/* after each aggregate the measure wrote (avg: two) */
+			char	   *aggs = pstrdup(s.data + before);
+			const char *filter = psprintf(" FILTER (WHERE %s)", m->filter);
+
+			s.len = before;
+			s.data[before] = '\0';
+			if (m->kind == SC_MEASURE_AVG)
+				appendStringInfo(&s, ", pg_catalog.sum(%s)%s, pg_catalog.count(%s)%s", col, filter, col, filter);
+			else
+				appendStringInfo(&s, "%s%s", aggs, filter);
 		}
 	}
 	return s.data;

@@ -116,12 +116,16 @@ for my $case (
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(country)\"}'", qr/measure "s" cannot be sum of column "country" \(type text\)/, 'sum of a text column' ],
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"median(qty)\"}'", qr/measure "s" is not an aggregate a roll-up keeps/, 'an aggregate streamcube does not keep' ],
 	[ "'1 minute', ARRAY['country'], '{\"country\": \"count(*)\"}'", qr/would be a second column of that name/, 'a measure named like a dimension' ],
-	[ "'1 minute', ARRAY['country'], '{\"n\": \"count(*)\"}', '{\"keep\": 1}'", qr/unknown roll-up option "keep"/, 'an unknown option' ])
+	[ "'1 minute', ARRAY['country'], '{\"n\": \"count(*)\"}', '{\"keep\": 1}'", qr/unknown roll-up option "keep"/, 'an unknown option' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE nope > 1)\"}'", qr/the FILTER of measure "s" is not a condition on the columns of cube .*\n.*column "nope" does not exist/, 'a FILTER naming an unknown column' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE ts > now())\"}'", qr/the FILTER of measure "s" is not immutable/, 'a FILTER that is not immutable' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE qty > (SELECT 1))\"}'", qr/the FILTER of measure "s" is not a condition on the row/, 'a FILTER with a subquery' ],
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (qty > 1)\"}'", qr/measure "s" is not an aggregate a roll-up keeps/, 'a FILTER without WHERE' ])
 {
 	($rc, $out, $err) = $node->psql('postgres',
 		"SELECT streamcube_create_rollup('events', 'e_bad', $case->[0])", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	like($err, $case->[1], "error: $case->[2]");
-	like($err, qr/ERROR:  (22023|42703|42804|42701):/, "error: $case->[2] has its SQLSTATE") if $case->[2] !~ /unknown option|not an aggregate/;
+	like($err, qr/ERROR:  (22023|42703|42804|42701|42P17):/, "error: $case->[2] has its SQLSTATE") if $case->[2] !~ /unknown option|not an aggregate|FILTER without/;
 }
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_class WHERE relname LIKE 'e_bad%'"), '0',
 	'the failed creations left no table behind');
@@ -229,8 +233,20 @@ is($node->safe_psql('postgres',
 my $t4 = sc_topic('partials');
 sc_create_topic($t4, 1);
 sc_create_cube($node, 'parts', $t4, '{"compact": []}');
+(my $parts_measures = $measures) =~ s/\}$/, "de": "count(*) FILTER (WHERE country = \x27de\x27)", "big": "sum(amount) FILTER (WHERE qty > 2 AND device <> \x27web\x27)", "avg_big": "avg(amount) FILTER (WHERE qty > 2)"}/;
+$parts_measures =~ s/'/''/g;
 $node->safe_psql('postgres',
-	"SELECT streamcube_create_rollup('parts', 'parts_by_minute', '1 minute', ARRAY['country', 'device'], '$measures')");
+	"SELECT streamcube_create_rollup('parts', 'parts_by_minute', '1 minute', ARRAY['country', 'device'], '$parts_measures')");
+# The FILTER measures, per bucket and dimensions, against the raw rows: '' when equal.
+my $filter_diff = q{
+	WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, country, device,
+	                    count(*) FILTER (WHERE country = 'de') AS de,
+	                    sum(amount) FILTER (WHERE qty > 2 AND device <> 'web') AS big,
+	                    sum(amount) FILTER (WHERE qty > 2) AS s, count(amount) FILTER (WHERE qty > 2) AS c
+	             FROM parts GROUP BY 1, 2, 3),
+	     r AS (SELECT bucket, country, device, de, big, avg_big_sum, avg_big_count FROM parts_by_minute_merged)
+	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
+	HAVING count(*) > 0};
 my $minute = $now - 3 * $hour;
 for my $i (1 .. 3)
 {
@@ -244,6 +260,8 @@ is($raw_rows, '900', 'three batches of 300 rows');
 cmp_ok($part_rows, '>', $groups, "each batch appended its partial rows: $part_rows rows for $groups groups");
 cmp_ok($part_rows, '<=', 3 * $groups, 'each batch one row per group it holds: aggregated in the receiver');
 is(diff_exact('parts', 'parts_by_minute'), '', 'the merged view equals the raw rows');
+is($node->safe_psql('postgres', $filter_diff), '', 'FILTER measures equal the same filtered aggregates of the raw rows');
+cmp_ok($node->safe_psql('postgres', 'SELECT sum(de) FROM parts_by_minute_merged'), '>', 0, 'and some rows passed the filter');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM parts_by_minute_merged'), $groups,
 	'one merged row per group');
 my $partial_totals = totals('parts_by_minute');
@@ -276,6 +294,7 @@ is($node->safe_psql('postgres',
 		"SELECT count(*), sum(n) FROM parts_by_minute WHERE bucket = to_timestamp($minute)"), "$groups|1200",
 	'late rows into the sealed window: added to its rows, still one per group');
 is(diff_exact('parts', 'parts_by_minute'), '', 'and equal to the raw rows');
+is($node->safe_psql('postgres', $filter_diff), '', 'FILTER measures too, after the seal and the late rows');
 my ($avg_view, $avg_raw) = split /\|/, $node->safe_psql('postgres',
 	"SELECT (SELECT sum(avg_amount * avg_amount_count) / sum(avg_amount_count) FROM parts_by_minute_merged)::numeric(20,6), "
 	  . "(SELECT avg(amount) FROM parts)::numeric(20,6)");
@@ -300,12 +319,18 @@ $node->safe_psql('postgres', 'CREATE ROLE reader LOGIN; GRANT SELECT ON events T
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM events_by_minute',
 	extra_params => [ '-U', 'reader' ]);
 like($err, qr/permission denied for table events_by_minute/, 'a reader of the cube needs SELECT on the roll-up');
+($rc, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM events_by_minute_merged',
+	extra_params => [ '-U', 'reader' ]);
+like($err, qr/permission denied for view events_by_minute_merged/, 'and on its merged view');
 is($node->safe_psql('postgres', 'SELECT rollup, rows IS NULL, buckets IS NULL FROM streamcube.rollups',
 		extra_params => [ '-U', 'reader' ]),
 	'events_by_minute|t|t', 'the view shows a reader of the cube the roll-up, without its rows');
 $node->safe_psql('postgres', 'GRANT SELECT ON events_by_minute TO reader');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_minute', extra_params => [ '-U', 'reader' ]),
 	'20800', 'and reads it once granted');
+$node->safe_psql('postgres', 'GRANT SELECT ON events_by_minute_merged TO reader');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_minute_merged', extra_params => [ '-U', 'reader' ]),
+	'20800', 'the merged view too, once granted');
 ($rc, $out, $err) = $node->psql('postgres',
 	"SELECT streamcube_create_rollup('events', 'r2', '1 minute', ARRAY[]::text[], '{\"n\": \"count(*)\"}')",
 	extra_params => [ '-U', 'reader' ]);
@@ -523,6 +548,21 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres',
 		"SELECT relowner::regrole FROM pg_class WHERE oid = 'events_by_device'::regclass"),
 	'cubeowner', 'it belongs to the cube\'s owner');
+# A FILTER runs in the receivers as the cube's owner: an admin may not make
+# it call a function of its own.
+$node->safe_psql('postgres', 'CREATE SCHEMA admfns AUTHORIZATION adm');
+$node->safe_psql('postgres',
+	"CREATE FUNCTION admfns.is_big(int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT \$1 > 2'",
+	extra_params => [ '-U', 'adm' ]);
+# (the cube's owner may see the schema: the function resolves, and is refused)
+$node->safe_psql('postgres', 'GRANT USAGE ON SCHEMA admfns TO cubeowner', extra_params => [ '-U', 'adm' ]);
+($rc, $out, $err) = $node->psql('postgres',
+	"SELECT streamcube_create_rollup('events', 'events_adm', '1 hour', ARRAY['device'], "
+	  . "'{\"n\": \"count(*) FILTER (WHERE admfns.is_big(qty))\"}')",
+	extra_params => [ '-U', 'adm', '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  42501: the FILTER of measure "n" calls a function that neither a superuser nor the owner of cube \S*events created/,
+	'a FILTER calling a function of the admin is refused');
+is($node->safe_psql('postgres', "SELECT to_regclass('events_adm') IS NULL"), 't', 'and nothing is made');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM events_by_device'),
 	$node->safe_psql('postgres', 'SELECT count(*) FROM events'), 'filled with every row the cube holds');
 sc_produce($t1, count => 500, seed => 21);

@@ -110,7 +110,7 @@ for my $i (1 .. 2)
 }
 is($node->safe_psql('postgres',
 		"SELECT (SELECT count(*) FROM ev_by_minute WHERE bucket = to_timestamp($minute)) "
-		  . "= 2 * (SELECT count(*) FROM ev_by_minute_merged WHERE bucket = to_timestamp($minute))"),
+		  . ">= 2 * (SELECT count(*) FROM ev_by_minute_merged WHERE bucket = to_timestamp($minute))"),
 	't', 'batches after the update append partial rows to the active window');
 is(one_row_per_group("tableoid IN (SELECT relid FROM streamcube.rollup_windows WHERE state = 'sealed')"), '0',
 	'late rows into the windows sealed by 0.3.0 were added to their rows');
