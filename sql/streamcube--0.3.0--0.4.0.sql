@@ -9,9 +9,15 @@
 -- - Every roll-up gets a view <roll-up>_merged: one row per bucket and
 --   dimensions over active and sealed windows, avg's average beside its
 --   parts (streamcube.rollup_catalog.merged_view, streamcube.rollups).
+-- - Measures with FILTER (WHERE ...), dimensions that are expressions of
+--   the cube's columns (streamcube.rollup_catalog.dimension_exprs).
 \echo Use "ALTER EXTENSION streamcube UPDATE TO '0.4.0'" to load this file. \quit
 
 ALTER TABLE streamcube.rollup_catalog ADD COLUMN merged_view regclass;
+-- A dimension may be an expression of the cube's columns ('lower(country)
+-- AS country_lc'): dimensions holds its name, this its expression (NULL
+-- for a column; NULL as a whole when every dimension is a column).
+ALTER TABLE streamcube.rollup_catalog ADD COLUMN dimension_exprs text[];
 
 -- A view <roll-up>_merged dropped by hand is forgotten, as <x>_sealed is.
 CREATE OR REPLACE FUNCTION streamcube._on_sql_drop() RETURNS event_trigger
@@ -73,7 +79,8 @@ SELECT r.relid AS rollup,
        CASE WHEN st.rows > 0 THEN round(cs.rows::numeric / st.rows, 1) END AS rows_per_rollup_row,
        r.sealed_view,
        r.created_at,
-       r.merged_view
+       r.merged_view,
+       r.dimension_exprs
 FROM streamcube.rollup_catalog r
 JOIN streamcube.cubes c USING (cube_id)
 CROSS JOIN LATERAL streamcube._rollup_stats(r.relid) st
@@ -82,10 +89,10 @@ CROSS JOIN LATERAL (
     FROM pg_catalog.pg_inherits i WHERE i.inhparent = c.relid) cs
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 COMMENT ON VIEW streamcube.rollups IS
-    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows (partial rows in active windows) and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for, the view of its sealed partitions for standbys, the view that merges it to one row per bucket and dimensions';
+    'Roll-ups of the cubes the caller may read: granularity, dimensions, measures, retention, windows held, rows (partial rows in active windows) and buckets (counted; NULL without SELECT on the roll-up), bytes, the cube''s rows and how many of them one roll-up row stands for, the view of its sealed partitions for standbys, the view that merges it to one row per bucket and dimensions, the expressions of its expression dimensions';
 
 COMMENT ON FUNCTION streamcube_create_rollup(text, text, interval, text[], jsonb, jsonb) IS
-    'Create a roll-up of a cube: a table of rows per bucket of granularity and dimensions (partial rows while a window is active, one per group once sealed), with one column per measure ({"name": "count(*)" | "count(c)" | "sum(c)" | "min(c)" | "max(c)" | "avg(c)" | "hll(c)" | "tdigest(c)"}), and its view <name>_merged of one row per group; filled from the rows the cube holds and kept by its receivers in the same transaction as the rows; option retention';
+    'Create a roll-up of a cube: a table of rows per bucket of granularity and dimensions (partial rows while a window is active, one per group once sealed), with one column per measure ({"name": "count(*)" | "count(c)" | "sum(c)" | "min(c)" | "max(c)" | "avg(c)" | "hll(c)" | "tdigest(c)"}, each with an optional FILTER (WHERE ...)), dimensions columns or "<expression> AS <name>", and its view <name>_merged of one row per group; filled from the rows the cube holds and kept by its receivers in the same transaction as the rows; option retention';
 
 -- The roll-ups a 0.3.0 catalog holds: the key to their sealed partitions,
 -- a view <roll-up>_merged each (src/rollup_sql.c, sc_rollups_to_0_4).

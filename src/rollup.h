@@ -52,7 +52,9 @@ typedef struct ScRollup
 	char	   *qualified;		/* quoted schema.table */
 	int64		granularity;	/* bucket width, microseconds; divides the cube's */
 	int			ndims;
-	int		   *dims;			/* indexes in cube->columns */
+	int		   *dims;			/* indexes in cube->columns; -1: an expression */
+	char	  **dim_names;		/* the roll-up's column of each */
+	char	  **dim_exprs;		/* an expression's text over the cube's columns, or NULL */
 	int			nmeasures;
 	ScMeasure  *measures;
 	int64		retention;		/* microseconds; -1 keeps */
@@ -66,6 +68,7 @@ typedef struct ScRollupAgg ScRollupAgg;
 extern ScRollupAgg *sc_rollup_agg_make(const ScCube *cube, ScRollup *r);
 extern void sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read);
 extern void sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m);
+extern void sc_rollup_check_dimension(const ScCube *cube, const ScRollup *r, int d);
 extern void sc_rollup_agg_free(ScRollupAgg *agg);
 extern void sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 							  Datum **values, bool **nulls, const bool *use, bool fill);
@@ -87,6 +90,7 @@ extern bool sc_index_is_unique(Oid indexoid);
 extern bool sc_rollup_catalog_current(void);
 extern void sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r);
 extern char *sc_cube_column_type(const ScCube *cube, int c);
+extern char *sc_rollup_dim_sql(const ScCube *cube, const ScRollup *r, int d, const char *alias);
 extern char *sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias);
 extern void sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed);
 extern void sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid,

@@ -104,7 +104,10 @@ struct ScRollupAgg
 	MemoryContext cxt;			/* everything below */
 	MemoryContext group_cxt;	/* one group's states; reset per group */
 	int			ndims;
-	int		   *dim_col;		/* cube column of each dimension */
+	int		   *dim_col;		/* cube column of each dimension; -1: an expression */
+	ExprState **dim_expr;		/* an expression dimension's, evaluated per row */
+	int16	   *dim_len;
+	bool	   *dim_byval;
 	FmgrInfo   *dim_hash;
 	FmgrInfo   *dim_eq;
 	Oid		   *dim_coll;
@@ -152,7 +155,7 @@ sc_rollup_agg_query(const ScCube *cube, const ScRollup *r)
 	appendStringInfo(&s, "SELECT %s FROM %s GROUP BY u.%s", sc_rollup_select_list(cube, r, "u"),
 					 sc_rollup_agg_relation(cube), SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&s, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
+		appendStringInfo(&s, ", %s", sc_rollup_dim_sql(cube, r, d, "u"));
 	return s.data;
 }
 
@@ -181,10 +184,19 @@ sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read)
 	StringInfoData sql;
 	bool		filters = false;
 
-	for (int d = 0; d < r->ndims; d++)
-		read[r->dims[d]] = true;
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT 1 FROM %s WHERE true", sc_rollup_agg_relation(cube));
+	appendStringInfoString(&sql, "SELECT 1");
+	for (int d = 0; d < r->ndims; d++)
+	{
+		if (r->dims[d] >= 0)
+			read[r->dims[d]] = true;
+		else if (r->dim_exprs != NULL && r->dim_exprs[d] != NULL)
+		{
+			appendStringInfo(&sql, ", (%s)", r->dim_exprs[d]);
+			filters = true;
+		}
+	}
+	appendStringInfo(&sql, " FROM %s WHERE true", sc_rollup_agg_relation(cube));
 	for (int m = 0; m < r->nmeasures; m++)
 	{
 		if (r->measures[m].column >= 0)
@@ -202,6 +214,7 @@ sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read)
 		int			k = -1;
 
 		pull_varattnos(q->jointree->quals, 1, &attnos);
+		pull_varattnos((Node *) q->targetList, 1, &attnos);
 		while ((k = bms_next_member(attnos, k)) >= 0)
 		{
 			int			c = k + FirstLowInvalidHeapAttributeNumber - 2;
@@ -231,6 +244,8 @@ sc_rollup_agg_measure(const ScRollup *r, int agg_index)
 
 static void sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter,
 									   const char *measure);
+static void sc_rollup_agg_check_expr(const ScCube *cube, Expr *expr, const char *what,
+									 const char *name);
 
 typedef struct ScFilterParse
 {
@@ -280,6 +295,39 @@ sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m
 	sc_rollup_agg_check_filter(cube, r, count->aggfilter, m->name);
 }
 
+/*
+ * Check expression dimension d of r, when creating the roll-up: an
+ * expression of the cube's columns (parsed alone, so that an error names
+ * the dimension), of one row (no aggregate, no subquery), and what
+ * sc_rollup_agg_check_expr() asks.
+ */
+void
+sc_rollup_check_dimension(const ScCube *cube, const ScRollup *r, int d)
+{
+	ScFilterParse fp = {cube, NULL, NULL};
+	ErrorData  *edata;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	fp.sql = psprintf("SELECT (%s) FROM %s", r->dim_exprs[d], sc_rollup_agg_relation(cube));
+	edata = sc_try(sc_rollup_filter_parse_fn, &fp);
+	MemoryContextSwitchTo(cxt);
+	if (edata != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dimension \"%s\" is not an expression of the columns of cube %s",
+						r->dim_names[d], cube->qualified),
+				 errdetail("%s", edata->message),
+				 errhint("Write '<expression> AS <name>', such as 'lower(country) AS country_lc'.")));
+	if (fp.query->hasAggs || fp.query->hasWindowFuncs || fp.query->hasSubLinks ||
+		fp.query->hasTargetSRFs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dimension \"%s\" is not an expression of one row", r->dim_names[d]),
+				 errhint("A dimension reads the row's columns: no aggregate, window function, set-returning function or subquery.")));
+	sc_rollup_agg_check_expr(cube, linitial_node(TargetEntry, fp.query->targetList)->expr,
+							 "dimension", r->dim_names[d]);
+}
+
 /* Has the function been created by a superuser or by owner? */
 static bool
 sc_rollup_trusted_function(Oid func, void *context)
@@ -317,17 +365,28 @@ sc_rollup_untrusted_walker(Node *node, void *context)
 static void
 sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter, const char *measure)
 {
-	if (contain_mutable_functions((Node *) filter))
+	sc_rollup_agg_check_expr(cube, filter, "FILTER of measure", measure);
+}
+
+/*
+ * An expression of a roll-up (a measure's FILTER, a dimension), which the
+ * receivers run as the cube's owner on every row (see above).  what and
+ * name say which, for the errors.
+ */
+static void
+sc_rollup_agg_check_expr(const ScCube *cube, Expr *expr, const char *what, const char *name)
+{
+	if (contain_mutable_functions((Node *) expr))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("the FILTER of measure \"%s\" is not immutable", measure),
-				 errhint("A FILTER is a condition on the row's columns with immutable functions, like an index's: now() or random() are not.")));
-	if (sc_rollup_untrusted_walker((Node *) filter, (void *) &cube->owner))
+				 errmsg("the %s \"%s\" is not immutable", what, name),
+				 errhint("A roll-up's expression reads the row's columns with immutable functions, like an index's: now() or random() are not.")));
+	if (sc_rollup_untrusted_walker((Node *) expr, (void *) &cube->owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the FILTER of measure \"%s\" calls a function that neither a superuser nor the owner of cube %s created",
-						measure, cube->qualified),
-				 errhint("Receivers run a FILTER as the cube's owner: it may call only functions the owner trusts.")));
+				 errmsg("the %s \"%s\" calls a function that neither a superuser nor the owner of cube %s created",
+						what, name, cube->qualified),
+				 errhint("Receivers run a roll-up's expressions as the cube's owner: they may call only functions the owner trusts.")));
 }
 
 static ExprState *
@@ -462,6 +521,9 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 	agg->dim_hash = palloc0(sizeof(FmgrInfo) * Max(r->ndims, 1));
 	agg->dim_eq = palloc0(sizeof(FmgrInfo) * Max(r->ndims, 1));
 	agg->dim_coll = palloc(sizeof(Oid) * Max(r->ndims, 1));
+	agg->dim_expr = palloc0(sizeof(ExprState *) * Max(r->ndims, 1));
+	agg->dim_len = palloc(sizeof(int16) * Max(r->ndims, 1));
+	agg->dim_byval = palloc(sizeof(bool) * Max(r->ndims, 1));
 	agg->aggs = palloc0(sizeof(ScAggCall) * list_length(query->targetList));
 	k = 0;
 	foreach(lc, query->targetList)
@@ -470,21 +532,26 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 
 		if (k >= 1 && k <= r->ndims)
 		{
-			Var		   *var = (Var *) te->expr;
+			Node	   *e = (Node *) te->expr;
 			TypeCacheEntry *tc;
 			int			d = k - 1;
 
-			if (!IsA(var, Var))
-				elog(ERROR, "roll-up %s: dimension %d is not a column", r->qualified, d + 1);
-			agg->dim_col[d] = var->varattno - 2;
-			agg->dim_coll[d] = var->varcollid;
-			tc = lookup_type_cache(var->vartype, TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR_FINFO);
+			if (IsA(e, Var))
+				agg->dim_col[d] = ((Var *) e)->varattno - 2;
+			else
+			{
+				sc_rollup_agg_check_expr(cube, (Expr *) e, "dimension", r->dim_names[d]);
+				agg->dim_col[d] = -1;
+				agg->dim_expr[d] = sc_rollup_agg_expr((Expr *) e);
+			}
+			agg->dim_coll[d] = exprCollation(e);
+			get_typlenbyval(exprType(e), &agg->dim_len[d], &agg->dim_byval[d]);
+			tc = lookup_type_cache(exprType(e), TYPECACHE_HASH_PROC_FINFO | TYPECACHE_EQ_OPR_FINFO);
 			if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->eq_opr))
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_FUNCTION),
 						 errmsg("dimension \"%s\" of roll-up %s has type %s, which has no hash function",
-								cube->columns[r->dims[d]].name, r->qualified,
-								format_type_be(var->vartype)),
+								r->dim_names[d], r->qualified, format_type_be(exprType(e))),
 						 errhint("A dimension's type needs a hash operator class, as GROUP BY by hashing does.")));
 			fmgr_info_copy(&agg->dim_hash[d], &tc->hash_proc_finfo, cxt);
 			fmgr_info_copy(&agg->dim_eq[d], &tc->eq_opr_finfo, cxt);
@@ -536,20 +603,19 @@ typedef struct ScGroupSlot
 	int			group;			/* -1: empty */
 } ScGroupSlot;
 
+/* Are lines a and b of one group's key?  dv[d], dn[d]: dimension d's values. */
 static inline bool
-sc_rollup_same_key(ScRollupAgg *agg, Datum **values, bool **nulls, int a, int b)
+sc_rollup_same_key(ScRollupAgg *agg, Datum **dv, bool **dn, int a, int b)
 {
 	for (int d = 0; d < agg->ndims; d++)
 	{
-		int			c = agg->dim_col[d];
-
-		if (nulls[c][a] || nulls[c][b])
+		if (dn[d][a] || dn[d][b])
 		{
-			if (nulls[c][a] != nulls[c][b])
+			if (dn[d][a] != dn[d][b])
 				return false;
 			continue;
 		}
-		if (!DatumGetBool(FunctionCall2Coll(&agg->dim_eq[d], agg->dim_coll[d], values[c][a], values[c][b])))
+		if (!DatumGetBool(FunctionCall2Coll(&agg->dim_eq[d], agg->dim_coll[d], dv[d][a], dv[d][b])))
 			return false;
 	}
 	return true;
@@ -888,12 +954,45 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 	int			natts = agg->out_desc->natts;
 	Datum	   *ov = palloc(sizeof(Datum) * natts);
 	bool	   *on = palloc(sizeof(bool) * natts);
+	Datum	  **dv;
+	bool	  **dn;
 
 	while (size < 2 * n)
 		size *= 2;
 	table = palloc(sizeof(ScGroupSlot) * size);
 	for (int i = 0; i < size; i++)
 		table[i].group = -1;
+
+	/* 0. The dimensions' values: a column's as captured, an expression's evaluated. */
+	dv = palloc(sizeof(Datum *) * Max(agg->ndims, 1));
+	dn = palloc(sizeof(bool *) * Max(agg->ndims, 1));
+	for (int d = 0; d < agg->ndims; d++)
+	{
+		if (agg->dim_col[d] >= 0)
+		{
+			dv[d] = values[agg->dim_col[d]];
+			dn[d] = nulls[agg->dim_col[d]];
+			continue;
+		}
+		dv[d] = palloc(sizeof(Datum) * Max(n, 1));
+		dn[d] = palloc(sizeof(bool) * Max(n, 1));
+	}
+	for (int d = 0; d < agg->ndims; d++)
+	{
+		if (agg->dim_col[d] >= 0)
+			continue;
+		for (int l = 0; l < n; l++)
+		{
+			Datum		v;
+
+			if (use != NULL && !use[l])
+				continue;
+			sc_rollup_agg_row(agg, cube->ncolumns, values, nulls, l);
+			v = ExecEvalExpr(agg->dim_expr[d], agg->econtext, &dn[d][l]);
+			dv[d][l] = dn[d][l] ? (Datum) 0 : datumCopy(v, agg->dim_byval[d], agg->dim_len[d]);
+			ResetExprContext(agg->econtext);
+		}
+	}
 
 	/* 1. Each line's group: hash of the bucket and dimensions, then equality. */
 	for (int l = 0; l < n; l++)
@@ -908,19 +1007,15 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 		b = sc_bucket_start(ts[l], r->granularity);
 		h = hash_combine(murmurhash32((uint32) b), murmurhash32((uint32) ((uint64) b >> 32)));
 		for (int d = 0; d < agg->ndims; d++)
-		{
-			int			c = agg->dim_col[d];
-
-			h = hash_combine(h, nulls[c][l] ? 0x9e3779b9 :
+			h = hash_combine(h, dn[d][l] ? 0x9e3779b9 :
 							 DatumGetUInt32(FunctionCall1Coll(&agg->dim_hash[d], agg->dim_coll[d],
-															  values[c][l])));
-		}
+															  dv[d][l])));
 		for (i = h & (size - 1); table[i].group >= 0; i = (i + 1) & (size - 1))
 		{
 			int			g = table[i].group;
 
 			if (table[i].hash == h && bucket[g] == b &&
-				sc_rollup_same_key(agg, values, nulls, first[g], l))
+				sc_rollup_same_key(agg, dv, dn, first[g], l))
 				break;
 		}
 		if (table[i].group < 0)
@@ -983,10 +1078,8 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 		on[0] = false;
 		for (int d = 0; d < agg->ndims; d++)
 		{
-			int			c = agg->dim_col[d];
-
-			ov[1 + d] = values[c][f];
-			on[1 + d] = nulls[c][f];
+			ov[1 + d] = dv[d][f];
+			on[1 + d] = dn[d][f];
 		}
 		for (int a = 0; a < agg->naggs; a++)
 			ov[1 + agg->ndims + a] = sc_rollup_agg_final(agg, &agg->aggs[a], &agg->states[a],

@@ -41,6 +41,7 @@
 #include "utils/memutils.h"
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 PG_FUNCTION_INFO_V1(sc_create_rollup);
 PG_FUNCTION_INFO_V1(sc_drop_rollup);
@@ -67,6 +68,29 @@ sc_rollup_check_name(List **names, const char *name, const char *what)
 					 errmsg("%s \"%s\" would be a second column of that name in the roll-up", what, name),
 					 errhint("The roll-up has a column bucket, one per dimension and one per measure (two for avg: name_sum, name_count); give each measure another name.")));
 	*names = lappend(*names, pstrdup(name));
+}
+
+/*
+ * A dimension given as "<expression> AS <name>": true, with its parts in
+ * *expr and *name (the name as SQL reads an identifier); false when it is
+ * not so written.  The expression is checked later, parsed.
+ */
+static bool
+sc_rollup_dimension_expression(const char *dim, char **expr, char **name)
+{
+	const char *as = NULL;
+	List	   *names;
+
+	for (const char *p = dim; (p = strchr(p, ' ')) != NULL; p++)
+		if (pg_strncasecmp(p, " as ", 4) == 0)
+			as = p;
+	if (as == NULL || as == dim)
+		return false;
+	if (!SplitIdentifierString(pstrdup(as + 4), '.', &names) || list_length(names) != 1)
+		return false;
+	*name = linitial(names);
+	*expr = pnstrdup(dim, as - dim);
+	return true;
 }
 
 /*
@@ -117,6 +141,9 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 	 * As the cube's owner: a domain's check or a type's input function of
 	 * the cube's columns is the owner's code, never to run as an admin.
 	 */
+	for (int d = 0; d < r->ndims; d++)
+		if (r->dim_exprs[d] != NULL)
+			sc_rollup_check_dimension(cube, r, d);
 	sc_as_owner_enter(&as, cube->owner);
 	for (int m = 0; m < r->nmeasures; m++)
 	{
@@ -148,7 +175,7 @@ sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 	appendStringInfo(&sql, "SELECT %s FROM %s u GROUP BY u.%s", sc_rollup_select_list(cube, r, "u"), from,
 					 SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&sql, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
+		appendStringInfo(&sql, ", %s", sc_rollup_dim_sql(cube, r, d, "u"));
 	if (SPI_execute(sql.data, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not find the types of the roll-up's columns");
 	types = CreateTupleDescCopy(SPI_tuptable->tupdesc);
@@ -172,8 +199,13 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 					 cube->time_type == TIMESTAMPOID ? "timestamp" : "timestamptz");
 	a++;
 	for (int d = 0; d < r->ndims; d++, a++)
-		appendStringInfo(&sql, ", %s %s", quote_identifier(cube->columns[r->dims[d]].name),
-						 sc_cube_column_type(cube, r->dims[d]));
+	{
+		Form_pg_attribute att = TupleDescAttr(types, a);
+
+		appendStringInfo(&sql, ", %s %s", quote_identifier(r->dim_names[d]),
+						 r->dims[d] >= 0 ? sc_cube_column_type(cube, r->dims[d])
+						 : format_type_with_typemod(att->atttypid, att->atttypmod));
+	}
 	for (int m = 0; m < r->nmeasures; m++)
 	{
 		const ScMeasure *ms = &r->measures[m];
@@ -224,22 +256,54 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 
 /* The roll-up's catalog row; returns its id. */
 static int32
-sc_rollup_row_insert(const ScCube *cube, Oid relid, Interval *granularity, ArrayType *dims,
+sc_rollup_row_insert(const ScCube *cube, Oid relid, Interval *granularity, const ScRollup *r,
 					 Jsonb *measures, Interval *retention)
 {
 	bool		isnull;
-	char		nulls[7] = "      ";
+	char		nulls[8] = "       ";
+	Datum	   *names = palloc(sizeof(Datum) * Max(r->ndims, 1));
+	Datum	   *exprs = palloc(sizeof(Datum) * Max(r->ndims, 1));
+	bool	   *exprnulls = palloc(sizeof(bool) * Max(r->ndims, 1));
+	bool		any_expr = false;
+	int			dims[1] = {r->ndims};
+	int			lbs[1] = {1};
 
+	for (int d = 0; d < r->ndims; d++)
+	{
+		names[d] = CStringGetTextDatum(r->dim_names[d]);
+		exprnulls[d] = r->dim_exprs[d] == NULL;
+		exprs[d] = exprnulls[d] ? (Datum) 0 : CStringGetTextDatum(r->dim_exprs[d]);
+		any_expr |= !exprnulls[d];
+	}
 	if (retention == NULL)
 		nulls[5] = 'n';
-	sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
-					"(cube_id, relid, granularity, dimensions, measures, retention) "
-					"VALUES ($1, $2, $3, $4::name[], $5, $6) RETURNING rollup_id",
-					6, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID},
-					(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
-						IntervalPGetDatum(granularity), PointerGetDatum(dims),
-					JsonbPGetDatum(measures), IntervalPGetDatum(retention)},
-					nulls, false, 1);
+	if (!any_expr)
+		nulls[6] = 'n';
+	if (!sc_rollup_catalog_current())
+	{
+		/* 0.3.0's catalog: no expression dimensions (refused before) */
+		sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
+						"(cube_id, relid, granularity, dimensions, measures, retention) "
+						"VALUES ($1, $2, $3, $4::name[], $5, $6) RETURNING rollup_id",
+						6, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
+							IntervalPGetDatum(granularity),
+							PointerGetDatum(construct_array(names, r->ndims, TEXTOID, -1, false, TYPALIGN_INT)),
+						JsonbPGetDatum(measures), IntervalPGetDatum(retention)},
+						nulls, false, 1);
+	}
+	else
+		sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
+						"(cube_id, relid, granularity, dimensions, measures, retention, dimension_exprs) "
+						"VALUES ($1, $2, $3, $4::name[], $5, $6, $7) RETURNING rollup_id",
+						7, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID, TEXTARRAYOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
+							IntervalPGetDatum(granularity),
+							PointerGetDatum(construct_array(names, r->ndims, TEXTOID, -1, false, TYPALIGN_INT)),
+							JsonbPGetDatum(measures), IntervalPGetDatum(retention),
+							any_expr ? PointerGetDatum(construct_md_array(exprs, exprnulls, 1, dims, lbs, TEXTOID,
+																		  -1, false, TYPALIGN_INT)) : (Datum) 0},
+						nulls, false, 1);
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -365,7 +429,7 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 		}
 		appendStringInfo(&sql, ") u GROUP BY u.%s", SC_ROLLUP_BUCKET);
 		for (int d = 0; d < r->ndims; d++)
-			appendStringInfo(&sql, ", u.%s", quote_identifier(cube->columns[r->dims[d]].name));
+			appendStringInfo(&sql, ", %s", sc_rollup_dim_sql(cube, r, d, "u"));
 		sc_as_owner_enter(&as, cube->owner);
 		if (SPI_execute(sql.data, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not fill a sealed partition of roll-up %s", r->qualified);
@@ -608,20 +672,36 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	deconstruct_array(dims_arr, TEXTOID, -1, false, TYPALIGN_INT, &dims, &dimnulls, &ndims);
 	r.ndims = ndims;
 	r.dims = palloc(sizeof(int) * Max(ndims, 1));
+	r.dim_names = palloc(sizeof(char *) * Max(ndims, 1));
+	r.dim_exprs = palloc0(sizeof(char *) * Max(ndims, 1));
 	for (int d = 0; d < ndims; d++)
 	{
 		char	   *dim = dimnulls[d] ? NULL : TextDatumGetCString(dims[d]);
 
-		if (dim == NULL || (r.dims[d] = sc_rollup_column(cube, dim)) < 0)
+		if (dim != NULL && (r.dims[d] = sc_rollup_column(cube, dim)) < 0 &&
+			sc_rollup_dimension_expression(dim, &r.dim_exprs[d], &r.dim_names[d]))
+		{
+			if (!sc_rollup_catalog_current())
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("dimension \"%s\" is an expression, which the extension streamcube %s does not know",
+								dim, "0.3.0"),
+						 errhint("Run ALTER EXTENSION streamcube UPDATE.")));
+			r.dims[d] = -1;
+			sc_rollup_check_name(&colnames, r.dim_names[d], "dimension");
+			continue;
+		}
+		if (dim == NULL || r.dims[d] < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("dimension \"%s\" is not a column of cube \"%s\"", dim ? dim : "NULL", cube_name),
-					 errhint("Dimensions are columns of the cube's table, named exactly.")));
+					 errhint("Dimensions are columns of the cube's table, named exactly, or expressions of them with a name: 'lower(country) AS country_lc'.")));
 		if (r.dims[d] == cube->time_index)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("dimension \"%s\" is the time column of cube \"%s\"", dim, cube_name),
 					 errhint("The time column is the roll-up's bucket: choose its granularity instead.")));
+		r.dim_names[d] = dim;
 		sc_rollup_check_name(&colnames, dim, "dimension");
 	}
 
@@ -683,7 +763,7 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 
 	types = sc_rollup_result_types(cube, &r);
 	relid = sc_rollup_create_table(cube, &r, nsp, relname, types);
-	rollup_id = sc_rollup_row_insert(cube, relid, granularity, dims_arr, measures, retention);
+	rollup_id = sc_rollup_row_insert(cube, relid, granularity, &r, measures, retention);
 	sc_rollup_create_windows(cube, rollup_id, relid);
 
 	/* the definition as receivers will read it, and the rows the cube has */

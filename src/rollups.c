@@ -323,12 +323,24 @@ sc_rollup_extension_schema(ScMeasureKind kind, const char *measure)
 	return (char *) quote_identifier(get_namespace_name(nsp));
 }
 
+/*
+ * Dimension d of r in a SELECT list over the relation alias: its column,
+ * or its expression (whose column names find alias's columns).
+ */
+char *
+sc_rollup_dim_sql(const ScCube *cube, const ScRollup *r, int d, const char *alias)
+{
+	if (r->dim_exprs != NULL && r->dim_exprs[d] != NULL)
+		return psprintf("(%s)", r->dim_exprs[d]);
+	return psprintf("%s.%s", alias, quote_identifier(cube->columns[r->dims[d]].name));
+}
+
 /* What in the cube keeps r from being kept up to date; NULL when nothing. */
 const char *
 sc_rollup_problem(const ScCube *cube, const ScRollup *r)
 {
 	for (int d = 0; d < r->ndims; d++)
-		if (r->dims[d] < 0)
+		if (r->dims[d] < 0 && (r->dim_exprs == NULL || r->dim_exprs[d] == NULL))
 			return psprintf("a dimension of roll-up %s is no longer a column of the cube", r->qualified);
 	for (int m = 0; m < r->nmeasures; m++)
 		if (r->measures[m].kind != SC_MEASURE_COUNT_ALL && r->measures[m].column < 0)
@@ -352,10 +364,21 @@ sc_rollups_load(ScCube *cube)
 	uint64		n;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	static SPIPlanPtr plan = NULL;	/* with every sc_cube_load: planned once */
+	static SPIPlanPtr plans[2] = {NULL, NULL};
 
-	sc_catalog_exec_kept(&plan, "SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
-						 "       r.dimensions::text[], r.measures, r.retention "
+	bool		current = sc_rollup_catalog_current();
+
+	/* with every sc_cube_load: planned once (for each catalog's shape) */
+	sc_catalog_exec_kept(&plans[current],
+						 current
+						 ? "SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
+						 "       r.dimensions::text[], r.measures, r.retention, r.dimension_exprs "
+						 "FROM streamcube.rollup_catalog r "
+						 "JOIN pg_class c ON c.oid = r.relid "
+						 "JOIN pg_namespace n ON n.oid = c.relnamespace "
+						 "WHERE r.cube_id = $1 ORDER BY r.rollup_id"
+						 : "SELECT r.rollup_id, r.relid::oid, n.nspname, c.relname, r.granularity, "
+						 "       r.dimensions::text[], r.measures, r.retention, NULL::text[] "
 						 "FROM streamcube.rollup_catalog r "
 						 "JOIN pg_class c ON c.oid = r.relid "
 						 "JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -390,8 +413,26 @@ sc_rollups_load(ScCube *cube)
 						  TEXTOID, -1, false, TYPALIGN_INT, &dims, NULL, &ndims);
 		r->ndims = ndims;
 		r->dims = palloc(sizeof(int) * Max(ndims, 1));
+		r->dim_names = palloc(sizeof(char *) * Max(ndims, 1));
+		r->dim_exprs = palloc0(sizeof(char *) * Max(ndims, 1));
+		d = SPI_getbinval(tup, desc, 9, &isnull);
+		if (!isnull)
+		{
+			Datum	   *exprs;
+			bool	   *exprnulls;
+			int			nexprs;
+
+			deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+							  &exprs, &exprnulls, &nexprs);
+			for (int k = 0; k < nexprs && k < ndims; k++)
+				if (!exprnulls[k])
+					r->dim_exprs[k] = TextDatumGetCString(exprs[k]);
+		}
 		for (int k = 0; k < ndims; k++)
-			r->dims[k] = sc_rollup_column(cube, TextDatumGetCString(dims[k]));
+		{
+			r->dim_names[k] = TextDatumGetCString(dims[k]);
+			r->dims[k] = r->dim_exprs[k] != NULL ? -1 : sc_rollup_column(cube, r->dim_names[k]);
+		}
 
 		measures = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 7, &isnull));
 		r->measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
@@ -642,7 +683,7 @@ sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_al
 	initStringInfo(&s);
 	appendStringInfo(&s, "%s.%s", from_alias, SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
-		appendStringInfo(&s, ", %s.%s", from_alias, quote_identifier(cube->columns[r->dims[d]].name));
+		appendStringInfo(&s, ", %s", sc_rollup_dim_sql(cube, r, d, from_alias));
 	for (int i = 0; i < r->nmeasures; i++)
 	{
 		const ScMeasure *m = &r->measures[i];

@@ -120,7 +120,10 @@ for my $case (
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE nope > 1)\"}'", qr/the FILTER of measure "s" is not a condition on the columns of cube .*\n.*column "nope" does not exist/, 'a FILTER naming an unknown column' ],
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE ts > now())\"}'", qr/the FILTER of measure "s" is not immutable/, 'a FILTER that is not immutable' ],
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (WHERE qty > (SELECT 1))\"}'", qr/the FILTER of measure "s" is not a condition on the row/, 'a FILTER with a subquery' ],
-	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (qty > 1)\"}'", qr/measure "s" is not an aggregate a roll-up keeps/, 'a FILTER without WHERE' ])
+	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(qty) FILTER (qty > 1)\"}'", qr/measure "s" is not an aggregate a roll-up keeps/, 'a FILTER without WHERE' ],
+	[ "'1 minute', ARRAY['nope(country) AS x'], '{\"n\": \"count(*)\"}'", qr/dimension "x" is not an expression of the columns of cube .*\n.*function nope\(text\) does not exist/, 'a dimension expression calling no function' ],
+	[ "'1 minute', ARRAY['now()::text AS x'], '{\"n\": \"count(*)\"}'", qr/the dimension "x" is not immutable/, 'a dimension expression that is not immutable' ],
+	[ "'1 minute', ARRAY['max(qty) AS x'], '{\"n\": \"count(*)\"}'", qr/dimension "x" is not an expression of one row/, 'a dimension expression that aggregates' ])
 {
 	($rc, $out, $err) = $node->psql('postgres',
 		"SELECT streamcube_create_rollup('events', 'e_bad', $case->[0])", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
@@ -247,6 +250,22 @@ my $filter_diff = q{
 	     r AS (SELECT bucket, country, device, de, big, avg_big_sum, avg_big_count FROM parts_by_minute_merged)
 	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
 	HAVING count(*) > 0};
+# Expression dimensions: a function of a column, a CASE over another.
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('parts', 'parts_by_kind', '1 minute', "
+	  . "ARRAY['upper(country) AS cc', 'CASE WHEN qty > 2 THEN ''many'' ELSE ''few'' END AS size'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}')");
+my $kind_diff = q{
+	WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, upper(country) AS cc,
+	                    CASE WHEN qty > 2 THEN 'many' ELSE 'few' END AS size, count(*) AS n, sum(amount) AS amount
+	             FROM parts GROUP BY 1, 2, 3),
+	     r AS (SELECT bucket, cc, size, n, amount FROM parts_by_kind_merged)
+	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
+	HAVING count(*) > 0};
+is($node->safe_psql('postgres',
+		"SELECT dimensions, dimension_exprs FROM streamcube.rollups WHERE rollup = 'parts_by_kind'::regclass"),
+	"{cc,size}|{upper(country),\"CASE WHEN qty > 2 THEN 'many' ELSE 'few' END\"}",
+	'an expression dimension is named, and its expression kept');
 my $minute = $now - 3 * $hour;
 for my $i (1 .. 3)
 {
@@ -261,6 +280,7 @@ cmp_ok($part_rows, '>', $groups, "each batch appended its partial rows: $part_ro
 cmp_ok($part_rows, '<=', 3 * $groups, 'each batch one row per group it holds: aggregated in the receiver');
 is(diff_exact('parts', 'parts_by_minute'), '', 'the merged view equals the raw rows');
 is($node->safe_psql('postgres', $filter_diff), '', 'FILTER measures equal the same filtered aggregates of the raw rows');
+is($node->safe_psql('postgres', $kind_diff), '', 'expression dimensions group as the same expressions over the raw rows');
 cmp_ok($node->safe_psql('postgres', 'SELECT sum(de) FROM parts_by_minute_merged'), '>', 0, 'and some rows passed the filter');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM parts_by_minute_merged'), $groups,
 	'one merged row per group');
@@ -295,6 +315,12 @@ is($node->safe_psql('postgres',
 	'late rows into the sealed window: added to its rows, still one per group');
 is(diff_exact('parts', 'parts_by_minute'), '', 'and equal to the raw rows');
 is($node->safe_psql('postgres', $filter_diff), '', 'FILTER measures too, after the seal and the late rows');
+is($node->safe_psql('postgres', $kind_diff), '', 'and expression dimensions');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM (SELECT 1 FROM parts_by_kind WHERE tableoid IN "
+		  . "(SELECT relid FROM streamcube.rollup_windows WHERE state = 'sealed') "
+		  . "GROUP BY bucket, cc, size HAVING count(*) > 1) d"),
+	'0', 'whose sealed window holds one row per group');
 my ($avg_view, $avg_raw) = split /\|/, $node->safe_psql('postgres',
 	"SELECT (SELECT sum(avg_amount * avg_amount_count) / sum(avg_amount_count) FROM parts_by_minute_merged)::numeric(20,6), "
 	  . "(SELECT avg(amount) FROM parts)::numeric(20,6)");
