@@ -44,13 +44,28 @@ typedef struct ScMeasure
  */
 #define SC_ROLLUP_BUCKET "\"sc bucket\""
 
+/*
+ * The last column of a roll-up whose buckets span several windows (a
+ * roll-up by hour of a cube of minute windows): the window a row's events
+ * came from, the roll-up's partition key.  Each window's partial rows stay
+ * in the window's partition, which is UNLOGGED while the window is active
+ * and logged from its seal on, as for any roll-up, so a crash loses and
+ * replays exactly what it does for the cube; a seal merges a window's
+ * rows to one per group (and window), a compaction merges a bucket of
+ * windows to one per group.  Not a column of other roll-ups.
+ */
+#define SC_ROLLUP_WINDOW "\"sc window\""
+#define SC_ROLLUP_WINDOW_NAME "sc window"
+
 /* One roll-up of a cube, as its catalog row says. */
 typedef struct ScRollup
 {
 	int32		rollup_id;
 	Oid			relid;
 	char	   *qualified;		/* quoted schema.table */
-	int64		granularity;	/* bucket width, microseconds; divides the cube's */
+	int64		granularity;	/* bucket width, microseconds: divides the cube's
+								 * window, or is a whole number of windows */
+	bool		coarse;			/* a bucket spans windows (SC_ROLLUP_WINDOW) */
 	int			ndims;
 	int		   *dims;			/* indexes in cube->columns; -1: an expression */
 	char	  **dim_names;		/* the roll-up's column of each */

@@ -572,11 +572,11 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 	rel = table_open(r->relid, AccessShareLock);
 	agg->out_desc = CreateTupleDescCopy(RelationGetDescr(rel));
 	table_close(rel, AccessShareLock);
-	if (agg->out_desc->natts != 1 + r->ndims + agg->naggs)
+	if (agg->out_desc->natts != 1 + r->ndims + agg->naggs + (r->coarse ? 1 : 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("roll-up %s has %d columns, not the %d of its definition",
-						r->qualified, agg->out_desc->natts, 1 + r->ndims + agg->naggs),
+						r->qualified, agg->out_desc->natts, 1 + r->ndims + agg->naggs + (r->coarse ? 1 : 0)),
 				 errhint("Columns of a roll-up are not to be added or dropped: drop the roll-up and create it again.")));
 	MemoryContextSwitchTo(old);
 	return agg;
@@ -1004,7 +1004,8 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 		group_of[l] = -1;
 		if (use != NULL && !use[l])
 			continue;
-		b = sc_bucket_start(ts[l], r->granularity);
+		/* a coarse roll-up's rows of one bucket stay apart by window */
+		b = r->coarse ? sc_window_start(cube, ts[l]) : sc_bucket_start(ts[l], r->granularity);
 		h = hash_combine(murmurhash32((uint32) b), murmurhash32((uint32) ((uint64) b >> 32)));
 		for (int d = 0; d < agg->ndims; d++)
 			h = hash_combine(h, dn[d][l] ? 0x9e3779b9 :
@@ -1074,8 +1075,13 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 			ResetExprContext(agg->econtext);
 			CHECK_FOR_INTERRUPTS();
 		}
-		ov[0] = Int64GetDatum(bucket[g]);
+		ov[0] = Int64GetDatum(sc_bucket_start(bucket[g], r->granularity));
 		on[0] = false;
+		if (r->coarse)
+		{
+			ov[natts - 1] = Int64GetDatum(bucket[g]);	/* the window */
+			on[natts - 1] = false;
+		}
 		for (int d = 0; d < agg->ndims; d++)
 		{
 			ov[1 + d] = dv[d][f];

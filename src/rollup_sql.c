@@ -224,7 +224,11 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 							 counts ? " NOT NULL" : "");
 		}
 	}
-	appendStringInfoString(&sql, ") PARTITION BY RANGE (bucket)");
+	if (r->coarse)
+		appendStringInfo(&sql, ", %s %s NOT NULL) PARTITION BY RANGE (%s)", SC_ROLLUP_WINDOW,
+						 cube->time_type == TIMESTAMPOID ? "timestamp" : "timestamptz", SC_ROLLUP_WINDOW);
+	else
+		appendStringInfoString(&sql, ") PARTITION BY RANGE (bucket)");
 
 	sc_as_owner_enter(&as, cube->owner);
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
@@ -406,6 +410,12 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 					 quote_identifier(cube->columns[cube->time_index].name),
 					 cube->time_type == TIMESTAMPOID ? "'::pg_catalog.timestamp" : "+00'::pg_catalog.timestamptz",
 					 SC_ROLLUP_BUCKET);
+	if (r->coarse)
+		appendStringInfo(&cols, ", pg_catalog.date_bin('%lld microseconds'::pg_catalog.interval, %s, '2001-01-01 00:00:00%s) AS %s",
+						 (long long) cube->width,
+						 quote_identifier(cube->columns[cube->time_index].name),
+						 cube->time_type == TIMESTAMPOID ? "'::pg_catalog.timestamp" : "+00'::pg_catalog.timestamptz",
+						 SC_ROLLUP_WINDOW);
 	for (int c = 0; c < cube->ncolumns; c++)
 		if (read[c])
 			appendStringInfo(&cols, ", %s", quote_identifier(cube->columns[c].name));
@@ -419,8 +429,9 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 		deconstruct_array(DatumGetArrayTypeP(sources[i]), OIDOID, sizeof(Oid), true, TYPALIGN_INT,
 						  &srcs, NULL, &nsrcs);
 		initStringInfo(&sql);
-		appendStringInfo(&sql, "INSERT INTO %s SELECT %s FROM (", sc_relation_qualified(parts[i]),
-						 sc_rollup_select_list(cube, r, "u"));
+		appendStringInfo(&sql, "INSERT INTO %s SELECT %s%s FROM (", sc_relation_qualified(parts[i]),
+						 sc_rollup_select_list(cube, r, "u"),
+						 r->coarse ? ", pg_catalog.min(u." SC_ROLLUP_WINDOW ")" : "");
 		for (int k = 0; k < nsrcs; k++)
 		{
 			appendStringInfo(&sql, "%sSELECT %s FROM ONLY %s", k > 0 ? " UNION ALL " : "",
@@ -658,15 +669,17 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	window.time = cube->width % USECS_PER_DAY;
 	window.day = (int32) (cube->width / USECS_PER_DAY);
 	window.month = 0;
-	if (r.granularity <= 0 || cube->width % r.granularity != 0)
+	if (r.granularity <= 0 || cube->width <= 0 ||
+		(cube->width % r.granularity != 0 && r.granularity % cube->width != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("granularity %s does not divide the window of cube \"%s\" (%s)",
+				 errmsg("granularity %s neither divides the window of cube \"%s\" (%s) nor is a whole number of them",
 						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(granularity))),
 						cube_name,
 						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&window)))),
-				 errdetail("Each bucket of a roll-up must lie in one window of the cube."),
-				 errhint("Give a granularity that the window is a whole multiple of, such as 1 minute for windows of an hour.")));
+				 errdetail("A bucket of a roll-up lies in one window of the cube, or is made of whole windows."),
+				 errhint("Give a granularity that the window is a whole multiple of (1 minute for windows of an hour), or a whole multiple of the window (1 day).")));
+	r.coarse = r.granularity > cube->width;
 
 	/* dimensions: columns of the cube, not its time column */
 	deconstruct_array(dims_arr, TEXTOID, -1, false, TYPALIGN_INT, &dims, &dimnulls, &ndims);

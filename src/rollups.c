@@ -409,6 +409,7 @@ sc_rollups_load(ScCube *cube)
 												  SPI_getvalue(tup, desc, 4));
 		r->granularity = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 5, &isnull)),
 										   "granularity");
+		r->coarse = r->granularity > cube->width;
 		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 6, &isnull)),
 						  TEXTOID, -1, false, TYPALIGN_INT, &dims, NULL, &ndims);
 		r->ndims = ndims;
@@ -1186,8 +1187,10 @@ sc_rollup_logged_copy(const ScRollup *r, Oid owner, const char *parent, const ch
 	sc_seal_exec(psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING STORAGE "
 						  "INCLUDING COMPRESSION INCLUDING INDEXES)", target, parent));
 	sc_seal_exec(psprintf("ALTER TABLE %s ADD CONSTRAINT streamcube_window CHECK "
-						  "(bucket IS NOT NULL AND bucket >= '%s' AND bucket < '%s')",
-						  target, lo, hi));
+						  "(%s IS NOT NULL AND %s >= '%s' AND %s < '%s')",
+						  target, r->coarse ? SC_ROLLUP_WINDOW : "bucket",
+						  r->coarse ? SC_ROLLUP_WINDOW : "bucket", lo,
+						  r->coarse ? SC_ROLLUP_WINDOW : "bucket", hi));
 	relid = get_relname_relid(name, get_namespace_oid(schema, false));
 	if (merge)
 	{
@@ -1195,8 +1198,9 @@ sc_rollup_logged_copy(const ScRollup *r, Oid owner, const char *parent, const ch
 
 		/* The merged rows first, from the partial rows where they are. */
 		initStringInfo(&sql);
-		appendStringInfo(&sql, "INSERT INTO %s SELECT %s FROM (", target,
-						 sc_rollup_merged_list(r, relid, false));
+		appendStringInfo(&sql, "INSERT INTO %s SELECT %s%s FROM (", target,
+						 sc_rollup_merged_list(r, relid, false),
+						 r->coarse ? ", pg_catalog.min(" SC_ROLLUP_WINDOW ")" : "");
 		for (int i = 0; i < nsources; i++)
 			appendStringInfo(&sql, "%sSELECT * FROM ONLY %s", i > 0 ? " UNION ALL " : "",
 							 sc_relation_qualified(sources[i]));
@@ -1547,13 +1551,14 @@ sc_rollup_compact_copy(const ScCube *cube, int64 start, int64 end, const char *s
 	{
 		ScRollupMerge *m = lfirst(lc);
 		Oid			nsp = get_namespace_oid(m->schema, false);
+		const ScRollup *r = sc_rollup_of(cube, m->rollup_id);
 
 		MemoryContextSwitchTo(cxt);
 		m->new_name = sc_free_name(nsp, psprintf("%s_compacting", m->final_base));
-		m->new_relid = sc_rollup_logged_copy(sc_rollup_of(cube, m->rollup_id), m->owner, m->parent,
-											 m->schema, m->new_name,
+		/* a coarse roll-up's groups span the windows: merged again */
+		m->new_relid = sc_rollup_logged_copy(r, m->owner, m->parent, m->schema, m->new_name,
 											 sc_bound_literal(cube, start), sc_bound_literal(cube, end),
-											 m->sources, m->nsources, false);
+											 m->sources, m->nsources, r->coarse);
 	}
 	MemoryContextSwitchTo(cxt);
 	return merges;

@@ -109,7 +109,8 @@ like($err, qr/needs the extension tdigest.*postgresql-15-tdigest/s, 'tdigest wit
 $node->safe_psql('postgres', 'CREATE EXTENSION hll; CREATE EXTENSION tdigest');
 
 for my $case (
-	[ "'7 minutes', ARRAY['country'], '{\"n\": \"count(*)\"}'", qr/granularity 00:07:00 does not divide the window of cube "events" \(01:00:00\)/, 'a granularity that does not divide the window' ],
+	[ "'7 minutes', ARRAY['country'], '{\"n\": \"count(*)\"}'", qr/granularity 00:07:00 neither divides the window of cube "events" \(01:00:00\) nor is a whole number of them/, 'a granularity that does not divide the window' ],
+	[ "'90 minutes', ARRAY['country'], '{\"n\": \"count(*)\"}'", qr/granularity 01:30:00 neither divides the window/, 'a granularity of one and a half windows' ],
 	[ "'1 minute', ARRAY['nope'], '{\"n\": \"count(*)\"}'", qr/dimension "nope" is not a column of cube "events"/, 'an unknown dimension' ],
 	[ "'1 minute', ARRAY['ts'], '{\"n\": \"count(*)\"}'", qr/dimension "ts" is the time column/, 'the time column as a dimension' ],
 	[ "'1 minute', ARRAY['country'], '{\"s\": \"sum(nope)\"}'", qr/measure "s" names column "nope", which cube .* does not have/, 'a measure of an unknown column' ],
@@ -421,8 +422,24 @@ sc_create_cube($node, 'daily', $t3);
 $node->safe_psql('postgres',
 	"SELECT streamcube_create_rollup('daily', 'daily_by_minute', '1 minute', ARRAY['country'], "
 	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"top\": \"max(amount)\"}')");
+# A roll-up by day of a cube of hourly windows: each window keeps its own
+# partial rows (a crash loses and replays them with the window's rows);
+# compaction of the day merges them to one row per group.
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('daily', 'daily_by_day', '1 day', ARRAY['country'], "
+	  . "'{\"n\": \"count(*)\", \"amount\": \"sum(amount)\", \"users\": \"hll(qty)\"}')");
+my $day_diff = q{
+	WITH raw AS (SELECT date_bin('1 day', ts, '2001-01-01') AS bucket, country,
+	                    count(*) AS n, sum(amount) AS amount, hll_cardinality(hll_add_agg(hll_hash_integer(qty))) AS u
+	             FROM daily GROUP BY 1, 2),
+	     r AS (SELECT bucket, country, n, amount, hll_cardinality(users) FROM daily_by_day_merged)
+	SELECT count(*) FROM ((TABLE raw EXCEPT ALL TABLE r) UNION ALL (TABLE r EXCEPT ALL TABLE raw)) d
+	HAVING count(*) > 0};
+my $day_groups = q{SELECT count(*) = count(DISTINCT (bucket, country)) FROM daily_by_day};
 sc_produce($t3, count => 3000, 'start-ts' => $day, 'step-ms' => 3600, seed => 11);
 $node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
+is($node->safe_psql('postgres', $day_diff), '', 'a roll-up by day of hourly windows equals the raw rows');
+is($node->safe_psql('postgres', $day_groups), 'f', 'its windows hold their own rows of each day and country');
 my $daily_diff = q{
 	WITH raw AS (SELECT date_bin('1 minute', ts, '2001-01-01') AS bucket, country,
 	                    count(*) AS n, sum(amount) AS amount, max(amount) AS top
@@ -440,6 +457,8 @@ is($node->safe_psql('postgres',
 		  . "AND w.window_start >= to_timestamp($day) AND w.window_start < to_timestamp($day + 86400)"),
 	'24|1|r|p', "the roll-up's windows of the day are one logged partition, all 24 of them");
 is($node->safe_psql('postgres', $daily_diff), '', 'after compaction: roll-up equals the raw rows');
+is($node->safe_psql('postgres', $day_diff), '', 'the roll-up by day too');
+is($node->safe_psql('postgres', $day_groups), 't', 'compaction merged the day to one row per country');
 like(sealed_view('daily_by_minute', 'bucket, country, n'), qr/^daily_by_minute_sealed\|[1-9]\d*\|0$/,
 	'its view reads the compacted partition');
 # Hour 10 of that day never had a window; hour 1 had one.
@@ -453,6 +472,8 @@ $node->stop('immediate');
 $node->start;
 $node->safe_psql('postgres', "SELECT streamcube_wait('daily', '60 s')");
 is($node->safe_psql('postgres', $daily_diff), '', 'after a crash too');
+is($node->safe_psql('postgres', $day_diff), '', 'the roll-up by day counts the late rows once too');
+is($node->safe_psql('postgres', $day_groups), 't', 'and keeps one row per day and country');
 like(sealed_view('daily_by_minute', 'bucket, country, n'), qr/^daily_by_minute_sealed\|[1-9]\d*\|0$/,
 	'and its view the late rows of the compacted day');
 
