@@ -54,15 +54,18 @@
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* Does the catalog know roll-ups and their views (0.3.0 on)? */
+/*
+ * Does the catalog know roll-ups and their views: column sealed_view of
+ * streamcube.rollup_catalog (0.3.0 on), merged_view (0.4.0 on)?
+ */
 static bool
-sc_ownership_rollups_known(void)
+sc_ownership_rollup_column_known(const char *column)
 {
 	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
 	Oid			catalog;
 
 	return OidIsValid(nsp) && OidIsValid(catalog = get_relname_relid("rollup_catalog", nsp)) &&
-		get_attnum(catalog, "sealed_view") != InvalidAttrNumber;
+		get_attnum(catalog, column) != InvalidAttrNumber;
 }
 
 /* sc_ownership_cube_of's statement; the roll-ups' part from 0.3.0 on */
@@ -83,16 +86,6 @@ sc_ownership_rollups_known(void)
 	"                    (SELECT 1 FROM pg_catalog.pg_class v WHERE v.oid = $2 AND v.relkind = 'v')) "
 #define SC_CUBE_OF_TAIL "ORDER BY c.relid::oid = $2 DESC LIMIT 1"
 
-/* Does the catalog know the views <roll-up>_merged (0.4.0 on)? */
-static bool
-sc_ownership_merged_known(void)
-{
-	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
-	Oid			catalog;
-
-	return OidIsValid(nsp) && OidIsValid(catalog = get_relname_relid("rollup_catalog", nsp)) &&
-		get_attnum(catalog, "merged_view") != InvalidAttrNumber;
-}
 
 /*
  * The cube whose parent, partition (at any level) or sealed view relid
@@ -107,8 +100,8 @@ sc_ownership_cube_of(Oid relid, bool *is_parent)
 	 * each window a receiver creates.
 	 */
 	static SPIPlanPtr plans[3] = {NULL, NULL, NULL};
-	bool		rollups = sc_ownership_rollups_known();
-	int			variant = !rollups ? 0 : sc_ownership_merged_known() ? 2 : 1;
+	bool		rollups = sc_ownership_rollup_column_known("sealed_view");
+	int			variant = !rollups ? 0 : sc_ownership_rollup_column_known("merged_view") ? 2 : 1;
 	List	   *candidates = list_make1_oid(relid);
 	Datum	   *elems;
 	Oid			parent = InvalidOid;
@@ -160,7 +153,7 @@ sc_ownership_members(Oid parent)
 	ListCell   *lc;
 
 	SPI_connect();
-	if (sc_ownership_rollups_known())
+	if (sc_ownership_rollup_column_known("sealed_view"))
 	{
 		MemoryContext spi;
 
@@ -180,7 +173,7 @@ sc_ownership_members(Oid parent)
 				rollup_views = lappend_oid(rollup_views, DatumGetObjectId(d));
 		}
 		MemoryContextSwitchTo(spi);
-		if (sc_ownership_merged_known())
+		if (sc_ownership_rollup_column_known("merged_view"))
 		{
 			sc_catalog_exec_kept(&merged_plan,
 								 "SELECT r.merged_view::oid FROM streamcube.rollup_catalog r "

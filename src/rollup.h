@@ -82,6 +82,7 @@ typedef struct ScRollup
 typedef struct ScRollupAgg ScRollupAgg;
 extern ScRollupAgg *sc_rollup_agg_make(const ScCube *cube, ScRollup *r);
 extern void sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read);
+extern char *sc_rollup_input_relation(const ScCube *cube);
 extern void sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m);
 extern void sc_rollup_check_dimension(const ScCube *cube, const ScRollup *r, int d);
 extern void sc_rollup_agg_free(ScRollupAgg *agg);

@@ -128,9 +128,12 @@ struct ScRollupAgg
  * ----------------------------------------------------------------
  */
 
-/* A relation of no rows, the bucket and the cube's columns: "(SELECT ...) u". */
-static char *
-sc_rollup_agg_relation(const ScCube *cube)
+/*
+ * A relation of no rows, SC_ROLLUP_BUCKET and the cube's columns by name
+ * ("(SELECT ...)"), which a roll-up's SELECT list is parsed and tried on.
+ */
+char *
+sc_rollup_input_relation(const ScCube *cube)
 {
 	StringInfoData s;
 
@@ -141,7 +144,7 @@ sc_rollup_agg_relation(const ScCube *cube)
 	for (int c = 0; c < cube->ncolumns; c++)
 		appendStringInfo(&s, ", NULL::%s AS %s", sc_cube_column_type(cube, c),
 						 quote_identifier(cube->columns[c].name));
-	appendStringInfoString(&s, " LIMIT 0) u");
+	appendStringInfoString(&s, " LIMIT 0)");
 	return s.data;
 }
 
@@ -153,7 +156,7 @@ sc_rollup_agg_query(const ScCube *cube, const ScRollup *r)
 
 	initStringInfo(&s);
 	appendStringInfo(&s, "SELECT %s FROM %s GROUP BY u.%s", sc_rollup_select_list(cube, r, "u"),
-					 sc_rollup_agg_relation(cube), SC_ROLLUP_BUCKET);
+					 psprintf("%s u", sc_rollup_input_relation(cube)), SC_ROLLUP_BUCKET);
 	for (int d = 0; d < r->ndims; d++)
 		appendStringInfo(&s, ", %s", sc_rollup_dim_sql(cube, r, d, "u"));
 	return s.data;
@@ -196,7 +199,7 @@ sc_rollup_agg_columns(const ScCube *cube, const ScRollup *r, bool *read)
 			filters = true;
 		}
 	}
-	appendStringInfo(&sql, " FROM %s WHERE true", sc_rollup_agg_relation(cube));
+	appendStringInfo(&sql, " FROM %s WHERE true", psprintf("%s u", sc_rollup_input_relation(cube)));
 	for (int m = 0; m < r->nmeasures; m++)
 	{
 		if (r->measures[m].column >= 0)
@@ -276,7 +279,7 @@ sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m
 	Aggref	   *count;
 
 	fp.sql = psprintf("SELECT pg_catalog.count(*) FILTER (WHERE %s) FROM %s", m->filter,
-					  sc_rollup_agg_relation(cube));
+					  psprintf("%s u", sc_rollup_input_relation(cube)));
 	edata = sc_try(sc_rollup_filter_parse_fn, &fp);
 	MemoryContextSwitchTo(cxt);
 	if (edata != NULL)
@@ -308,7 +311,7 @@ sc_rollup_check_dimension(const ScCube *cube, const ScRollup *r, int d)
 	ErrorData  *edata;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	fp.sql = psprintf("SELECT (%s) FROM %s", r->dim_exprs[d], sc_rollup_agg_relation(cube));
+	fp.sql = psprintf("SELECT (%s) FROM %s", r->dim_exprs[d], psprintf("%s u", sc_rollup_input_relation(cube)));
 	edata = sc_try(sc_rollup_filter_parse_fn, &fp);
 	MemoryContextSwitchTo(cxt);
 	if (edata != NULL)

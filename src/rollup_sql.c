@@ -93,25 +93,6 @@ sc_rollup_dimension_expression(const char *dim, char **expr, char **name)
 	return true;
 }
 
-/*
- * A relation with no rows and r's input columns (SC_ROLLUP_BUCKET, then
- * the cube's columns by name), to try r's aggregates on.
- */
-static char *
-sc_rollup_typed_nulls(const ScCube *cube, const ScRollup *r)
-{
-	StringInfoData s;
-	initStringInfo(&s);
-	appendStringInfo(&s, "(SELECT NULL::%s AS %s",
-					 cube->time_type == TIMESTAMPOID ? "pg_catalog.timestamp" : "pg_catalog.timestamptz",
-					 SC_ROLLUP_BUCKET);
-	for (int c = 0; c < cube->ncolumns; c++)
-		appendStringInfo(&s, ", NULL::%s AS %s", sc_cube_column_type(cube, c),
-						 quote_identifier(cube->columns[c].name));
-	appendStringInfoString(&s, " LIMIT 0)");
-	return s.data;
-}
-
 typedef struct ScTryMeasure
 {
 	const char *sql;
@@ -131,7 +112,7 @@ sc_try_measure_fn(void *arg)
 static TupleDesc
 sc_rollup_result_types(const ScCube *cube, ScRollup *r)
 {
-	const char *from = sc_rollup_typed_nulls(cube, r);
+	const char *from = sc_rollup_input_relation(cube);
 	ScRollup	one = *r;
 	StringInfoData sql;
 	ScAsOwner	as;
