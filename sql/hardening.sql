@@ -16,6 +16,10 @@ SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v te
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '2147483647 days');
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '-1 hour');
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"grace": "2147483647 days"}');
+-- a bad interval names its option (not only the interval's syntax)
+SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"grace": "banana"}');
+SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"retention": "soon"}');
+SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"compact": ["1 day", "banana"]}');
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"early_rejection_period": "1 month"}');
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"tombstones": "keep"}');
 SELECT streamcube_create_cube('h1', 'kafka', 'hard_topic', 'ts timestamptz, v text', 'ts', '1 hour', 'json', '{"fields": {"v": "a..b"}}');

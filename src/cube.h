@@ -162,6 +162,7 @@ extern void sc_drop_table(Oid relid, Oid owner, const char *what);
 
 /* cube_options.c */
 extern int64 sc_interval_usecs(const Interval *iv, const char *what);
+extern Interval *sc_interval_of_text(const char *text, const char *what, const char *hint);
 extern void sc_cube_parse_options(ScCube *cube, Jsonb *options, bool validate);
 extern List *sc_cube_copy_options(const ScCube *cube);
 extern Datum sc_cube_pin_document(const ScCube *cube, Datum options);

@@ -106,6 +106,39 @@ sc_kafka_ms_of_text(const char *text, const char *what, const char *hint)
 	return Max(ts, 0);
 }
 
+/*
+ * An interval a user wrote for what (an option, a level): errors name it,
+ * with PostgreSQL's own message as DETAIL and the hint given.
+ */
+Interval *
+sc_interval_of_text(const char *text, const char *what, const char *hint)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Interval   *volatile iv = NULL;
+
+	PG_TRY();
+	{
+		iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
+												   ObjectIdGetDatum(InvalidOid),
+												   Int32GetDatum(-1)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid interval \"%s\" for %s", text, what),
+				 errdetail("%s", edata->message),
+				 errhint("%s", hint)));
+	}
+	PG_END_TRY();
+	return iv;
+}
+
 /* An option with two allowed values: false for the first, true for the second. */
 static bool
 sc_option_choice(const char *key, const char *value, const char *first, const char *second)
@@ -140,10 +173,9 @@ sc_option_interval(const char *key, const char *value, bool allow_none)
 	if (allow_none && strcmp(value, "none") == 0)
 		return -1;
 	what = psprintf("cube option \"%s\"", key);
-	return sc_interval_usecs(DatumGetIntervalP(DirectFunctionCall3(interval_in,
-																   CStringGetDatum(value),
-																   ObjectIdGetDatum(InvalidOid),
-																   Int32GetDatum(-1))),
+	return sc_interval_usecs(sc_interval_of_text(value, what,
+												 allow_none ? "Give an interval such as '10 minutes' or '2 hours', or \"none\"."
+												 : "Give an interval such as '10 minutes' or '2 hours'."),
 							 what);
 }
 
@@ -680,8 +712,7 @@ sc_parse_compact(ScCube *cube, Datum value, const char *type)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("level %d of cube option \"compact\" is not an interval string", (int) i + 1),
 					 errhint("%s", hint)));
-		iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(text),
-												   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		iv = sc_interval_of_text(text, psprintf("level %d of cube option \"compact\"", (int) i + 1), hint);
 		level->months = 0;
 		level->usecs = 0;
 		if (iv->month != 0)

@@ -557,9 +557,8 @@ sc_reassign_parse_options(ScReassign *r, Jsonb *options)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("reassignment option \"timeout\" must be an interval string"),
 						 errhint("For example {\"timeout\": \"10 s\"}.")));
-			iv = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(value),
-													   ObjectIdGetDatum(InvalidOid),
-													   Int32GetDatum(-1)));
+			iv = sc_interval_of_text(value, "reassignment option \"timeout\"",
+									 "For example {\"timeout\": \"10 s\"}.");
 			usecs = sc_interval_usecs(iv, "reassignment option \"timeout\"");
 			if (usecs < 1000)
 				ereport(ERROR,

@@ -570,9 +570,9 @@ sc_rollup_options(Jsonb *options, const ScCube *cube)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("roll-up option retention must be an interval as a string"),
 						 errhint("For example \"1 year\" or \"90 days\".")));
-			retention = DatumGetIntervalP(DirectFunctionCall3(interval_in,
-															  CStringGetDatum(pnstrdup(v.val.string.val, v.val.string.len)),
-															  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+			retention = sc_interval_of_text(pnstrdup(v.val.string.val, v.val.string.len),
+											"roll-up option \"retention\"",
+											"Give an interval such as \"1 year\" or \"90 days\".");
 			if (sc_interval_usecs(retention, "retention") <= 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
