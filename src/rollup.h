@@ -55,7 +55,6 @@ typedef struct ScMeasure
  * windows to one per group.  Not a column of other roll-ups.
  */
 #define SC_ROLLUP_WINDOW "\"sc window\""
-#define SC_ROLLUP_WINDOW_NAME "sc window"
 
 /* One roll-up of a cube, as its catalog row says. */
 typedef struct ScRollup
@@ -104,7 +103,7 @@ extern char *sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char 
 extern void sc_rollup_key_create(const ScRollup *r, Oid part);
 extern bool sc_index_is_unique(Oid indexoid);
 extern bool sc_rollup_catalog_current(void);
-extern void sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r);
+extern void sc_rollup_merged_view_create(const ScRollup *r);
 extern char *sc_cube_column_type(const ScCube *cube, int c);
 extern char *sc_rollup_dim_sql(const ScCube *cube, const ScRollup *r, int d, const char *alias);
 extern char *sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias);

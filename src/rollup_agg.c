@@ -78,7 +78,6 @@ typedef struct ScAggCall
 	ExprState **args;
 	ExprState  *filter;			/* FILTER (WHERE ...), or NULL */
 	FmgrInfo	transfn;
-	Oid			collation;
 	int16		translen;
 	bool		transbyval;
 	bool		init_null;
@@ -245,8 +244,6 @@ sc_rollup_agg_measure(const ScRollup *r, int agg_index)
 	return "?";
 }
 
-static void sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter,
-									   const char *measure);
 static void sc_rollup_agg_check_expr(const ScCube *cube, Expr *expr, const char *what,
 									 const char *name);
 
@@ -268,7 +265,7 @@ sc_rollup_filter_parse_fn(void *arg)
 /*
  * Check the FILTER of measure m of r, when creating the roll-up: a
  * condition on the cube's columns (parsed alone, so that an error names
- * the measure), and what sc_rollup_agg_check_filter() asks.
+ * the measure), and what sc_rollup_agg_check_expr() asks.
  */
 void
 sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m)
@@ -295,7 +292,7 @@ sc_rollup_check_filter(const ScCube *cube, const ScRollup *r, const ScMeasure *m
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the FILTER of measure \"%s\" is not a condition on the row", m->name),
 				 errhint("A FILTER reads the row's columns: no subquery.")));
-	sc_rollup_agg_check_filter(cube, r, count->aggfilter, m->name);
+	sc_rollup_agg_check_expr(cube, count->aggfilter, "FILTER of measure", m->name);
 }
 
 /*
@@ -357,24 +354,14 @@ sc_rollup_untrusted_walker(Node *node, void *context)
 }
 
 /*
- * A measure's FILTER runs in the receiver, as the cube's owner, on every
- * row: it must be a condition on the row alone, the same every time
- * (immutable functions, no subquery), and call only functions of a
+ * An expression of a roll-up (a measure's FILTER, a dimension) runs in the
+ * receiver, as the cube's owner, on every row: it must read the row alone,
+ * the same every time (immutable functions), and call only functions of a
  * superuser or of the cube's owner (never of the role who created the
  * roll-up: an administrator could otherwise run code as the owner).  It is
  * checked parsed, before anything plans it (a planner folds an immutable
- * function's call on constants: it would run).
- */
-static void
-sc_rollup_agg_check_filter(const ScCube *cube, const ScRollup *r, Expr *filter, const char *measure)
-{
-	sc_rollup_agg_check_expr(cube, filter, "FILTER of measure", measure);
-}
-
-/*
- * An expression of a roll-up (a measure's FILTER, a dimension), which the
- * receivers run as the cube's owner on every row (see above).  what and
- * name say which, for the errors.
+ * function's call on constants: it would run).  what and name say which,
+ * for the errors.
  */
 static void
 sc_rollup_agg_check_expr(const ScCube *cube, Expr *expr, const char *what, const char *name)
@@ -424,7 +411,6 @@ sc_rollup_agg_call(ScRollupAgg *agg, Aggref *aggref, ScAggCall *call)
 	ninputs = get_aggregate_argtypes(aggref, input_types);
 	transtype = resolve_aggregate_transtype(aggref->aggfnoid, form->aggtranstype, input_types, ninputs);
 	get_typlenbyval(transtype, &call->translen, &call->transbyval);
-	call->collation = aggref->inputcollid;
 
 	build_aggregate_transfn_expr(input_types, ninputs, 0, aggref->aggvariadic, transtype,
 								 aggref->inputcollid, form->aggtransfn, InvalidOid,
@@ -564,8 +550,8 @@ sc_rollup_agg_make(const ScCube *cube, ScRollup *r)
 			if (!IsA(te->expr, Aggref))
 				elog(ERROR, "roll-up %s: column %d is not an aggregate", r->qualified, k + 1);
 			if (((Aggref *) te->expr)->aggfilter != NULL)
-				sc_rollup_agg_check_filter(cube, r, ((Aggref *) te->expr)->aggfilter,
-										   sc_rollup_agg_measure(r, agg->naggs));
+				sc_rollup_agg_check_expr(cube, ((Aggref *) te->expr)->aggfilter, "FILTER of measure",
+										 sc_rollup_agg_measure(r, agg->naggs));
 			sc_rollup_agg_call(agg, (Aggref *) te->expr, &agg->aggs[agg->naggs++]);
 		}
 		k++;

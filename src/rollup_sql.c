@@ -770,7 +770,7 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	/* its views (for standbys, merged), at once: readers may be granted them now */
 	sc_rollup_refresh_views(cube->cube_id, relid, false);
 	if (sc_rollup_catalog_current())
-		sc_rollup_merged_view_create(cube, loaded);
+		sc_rollup_merged_view_create(loaded);
 
 	/* Receivers read the cube again before their next batch. */
 	sc_cube_row_touch(cube_id);
@@ -889,7 +889,7 @@ sc_rollups_to_0_4(PG_FUNCTION_ARGS)
 		}
 		for (uint64 k = 0; k < nparts; k++)
 			sc_rollup_key_create(r, parts[k]);
-		sc_rollup_merged_view_create(cube, r);
+		sc_rollup_merged_view_create(r);
 	}
 	SPI_finish();
 	PG_RETURN_VOID();

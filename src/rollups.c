@@ -691,50 +691,37 @@ sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_al
 		char	   *col = m->column < 0 ? NULL :
 			psprintf("%s.%s", from_alias, quote_identifier(cube->columns[m->column].name));
 		char	   *schema = sc_rollup_extension_schema(m->kind, m->name);
-		int			before = s.len;
+		const char *f = m->filter != NULL ? psprintf(" FILTER (WHERE %s)", m->filter) : "";
 
 		switch (m->kind)
 		{
 			case SC_MEASURE_COUNT_ALL:
-				appendStringInfoString(&s, ", pg_catalog.count(*)");
+				appendStringInfo(&s, ", pg_catalog.count(*)%s", f);
 				break;
 			case SC_MEASURE_COUNT:
-				appendStringInfo(&s, ", pg_catalog.count(%s)", col);
+				appendStringInfo(&s, ", pg_catalog.count(%s)%s", col, f);
 				break;
 			case SC_MEASURE_SUM:
-				appendStringInfo(&s, ", pg_catalog.sum(%s)", col);
+				appendStringInfo(&s, ", pg_catalog.sum(%s)%s", col, f);
 				break;
 			case SC_MEASURE_MIN:
-				appendStringInfo(&s, ", pg_catalog.min(%s)", col);
+				appendStringInfo(&s, ", pg_catalog.min(%s)%s", col, f);
 				break;
 			case SC_MEASURE_MAX:
-				appendStringInfo(&s, ", pg_catalog.max(%s)", col);
+				appendStringInfo(&s, ", pg_catalog.max(%s)%s", col, f);
 				break;
 			case SC_MEASURE_AVG:
-				appendStringInfo(&s, ", pg_catalog.sum(%s), pg_catalog.count(%s)", col, col);
+				appendStringInfo(&s, ", pg_catalog.sum(%s)%s, pg_catalog.count(%s)%s", col, f, col, f);
 				break;
 			case SC_MEASURE_HLL:
-				appendStringInfo(&s, ", %s.hll_add_agg(%s.%s(%s%s))", schema, schema,
+				appendStringInfo(&s, ", %s.hll_add_agg(%s.%s(%s%s))%s", schema, schema,
 								 sc_hll_hash(cube->columns[m->column].type), col,
-								 sc_hll_hash_cast(cube->columns[m->column].type));
+								 sc_hll_hash_cast(cube->columns[m->column].type), f);
 				break;
 			case SC_MEASURE_TDIGEST:
-				appendStringInfo(&s, ", %s.tdigest((%s)::pg_catalog.float8, %d)", schema, col,
-								 SC_TDIGEST_COMPRESSION);
+				appendStringInfo(&s, ", %s.tdigest((%s)::pg_catalog.float8, %d)%s", schema, col,
+								 SC_TDIGEST_COMPRESSION, f);
 				break;
-		}
-		if (m->filter != NULL)
-		{
-			/* after each aggregate the measure wrote (avg: two) */
-			char	   *aggs = pstrdup(s.data + before);
-			const char *filter = psprintf(" FILTER (WHERE %s)", m->filter);
-
-			s.len = before;
-			s.data[before] = '\0';
-			if (m->kind == SC_MEASURE_AVG)
-				appendStringInfo(&s, ", pg_catalog.sum(%s)%s, pg_catalog.count(%s)%s", col, filter, col, filter);
-			else
-				appendStringInfo(&s, "%s%s", aggs, filter);
 		}
 	}
 	return s.data;
@@ -1004,7 +991,7 @@ sc_rollup_key_create(const ScRollup *r, Oid part)
  * catalog.  The caller is connected to SPI.
  */
 void
-sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r)
+sc_rollup_merged_view_create(const ScRollup *r)
 {
 	Oid			nsp = get_rel_namespace(r->relid);
 	char	   *qualified = quote_qualified_identifier(get_namespace_name(nsp),
@@ -1024,7 +1011,6 @@ sc_rollup_merged_view_create(const ScCube *cube, const ScRollup *r)
 					2, (Oid[]) {INT4OID, TEXTOID},
 					(Datum[]) {Int32GetDatum(r->rollup_id), CStringGetTextDatum(qualified)},
 					NULL, false, 0);
-	(void) cube;
 }
 
 /* ----------------------------------------------------------------
