@@ -1272,3 +1272,172 @@ CREATE FUNCTION streamcube._rollups_to_0_4() RETURNS void
     AS 'MODULE_PATHNAME', 'sc_rollups_to_0_4';
 SELECT streamcube._rollups_to_0_4();
 DROP FUNCTION streamcube._rollups_to_0_4();
+
+-- ---------------------------------------------------------------------
+-- 0.4.0: streamcube.consumers tells the truth in an outage.  State
+-- disconnected while Kafka does not answer (lag_seconds then counts at
+-- least from its last answer), pausing between streamcube_pause() and
+-- the receiver's pause; paused_reason says why a cube is paused (a stop
+-- point is no error); an error the receiver got over moves from
+-- last_error to previous_error.
+-- ---------------------------------------------------------------------
+DROP VIEW streamcube.consumers;
+DROP VIEW streamcube.consumer_partitions;
+DROP FUNCTION streamcube._receivers();
+CREATE FUNCTION streamcube._receivers(
+        OUT pid integer, OUT cube_id integer, OUT replica_set text, OUT state text,
+        OUT partitions integer[], OUT positions bigint[], OUT high_watermarks bigint[],
+        OUT lag bigint, OUT rows_per_second double precision, OUT rows_total bigint,
+        OUT started_at timestamptz, OUT last_batch_at timestamptz,
+        OUT last_error text, OUT last_error_at timestamptz,
+        OUT topic_partitions integer, OUT tombstones_skipped bigint,
+        OUT epoch bigint, OUT rows_direct bigint, OUT rows_copy bigint,
+        OUT lag_seconds double precision, OUT partition_lag_seconds double precision[],
+        OUT batches bigint, OUT disconnected_since timestamptz,
+        OUT last_contact_at timestamptz, OUT previous_error text,
+        OUT previous_error_at timestamptz)
+    RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_receivers';
+
+CREATE VIEW streamcube.consumers AS
+SELECT r.pid,
+       c.relid::regclass AS cube,
+       r.replica_set,
+       r.epoch,                -- the assignment epoch the receiver runs at
+       -- pausing: paused in the catalog, the receiver not yet (a second);
+       -- disconnected: Kafka does not answer it
+       CASE WHEN c.paused AND r.state IN ('running', 'disconnected') THEN 'pausing'
+            ELSE r.state END AS state,
+       r.partitions,
+       r.positions,
+       r.high_watermarks,
+       r.lag,
+       -- how long the oldest message not consumed has waited, in seconds
+       -- (its Kafka timestamp, bounded by the server's clock: see
+       -- docs/operations.md); 0 when caught up; NULL when not known
+       round(r.lag_seconds::numeric, 3) AS lag_seconds,
+       round(r.rows_per_second::numeric, 1) AS rows_per_second,
+       r.rows_total,
+       r.started_at,
+       r.last_batch_at,
+       CASE WHEN c.paused AND c.bad_error IS NOT NULL
+            THEN format('paused by bad message at partition %s offset %s: %s',
+                        c.bad_partition, c.bad_offset, c.bad_error)
+            WHEN c.paused AND c.paused_reason IS NOT NULL AND c.stop_reached_at IS NULL
+            THEN c.paused_reason
+            ELSE r.last_error END AS last_error,
+       r.last_error_at,
+       -- partitions of the topic that no replica set of the cube consumes
+       ARRAY(SELECT p FROM generate_series(0, r.topic_partitions - 1) AS p
+             WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
+                               WHERE a.cube_id = c.cube_id AND a.partition = p)
+             ORDER BY p) AS unassigned_partitions,
+       r.tombstones_skipped,
+       -- the logged restart point of each partition: where a crash restarts it
+       ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
+             JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.p
+             ORDER BY u.i) AS checkpoints,
+       -- rows written since the receiver started: formed and inserted by the
+       -- receiver itself, or through COPY (late rows into sealed windows,
+       -- windows with triggers, streamcube.direct_insert = off)
+       r.rows_direct,
+       r.rows_copy,
+       -- transactions that moved positions since the receiver started:
+       -- rows_total / batches is how many rows a batch takes
+       r.batches,
+       -- why the cube is paused: a stop point, a bad message, Kafka lost
+       -- what it needs, or a user; NULL while it is not (as streamcube.cube_status)
+       CASE WHEN c.paused
+            THEN coalesce(c.paused_reason,
+                          'paused by a bad message at partition ' || c.bad_partition || ' offset ' || c.bad_offset,
+                          'paused by streamcube_pause()') END AS paused_reason,
+       r.disconnected_since,   -- Kafka stopped answering; NULL while it answers
+       r.last_contact_at,      -- Kafka's last answer (a fetch, a probe)
+       r.previous_error,       -- an error the receiver got over, and when
+       r.previous_error_at
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
+UNION ALL
+-- (cube, replica set) pairs with partitions and no receiver slot: the
+-- launcher has not started them yet, every slot is taken, or this is a
+-- standby (state standby)
+SELECT NULL::integer,
+       c.relid::regclass,
+       w.replica_set,
+       NULL::bigint,
+       CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby' ELSE 'waiting' END,
+       w.partitions,
+       NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
+       NULL::bigint[],
+       NULL::bigint,
+       NULL::numeric,
+       NULL::numeric,
+       NULL::bigint,
+       NULL::timestamptz,
+       NULL::timestamptz,
+       CASE WHEN pg_catalog.pg_is_in_recovery()
+            THEN 'not consumed on a standby: receivers run on the primary; the sealed windows arrive through replication'
+            WHEN s.in_use >= s.total
+            THEN format('no receiver slot is free: all %s receiver slots (streamcube.max_receivers) are in use; '
+                        'raise streamcube.max_receivers and restart the server, or drop cubes no longer needed', s.total)
+            ELSE 'waiting for the launcher to start its receiver' END,
+       NULL::timestamptz,
+       NULL::integer[],
+       NULL::bigint,
+       ARRAY(SELECT k."offset" FROM unnest(w.partitions) WITH ORDINALITY AS u(part, i)
+             JOIN streamcube.checkpoints k ON k.cube_id = c.cube_id AND k.partition = u.part
+             ORDER BY u.i),
+       NULL::bigint,
+       NULL::bigint,
+       NULL::bigint,
+       CASE WHEN c.paused
+            THEN coalesce(c.paused_reason,
+                          'paused by a bad message at partition ' || c.bad_partition || ' offset ' || c.bad_offset,
+                          'paused by streamcube_pause()') END,
+       NULL::timestamptz,
+       NULL::timestamptz,
+       NULL::text,
+       NULL::timestamptz
+FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions
+      FROM streamcube.assignments a GROUP BY 1, 2) w
+JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN streamcube._receiver_slots() s
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
+  AND NOT EXISTS (SELECT 1 FROM streamcube._receivers() r
+                  WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
+COMMENT ON VIEW streamcube.consumers IS
+    'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state (running, disconnected, pausing, paused, ...), partitions, positions, Kafka end offsets, lag in messages and seconds, throughput, last error and the one before, why the cube is paused, unassigned partitions';
+GRANT SELECT ON streamcube.consumers TO PUBLIC;
+
+CREATE VIEW streamcube.consumer_partitions AS
+SELECT c.relid::regclass AS cube,
+       r.replica_set,
+       r.state,
+       u.partition,
+       u.position,
+       nullif(u.high_watermark, -1) AS high_watermark,
+       CASE WHEN u.high_watermark >= 0 THEN greatest(u.high_watermark - u.position, 0) END AS lag,
+       round(u.lag_seconds::numeric, 3) AS lag_seconds,
+       r.last_batch_at
+FROM streamcube._receivers() r
+JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL unnest(r.partitions, r.positions, r.high_watermarks, r.partition_lag_seconds)
+     AS u(partition, position, high_watermark, lag_seconds)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.consumer_partitions TO PUBLIC;
+COMMENT ON VIEW streamcube.consumer_partitions IS
+    'One row per Kafka partition a running receiver consumes: position, end, lag in messages and in seconds (Kafka timestamps, bounded by the server''s clock)';
+
+-- ---------------------------------------------------------------------
+-- 0.4.0: streamcube_set_positions says what a move forward skips (column
+-- skipped, and a NOTICE); a lookup by time the cluster cannot answer is
+-- an error, not a move to the end
+-- ---------------------------------------------------------------------
+DROP FUNCTION streamcube_set_positions(text, jsonb);
+CREATE FUNCTION streamcube_set_positions(cube text, positions jsonb)
+    RETURNS TABLE (partition integer, old_position bigint, new_position bigint, skipped bigint)
+    LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_set_positions';
+COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
+    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes; skipped: the offsets a move forward leaves unread (a NOTICE says it)';

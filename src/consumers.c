@@ -58,23 +58,33 @@ PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_rollup_stats);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 
-#define SC_RECEIVER_COLS 22		/* as 0.3.0 declares them; 0.2.0 declared the first 17 */
-
-/* A Kafka timestamp (milliseconds since 1970) as a timestamptz. */
-static TimestampTz
-sc_kafka_ms_timestamptz(int64 ms)
-{
-	return (ms - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000;
-}
+#define SC_RECEIVER_COLS 26		/* as 0.4.0 declares them; 0.3.0 declared the first 22,
+									 * 0.2.0 the first 17 */
 
 /*
- * Seconds since the Kafka timestamp ms, at now: the age of the oldest
- * message not consumed (never below 0: CreateTime stamps may be ahead).
+ * How long the oldest message not consumed of a partition has waited, in
+ * seconds at now; false when not known.  Its Kafka timestamp says it, when
+ * it is not ahead of the server's clock; the server's own clock bounds it:
+ * every message still to read came after the partition was last seen with
+ * nothing left to read (caught_up_at).  A timestamp from the future (a
+ * producer's clock ahead, CreateTime) is not believed: the bound is the
+ * answer.  A producer's clock behind cannot make the age exceed the bound.
  */
-static double
-sc_age_seconds(int64 ms, TimestampTz now)
+static bool
+sc_age_seconds(const ScPartitionStat *ps, TimestampTz now, double *age)
 {
-	return Max((double) (now - sc_kafka_ms_timestamptz(ms)) / USECS_PER_SEC, 0.0);
+	double		bound = ps->caught_up_at != 0
+		? Max((double) (now - ps->caught_up_at) / USECS_PER_SEC, 0.0) : -1;
+
+	if (ps->oldest_ts >= 0 && sc_kafka_ms_timestamptz(ps->oldest_ts) <= now)
+	{
+		*age = (double) (now - sc_kafka_ms_timestamptz(ps->oldest_ts)) / USECS_PER_SEC;
+		if (bound >= 0)
+			*age = Min(*age, bound);
+		return true;
+	}
+	*age = bound;
+	return bound >= 0;
 }
 
 /* streamcube._receiver_slots(): receiver slots in use, and there are. */
@@ -133,6 +143,7 @@ sc_receivers(PG_FUNCTION_ARGS)
 		double		lag_seconds = 0;
 		bool		seconds_known = slot->npartitions > 0;
 		TimestampTz now = GetCurrentTimestamp();
+		bool		disconnected = slot->state == SC_RECEIVER_RUNNING && slot->disconnected_since != 0;
 
 		if (!OidIsValid(slot->relid) ||
 			pg_class_aclcheck_ext(slot->relid, GetUserId(), ACL_SELECT, &missing) != ACLCHECK_OK ||
@@ -156,25 +167,46 @@ sc_receivers(PG_FUNCTION_ARGS)
 			}
 			else if (ps->position < ps->high_watermark)
 			{
+				double		age;
+
 				lag += ps->high_watermark - ps->position;
-				if (ps->oldest_ts < 0)
+				if (!sc_age_seconds(ps, now, &age))
 				{
 					seconds_known = false;
 					ages_null[p] = true;
 				}
 				else
 				{
-					ages[p] = Float8GetDatum(sc_age_seconds(ps->oldest_ts, now));
-					lag_seconds = Max(lag_seconds, DatumGetFloat8(ages[p]));
+					ages[p] = Float8GetDatum(age);
+					lag_seconds = Max(lag_seconds, age);
 				}
 			}
+
+			/*
+			 * Kafka does not answer: whatever came since its last answer
+			 * waits, as far as anyone here can tell.  Lag in time is at
+			 * least the time since then, and rises until it answers.
+			 */
+			if (disconnected && slot->contact_at != 0)
+			{
+				double		silent = Max((double) (now - slot->contact_at) / USECS_PER_SEC, 0.0);
+
+				ages[p] = Float8GetDatum(ages_null[p] ? silent : Max(DatumGetFloat8(ages[p]), silent));
+				ages_null[p] = false;
+			}
+		}
+		if (disconnected && slot->contact_at != 0)
+		{
+			seconds_known = true;
+			for (int p = 0; p < slot->npartitions; p++)
+				lag_seconds = Max(lag_seconds, DatumGetFloat8(ages[p]));
 		}
 
 		values[0] = Int32GetDatum(slot->pid);
 		nulls[0] = slot->pid == 0;
 		values[1] = Int32GetDatum(slot->cube_id);
 		values[2] = CStringGetTextDatum(slot->replica_set);
-		values[3] = CStringGetTextDatum(sc_receiver_state_name(slot->state));
+		values[3] = CStringGetTextDatum(disconnected ? "disconnected" : sc_receiver_state_name(slot->state));
 		values[4] = sc_int_array(parts, slot->npartitions, INT4OID);
 		values[5] = sc_int_array(positions, slot->npartitions, INT8OID);
 		values[6] = sc_int_array(highs, slot->npartitions, INT8OID);
@@ -208,6 +240,15 @@ sc_receivers(PG_FUNCTION_ARGS)
 															8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		}
 		values[21] = Int64GetDatum((int64) slot->batches);
+		/* 0.4.0 on */
+		values[22] = TimestampTzGetDatum(slot->disconnected_since);
+		nulls[22] = !disconnected;
+		values[23] = TimestampTzGetDatum(slot->contact_at);
+		nulls[23] = slot->contact_at == 0;
+		values[24] = CStringGetTextDatum(slot->previous_error);
+		nulls[24] = slot->previous_error[0] == '\0';
+		values[25] = TimestampTzGetDatum(slot->previous_error_at);
+		nulls[25] = slot->previous_error_at == 0;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -394,62 +435,6 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum 
 #define SC_LAG_COLS 11
 
 /*
- * The Kafka timestamps of the messages at offsets[] of parts[] (the first
- * message at or after each offset a consumer of the cluster reads), in
- * ms[], -1 where none came within a few seconds: a short-lived consumer
- * fetches them.
- */
-static void
-sc_lag_stamps(const ScKafkaConnInfo *conn, const char *topic, int n, const int32 *parts,
-			  const int64 *offsets, int64 *ms)
-{
-	ScKafkaConsumer *c;
-	ScKafkaMessage messages[64];
-	volatile int pending = n;
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   Min(sc_kafka_timeout_ms, 5000));
-
-	for (int i = 0; i < n; i++)
-		ms[i] = -1;
-	if (n == 0)
-		return;
-	c = sc_kafka_consumer_create(conn, "streamcube-lag", 1024, 0);
-	PG_TRY();
-	{
-		sc_kafka_consumer_assign(c, topic, n, parts, offsets);
-		while (pending > 0 && GetCurrentTimestamp() < deadline)
-		{
-			ScKafkaPollResult res;
-			int			got = sc_kafka_consumer_poll(c, messages, lengthof(messages), &res);
-
-			for (int m = 0; m < got; m++)
-				for (int i = 0; i < n; i++)
-					if (parts[i] == messages[m].partition && ms[i] == -1 &&
-						messages[m].offset >= offsets[i])
-					{
-						/* at the end (nothing to read after all): -2 */
-						ms[i] = messages[m].eof ? -2 : Max(messages[m].timestamp, -2);
-						pending--;
-					}
-			sc_kafka_messages_release(messages, got);
-			if (got == 0)
-			{
-				(void) WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-										 WL_EXIT_ON_PM_DEATH, sc_kafka_consumer_wait_fd(c), 100,
-										 PG_WAIT_EXTENSION);
-				ResetLatch(MyLatch);
-				CHECK_FOR_INTERRUPTS();
-			}
-		}
-	}
-	PG_FINALLY();
-	{
-		sc_kafka_consumer_destroy(c);
-	}
-	PG_END_TRY();
-}
-
-/*
  * streamcube.lag(cube text): one row per partition of the cube's topic, as
  * Kafka and the catalog see it now: replica set, committed position,
  * checkpoint, high watermark, last stable offset, lag in messages (to the
@@ -563,7 +548,7 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 		loffsets[nbehind] = DatumGetInt64(pos);
 		behind[r] = nbehind++;
 	}
-	sc_lag_stamps(conn, cube->topic, nbehind, lparts, loffsets, stamps);
+	sc_kafka_timestamps_at(conn, cube->topic, nbehind, lparts, loffsets, stamps);
 	now = GetCurrentTimestamp();
 
 	for (int r = 0; r < nrows; r++)
@@ -620,9 +605,13 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 		}
 		else if (!nulls[6] && stamps[behind[r]] >= 0)
 		{
-			values[9] = TimestampTzGetDatum(sc_kafka_ms_timestamptz(stamps[behind[r]]));
-			values[10] = Float8GetDatum(sc_age_seconds(stamps[behind[r]], now));
-			nulls[9] = nulls[10] = false;
+			TimestampTz at = sc_kafka_ms_timestamptz(stamps[behind[r]]);
+
+			/* a stamp ahead of the server's clock tells no age: NULL */
+			values[9] = TimestampTzGetDatum(at);
+			values[10] = Float8GetDatum((double) (now - at) / USECS_PER_SEC);
+			nulls[9] = false;
+			nulls[10] = at > now;
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

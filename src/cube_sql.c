@@ -521,7 +521,7 @@ sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions,
 		sc_create_starts_of_cube(cube, partitions, starts, kafka_cluster_id);
 	else if (cube->start_at_ms >= 0)
 	{
-		sc_kafka_offsets_at(conn, cube->topic, n, parts, ms, starts, sc_kafka_timeout_ms);
+		sc_offsets_at_checked(conn, cube->cluster, cube->topic, n, parts, ms, starts, partitions);
 		foreach(lc, partitions)
 		{
 			ScKafkaPartitionInfo *p = lfirst(lc);

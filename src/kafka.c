@@ -34,7 +34,9 @@
 #include "registry.h"
 #include "nodes/value.h"
 #include "portability/instr_time.h"
+#include "storage/latch.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 #include "utils/memutils.h"
 
 /* Every property of librdkafka 2.0.2, by class, in strcmp() order. */
@@ -64,6 +66,7 @@ typedef struct ScKafkaEvents
 	char		text[SC_KAFKA_MAX_EVENTS][SC_ERROR_LEN];
 	bool		fatal;
 	bool		topic_unknown;	/* the broker said the topic is unknown */
+	bool		all_down;		/* every broker's connection went down */
 	char		last_error[SC_ERROR_LEN];	/* as long as a slot's last_error */
 } ScKafkaEvents;
 
@@ -159,6 +162,8 @@ sc_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
 		err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 		events->topic_unknown = true;
+	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+		events->all_down = true;
 	sc_kafka_push_event(events, SC_SYSLOG_ERR, events->last_error);
 }
 
@@ -1593,6 +1598,22 @@ sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *c, int32 partition, int 
 }
 
 /*
+ * Did librdkafka say, since the last call, that the connections to every
+ * broker of the cluster are down (RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)?
+ * Served by sc_kafka_consumer_report() or a poll.  librdkafka says it once
+ * per outage and nothing when a broker is back: the caller finds that out
+ * by asking the cluster (sc_kafka_consumer_query_high_watermark).
+ */
+bool
+sc_kafka_consumer_take_all_down(ScKafkaConsumer *c)
+{
+	bool		down = c->events.all_down;
+
+	c->events.all_down = false;
+	return down;
+}
+
+/*
  * How many partitions the consumer's topic has now, from a metadata request
  * on the consumer's own connections; -1 when the broker does not answer
  * within timeout_ms or the topic is not there.
@@ -1717,6 +1738,69 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
 				 errhint("Check that the brokers are reachable, or raise streamcube.kafka_timeout (now %d ms).",
 						 timeout_ms)));
+}
+
+/*
+ * The Kafka timestamps of the messages at offsets[] of parts[] (the first
+ * message at or after each offset a consumer of the cluster reads), in
+ * ms[], -1 where none came within a few seconds, -2 where the partition
+ * ends there after all: a short-lived consumer fetches them.
+ */
+void
+sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const char *topic, int n, const int32 *parts,
+					   const int64 *offsets, int64 *ms)
+{
+	ScKafkaConsumer *c;
+	ScKafkaMessage messages[64];
+	volatile int pending = n;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(sc_kafka_timeout_ms, 5000));
+
+	for (int i = 0; i < n; i++)
+		ms[i] = -1;
+	if (n == 0)
+		return;
+	c = sc_kafka_consumer_create(conn, "streamcube-timestamps", 1024, 0);
+	PG_TRY();
+	{
+		sc_kafka_consumer_assign(c, topic, n, parts, offsets);
+		while (pending > 0 && GetCurrentTimestamp() < deadline)
+		{
+			ScKafkaPollResult res;
+			int			got = sc_kafka_consumer_poll(c, messages, lengthof(messages), &res);
+
+			for (int m = 0; m < got; m++)
+				for (int i = 0; i < n; i++)
+					if (parts[i] == messages[m].partition && ms[i] == -1 &&
+						messages[m].offset >= offsets[i])
+					{
+						/* at the end (nothing to read after all): -2 */
+						ms[i] = messages[m].eof ? -2 : Max(messages[m].timestamp, -2);
+						pending--;
+					}
+			sc_kafka_messages_release(messages, got);
+			if (got == 0)
+			{
+				(void) WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+										 WL_EXIT_ON_PM_DEATH, sc_kafka_consumer_wait_fd(c), 100,
+										 PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		sc_kafka_consumer_destroy(c);
+	}
+	PG_END_TRY();
+}
+
+/* A Kafka timestamp (milliseconds since 1970) as a timestamptz. */
+TimestampTz
+sc_kafka_ms_timestamptz(int64 ms)
+{
+	return (ms - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000;
 }
 
 /* Commits for Kafka's tools are tried again from 1 s apart up to 10 s. */

@@ -110,6 +110,9 @@ extern void sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic
 extern void sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 								const int32 *partitions, const int64 *ms, int64 *offsets,
 								int timeout_ms);
+extern TimestampTz sc_kafka_ms_timestamptz(int64 ms);
+extern void sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const char *topic, int n,
+								   const int32 *partitions, const int64 *offsets, int64 *ms);
 extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 							   bool with_watermarks, int timeout_ms,
 							   bool *topic_missing, char **cluster_id);
@@ -140,6 +143,7 @@ extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused)
 extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
 extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 partition,
 													 int timeout_ms);
+extern bool sc_kafka_consumer_take_all_down(ScKafkaConsumer *consumer);
 extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);

@@ -794,12 +794,68 @@ sc_set_positions_check_cluster(ScCube *cube, List *changes, List *assigned,
 }
 
 /*
- * The offsets of the changes by time: each partition's first message
- * stamped at or after the time (-1, the partition's end, when none is
- * that late), in one request to Kafka.
+ * Kafka answers a lookup by time with -1 (the partition's end) when no
+ * message is stamped that late.  A cluster that cannot look up by time
+ * answers so for any time (librdkafka's mock cluster, the quickstart's,
+ * does): taken at its word, a replay would move to the end of every
+ * partition and skip what it was asked to read, without a word.  So an
+ * answer "the end" for a partition that holds messages is checked against
+ * the timestamp of its last message: when that message is stamped at or
+ * after the time asked, the cluster did not look, and that is an error
+ * naming the cluster.  A broker answers with the first offset whose
+ * timestamp is at or after the time (by its time index), so it never
+ * answers "the end" while its last message is that late.  Costs a read of
+ * one message per partition answered "the end", and nothing otherwise.
  */
 void
-sc_offsets_by_time(ScCube *cube, List *changes)
+sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const char *topic,
+					  int n, const int32 *parts, const int64 *ms, int64 *offsets, List *kafka)
+{
+	int32	   *cparts = palloc(sizeof(int32) * Max(n, 1));
+	int64	   *coffsets = palloc(sizeof(int64) * Max(n, 1));
+	int64	   *cms = palloc(sizeof(int64) * Max(n, 1));
+	int		   *which = palloc(sizeof(int) * Max(n, 1));
+	int			m = 0;
+
+	sc_kafka_offsets_at(conn, topic, n, parts, ms, offsets, sc_kafka_timeout_ms);
+	for (int i = 0; i < n; i++)
+	{
+		ListCell   *kc;
+
+		if (offsets[i] >= 0)
+			continue;
+		foreach(kc, kafka)
+		{
+			ScKafkaPartitionInfo *k = lfirst(kc);
+
+			if (k->partition == parts[i] && k->high_watermark > Max(k->low_watermark, 0))
+			{
+				cparts[m] = parts[i];
+				coffsets[m] = k->high_watermark - 1;
+				which[m++] = i;
+			}
+		}
+	}
+	sc_kafka_timestamps_at(conn, topic, m, cparts, coffsets, cms);
+	for (int j = 0; j < m; j++)
+		if (cms[j] >= 0 && cms[j] >= ms[which[j]])
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("Kafka cluster \"%s\" does not look up offsets by time", cluster),
+					 errdetail("Asked for the first message of partition %d of topic \"%s\" stamped at or after %s, it answered the end of the partition, though its last message (offset " INT64_FORMAT ") is stamped %s.",
+							   cparts[j], topic, timestamptz_to_str(sc_kafka_ms_timestamptz(ms[which[j]])), coffsets[j],
+							   timestamptz_to_str(sc_kafka_ms_timestamptz(cms[j]))),
+					 errhint("Nothing was changed. Give offsets, \"earliest\" or \"latest\" instead; librdkafka's mock cluster (the quickstart's) answers every lookup by time with the end.")));
+}
+
+/*
+ * The offsets of the changes by time: each partition's first message
+ * stamped at or after the time (-1, the partition's end, when none is
+ * that late), in one request to Kafka, checked (sc_offsets_at_checked)
+ * against kafka, the topic's partitions as described.
+ */
+void
+sc_offsets_by_time(ScCube *cube, List *changes, List *kafka)
 {
 	int			n = 0;
 	int32	   *parts = palloc(sizeof(int32) * Max(list_length(changes), 1));
@@ -816,8 +872,8 @@ sc_offsets_by_time(ScCube *cube, List *changes)
 		parts[n] = c->partition;
 		ms[n++] = c->at_ms;
 	}
-	sc_kafka_offsets_at(sc_cluster_conninfo(cube->cluster), cube->topic, n, parts, ms, offsets,
-						sc_kafka_timeout_ms);
+	sc_offsets_at_checked(sc_cluster_conninfo(cube->cluster), cube->cluster, cube->topic,
+						  n, parts, ms, offsets, kafka);
 	n = 0;
 	foreach(lc, changes)
 	{
@@ -903,8 +959,47 @@ sc_set_position(ScCube *cube, const ScPositionChange *c, const char *who, const 
 }
 
 /*
+ * "earliest" means what Kafka holds when the cube reads it, not what it
+ * held when streamcube_set_positions was called: a topic whose retention
+ * keeps deleting (the very case that asks for "earliest") may have
+ * deleted more before the cube resumes.  A receiver that finds partition's
+ * position below what Kafka holds (low) calls this: when the partition's
+ * last journalled change asked for "earliest", put it at position, and
+ * nothing was read since (the position is still there, not taken back
+ * from a checkpoint by a crash), the position moves to low, journalled
+ * again with the offsets retention took meanwhile, and true is returned.
+ * Otherwise nothing changes, and the caller pauses the cube as before.
+ * Caller is connected to SPI, in a transaction.
+ */
+bool
+sc_positions_earliest_again(ScCube *cube, int32 partition, int64 position, int64 low)
+{
+	Oid			t[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		v[3] = {Int32GetDatum(cube->cube_id), Int32GetDatum(partition), Int64GetDatum(position)};
+	ScPositionChange c;
+
+	sc_catalog_exec("SELECT 1 FROM streamcube.position_changes j "
+					"JOIN streamcube.consume_positions p USING (cube_id, partition) "
+					"WHERE j.cube_id = $1 AND j.partition = $2 AND j.requested = 'earliest' "
+					"  AND j.new_position = $3 AND p.position = $3 "
+					"  AND j.change_id = (SELECT max(change_id) FROM streamcube.position_changes "
+					"                     WHERE cube_id = $1 AND partition = $2)",
+					3, t, v, NULL, true, 1);
+	if (SPI_processed == 0)
+		return false;
+	c.partition = partition;
+	c.requested = "earliest";
+	c.at_ms = -1;
+	c.offset = low;
+	sc_set_position(cube, &c, GetUserNameFromId(GetUserId(), false),
+					psprintf("\"earliest\" when the cube read it: retention deleted offsets " INT64_FORMAT
+							 " to " INT64_FORMAT " after streamcube_set_positions", position, low - 1));
+	return true;
+}
+
+/*
  * streamcube_set_positions(cube text, positions jsonb)
- *	RETURNS TABLE (partition, old_position, new_position)
+ *	RETURNS TABLE (partition, old_position, new_position, skipped)
  *
  * The cube must be paused, so that no receiver holds a position in memory
  * while it changes; receivers read positions again when they resume.  An
@@ -932,6 +1027,8 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	char	   *reason;
 	char	   *who = GetUserNameFromId(GetUserId(), false);
+	StringInfoData skips;
+	int64		skipped = 0;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -948,21 +1045,40 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
 							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
-	sc_offsets_by_time(cube, changes);
+	sc_offsets_by_time(cube, changes, kafka);
 
+	initStringInfo(&skips);
 	foreach(lc, changes)
 	{
 		ScPositionChange *c = lfirst(lc);
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
 
 		sc_offsets_resolve(cube, c, kafka);
 		sc_set_position(cube, c, who, reason);
 		values[0] = Int32GetDatum(c->partition);
 		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
 		values[2] = Int64GetDatum(c->offset);
+		/* 0.4.0 on: how many offsets forward the position moved, unread */
+		values[3] = Int64GetDatum(nulls[1] ? 0 : Max(c->offset - DatumGetInt64(values[1]), 0));
+		nulls[3] = nulls[1];
+		if (!nulls[1] && DatumGetInt64(values[3]) > 0)
+		{
+			appendStringInfo(&skips, "%spartition %d: " INT64_FORMAT " (offsets " INT64_FORMAT " to " INT64_FORMAT ")",
+							 skips.len > 0 ? ", " : "", c->partition, DatumGetInt64(values[3]),
+							 DatumGetInt64(values[1]), c->offset - 1);
+			skipped += DatumGetInt64(values[3]);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+
+	/* A move forward leaves messages unread: say so, before anyone resumes. */
+	if (skipped > 0)
+		ereport(NOTICE,
+				(errmsg("cube %s moves forward past " INT64_FORMAT " offsets it has not read", cube->qualified, skipped),
+				 errdetail("Skipped per partition: %s.", skips.data),
+				 errhint("Nothing is read from them once the cube resumes. To read them, set the positions back (old_position) before streamcube_resume('%s').",
+						 cube->qualified)));
 
 	/*
 	 * The operator acted on the reason; the cube stays paused.  Its

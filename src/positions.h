@@ -11,6 +11,7 @@
 
 #include "streamcube.h"
 
+#include "kafka.h"
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
@@ -43,7 +44,12 @@ struct ScCube;
 
 extern List *sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name,
 							  List *assigned);
-extern void sc_offsets_by_time(struct ScCube *cube, List *changes);
+extern void sc_offsets_by_time(struct ScCube *cube, List *changes, List *kafka);
+extern void sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster,
+								  const char *topic, int n, const int32 *parts,
+								  const int64 *ms, int64 *offsets, List *kafka);
+extern bool sc_positions_earliest_again(struct ScCube *cube, int32 partition, int64 position,
+										int64 low);
 extern void sc_offsets_resolve(struct ScCube *cube, ScPositionChange *c, List *kafka);
 
 extern void sc_positions_init(int32 cube_id, int32 partition, int64 offset);

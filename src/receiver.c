@@ -99,6 +99,7 @@ typedef struct ScReceiver
 	int64	   *stops;			/* first offset not to read (a stop point), -1 */
 	int64	   *next_ts;		/* Kafka timestamp of the first message held, -1 */
 	int64	   *last_ts;		/* Kafka timestamp of the last message committed, -1 */
+	TimestampTz *caught_up_at;	/* last seen with nothing left to read; 0 */
 	bool		stop_told;		/* told the catalog that its partitions are there */
 	long		prepare_backoff_ms; /* waiting for what a batch needs (a registry); 0 */
 	long		row_backoff_ms; /* a batch waiting to write the cube's row; 0 */
@@ -115,6 +116,9 @@ typedef struct ScReceiver
 	MemoryContext cube_cxt;		/* holds cube; replaced when the table changes */
 	MemoryContext conn_cxt;		/* holds conn; replaced when the cluster changes */
 	TimestampTz metadata_at;	/* last look at the topic's partition count */
+	TimestampTz contact_at;		/* Kafka last answered: a fetch, a probe; 0 */
+	TimestampTz disconnected_since; /* Kafka stopped answering; 0 while it does */
+	TimestampTz paused_probe_at;	/* a paused receiver's last look at Kafka's ends */
 	TimestampTz topic_checked_at;	/* last look after "unknown topic" */
 	bool		topic_gone;		/* the consumer's topic was deleted */
 	int			topic_partitions;
@@ -176,6 +180,7 @@ sc_receiver_detach(int code, Datum arg)
 }
 
 static void sc_receiver_publish_stats(void);
+static void sc_receiver_reached_kafka(TimestampTz now);
 static int32 sc_receiver_advance_positions(const int64 *newpos);
 static bool sc_receiver_prepare(int n);
 
@@ -208,6 +213,18 @@ sc_receiver_publish_stats(void)
 	ScReceiverSlot *slot = receiver.slot;
 	ScPartitionStat *parts = sc_slot_parts(slot);
 	int			n = receiver.nparts;	/* <= slot_partitions: see take_positions */
+	TimestampTz now = GetCurrentTimestamp();
+
+	/*
+	 * Nothing left to read, as far as Kafka's last answer says: every
+	 * message still to come is newer than now.  Lag in time counts from
+	 * here by the server's clock when a producer's does not hold
+	 * (consumers.c).  Not while Kafka does not answer: its ends are old.
+	 */
+	if (receiver.disconnected_since == 0)
+		for (int i = 0; i < n; i++)
+			if (receiver.high[i] >= 0 && receiver.positions[i] >= receiver.high[i])
+				receiver.caught_up_at[i] = now;
 
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 	slot->npartitions = n;
@@ -217,7 +234,10 @@ sc_receiver_publish_stats(void)
 		parts[i].position = receiver.positions[i];
 		parts[i].high_watermark = receiver.high[i];
 		parts[i].oldest_ts = receiver.next_ts[i] >= 0 ? receiver.next_ts[i] : receiver.last_ts[i];
+		parts[i].caught_up_at = receiver.caught_up_at[i];
 	}
+	slot->contact_at = receiver.contact_at;
+	slot->disconnected_since = receiver.disconnected_since;
 	slot->rows_total = receiver.rows_total;
 	slot->rows_per_sec = receiver.rows_per_sec;
 	slot->last_batch_at = receiver.last_batch_at;
@@ -342,6 +362,7 @@ sc_receiver_take_positions(ScPositions *pos)
 	int64	   *eof;
 	int64	   *next_ts;
 	int64	   *last_ts;
+	TimestampTz *caught_up_at;
 
 	/* What the slot cannot show, the receiver does not consume. */
 	if (pos->n > sc_shared->slot_partitions)
@@ -354,6 +375,7 @@ sc_receiver_take_positions(ScPositions *pos)
 	eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 	next_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
 	last_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
+	caught_up_at = MemoryContextAlloc(TopMemoryContext, sizeof(TimestampTz) * Max(pos->n, 1));
 
 	/* Kafka's watermarks stay known for partitions kept at their position. */
 	for (int i = 0; i < pos->n; i++)
@@ -365,6 +387,7 @@ sc_receiver_take_positions(ScPositions *pos)
 		eof[i] = kept && receiver.consumer != NULL ? receiver.eof[p] : -1;
 		next_ts[i] = kept && receiver.consumer != NULL ? receiver.next_ts[p] : -1;
 		last_ts[i] = kept ? receiver.last_ts[p] : -1;
+		caught_up_at[i] = kept ? receiver.caught_up_at[p] : 0;
 		if (pos->stops[i] >= 0)
 			eof[i] = Min(eof[i], pos->stops[i]);
 	}
@@ -378,6 +401,7 @@ sc_receiver_take_positions(ScPositions *pos)
 		pfree(receiver.stops);
 		pfree(receiver.next_ts);
 		pfree(receiver.last_ts);
+		pfree(receiver.caught_up_at);
 	}
 	receiver.nparts = pos->n;
 	receiver.parts = pos->partitions;
@@ -402,6 +426,7 @@ sc_receiver_take_positions(ScPositions *pos)
 	receiver.stop_told = false;
 	receiver.next_ts = next_ts;
 	receiver.last_ts = last_ts;
+	receiver.caught_up_at = caught_up_at;
 	pfree(pos->handed_at);
 	pfree(pos);
 }
@@ -947,6 +972,33 @@ sc_receiver_note_cluster_id(const char *cluster_id)
 }
 
 /*
+ * Partition i is below what Kafka holds (low): when the operator asked for
+ * "earliest" and nothing was read since, that means low now
+ * (sc_positions_earliest_again), and the receiver goes on from there.
+ */
+static bool
+sc_receiver_earliest_again(int i, int64 low)
+{
+	bool		moved;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	sc_receiver_begin("moving a position to \"earliest\" again");
+	SPI_connect();
+	moved = sc_positions_earliest_again(receiver.cube, receiver.parts[i], receiver.positions[i], low);
+	SPI_finish();
+	sc_receiver_commit();
+	MemoryContextSwitchTo(cxt);
+	if (moved)
+	{
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s starts partition %d at offset " INT64_FORMAT ", \"earliest\" now: retention deleted offsets " INT64_FORMAT " to " INT64_FORMAT " after streamcube_set_positions",
+						receiver.cube->qualified, receiver.parts[i], low, receiver.positions[i], low - 1)));
+		receiver.positions[i] = low;
+	}
+	return moved;
+}
+
+/*
  * Does Kafka still hold what the cube needs?  Compares every position with
  * the partition's watermarks, asked through the consumer via (not assigned
  * yet), or through a client of its own when via is NULL.  When it does
@@ -969,7 +1021,12 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 	const char *cube = receiver.cube->qualified;
 	char	   *reason = NULL;
 	ListCell   *lc;
+	StringInfoData lost;
+	StringInfoData earliest;
+	int			nlost = 0;
 
+	initStringInfo(&lost);
+	initStringInfo(&earliest);
 	receiver.topic_gone = missing;
 
 	/*
@@ -1010,14 +1067,19 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 							  "and created with fewer partitions. Nothing was skipped. Recreate the "
 							  "cube, or the partition",
 							  receiver.parts[i], receiver.cube->topic);
+		else if (receiver.positions[i] < p->low_watermark &&
+				 sc_receiver_earliest_again(i, p->low_watermark))
+			receiver.high[i] = p->high_watermark;
 		else if (receiver.positions[i] < p->low_watermark)
-			reason = psprintf("offsets " INT64_FORMAT " to " INT64_FORMAT " of partition %d of topic \"%s\" "
-							  "are no longer in Kafka: retention deleted them before the cube read them "
-							  "(or read them again after a crash). Nothing was skipped. To accept the loss, "
-							  "call streamcube_set_positions('%s', '{\"%d\": \"earliest\"}') and "
-							  "streamcube_resume('%s'), and raise the topic's retention.ms",
-							  receiver.positions[i], p->low_watermark - 1, p->partition,
-							  receiver.cube->topic, cube, p->partition, cube);
+		{
+			/* every partition so far behind, named in one reason */
+			appendStringInfo(&lost, "%s" INT64_FORMAT " to " INT64_FORMAT " of partition %d",
+							 lost.len > 0 ? ", " : "", receiver.positions[i], p->low_watermark - 1,
+							 p->partition);
+			appendStringInfo(&earliest, "%s\"%d\": \"earliest\"", earliest.len > 0 ? ", " : "",
+							 p->partition);
+			nlost++;
+		}
 		else if (receiver.positions[i] > p->high_watermark)
 			reason = psprintf("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the "
 							  "cube's position " INT64_FORMAT ": the topic was probably deleted and created "
@@ -1029,6 +1091,13 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 		else
 			receiver.high[i] = p->high_watermark;
 	}
+	if (reason == NULL && nlost > 0)
+		reason = psprintf("offsets %s of topic \"%s\" %s no longer in Kafka: retention deleted them "
+						  "before the cube read them (or read them again after a crash). Nothing was "
+						  "skipped. To accept the loss, call streamcube_set_positions('%s', '{%s}') and "
+						  "streamcube_resume('%s'), and raise the topic's retention.ms",
+						  lost.data, receiver.cube->topic, nlost > 1 ? "are all" : "are",
+						  cube, earliest.data, cube);
 	MemoryContextSwitchTo(old);
 	if (reason != NULL)
 		reason = pstrdup(reason);
@@ -1152,6 +1221,7 @@ sc_receiver_close_consumer(void)
 	receiver.consumer = NULL;
 	for (int p = 0; p < receiver.nparts; p++)
 		receiver.eof[p] = -1;
+	receiver.disconnected_since = 0;	/* looked at again by the next consumer */
 }
 
 /* ----------------------------------------------------------------
@@ -1325,6 +1395,8 @@ sc_receiver_collect(void)
 		}
 		if (res.message[0] != '\0')
 			sc_receiver_warn(res.message);
+		if (got > 0)
+			sc_receiver_reached_kafka(GetCurrentTimestamp());	/* fetched: messages, ends */
 
 		/*
 		 * Keep only messages at or past the committed position and below
@@ -1401,7 +1473,8 @@ sc_receiver_follow_pace(int n)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (receiver.consumer == NULL)
+	/* Not while Kafka does not answer: a new consumer could not start. */
+	if (receiver.consumer == NULL || receiver.disconnected_since != 0)
 		return;
 	if (n > 0)
 	{
@@ -2108,6 +2181,124 @@ sc_receiver_refresh_metadata(void)
 	}
 }
 
+/*
+ * Is Kafka answering?  Fetches that bring messages (or a partition's end)
+ * say it is.  When none came for SC_PROBE_MS, and at once when librdkafka
+ * says every broker is down, the receiver asks the cluster for its topic's
+ * metadata (at most one request a second per receiver, only while nothing
+ * flows; librdkafka bounds its wait by the timeout, where a ListOffsets
+ * request to a leader that went away waits out socket.timeout.ms, a
+ * minute).  No answer within a second: the receiver is
+ * disconnected from then until an answer or a message comes;
+ * streamcube.consumers says so, and its lag_seconds counts at least from
+ * the last answer (docs/operations.md, "When Kafka cannot be reached").
+ */
+#define SC_PROBE_MS 2000
+
+/* Kafka answered at now. */
+static void
+sc_receiver_reached_kafka(TimestampTz now)
+{
+	receiver.contact_at = now;
+	if (receiver.disconnected_since != 0)
+	{
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s reaches Kafka again, disconnected since %s",
+						receiver.cube->qualified, timestamptz_to_str(receiver.disconnected_since))));
+		receiver.disconnected_since = 0;
+	}
+}
+
+/*
+ * An error the receiver got over moves from last_error to previous_error
+ * once it has gone SC_ERROR_SETTLE_MS without a new one and a batch or an
+ * answer from Kafka came after it: last_error says what is wrong now.
+ */
+#define SC_ERROR_SETTLE_MS 10000
+
+static void
+sc_receiver_watch_health(void)
+{
+	ScReceiverSlot *slot = receiver.slot;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		all_down = sc_kafka_consumer_take_all_down(receiver.consumer);
+
+	if (all_down || TimestampDifferenceExceeds(receiver.contact_at, now, SC_PROBE_MS))
+	{
+		int			n = sc_kafka_consumer_topic_partitions(receiver.consumer,
+														   Min(sc_kafka_timeout_ms, 1000));
+
+		now = GetCurrentTimestamp();
+		if (n >= 0)
+		{
+			receiver.topic_partitions = n;
+			sc_receiver_reached_kafka(now);
+		}
+		else if (receiver.disconnected_since == 0)
+		{
+			receiver.disconnected_since = now;
+			ereport(LOG,
+					(errmsg("streamcube receiver of cube %s cannot reach Kafka: no answer since %s",
+							receiver.cube->qualified, timestamptz_to_str(receiver.contact_at))));
+		}
+	}
+	if (receiver.disconnected_since != 0)
+		return;
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	if (slot->last_error[0] != '\0' &&
+		Max(receiver.last_batch_at, receiver.contact_at) > slot->last_error_at &&
+		TimestampDifferenceExceeds(slot->last_error_at, now, SC_ERROR_SETTLE_MS))
+		sc_slot_retire_error(slot);
+	LWLockRelease(sc_shared->lock);
+}
+
+/*
+ * A paused receiver has no consumer.  Every SC_PAUSED_PROBE_MS it asks
+ * Kafka for the ends of its partitions through a short-lived client, so
+ * that lag shows what waits while the cube is paused; when Kafka does not
+ * answer, the ends are unknown (lag NULL), not the old ones.
+ */
+#define SC_PAUSED_PROBE_MS 10000
+
+static void
+sc_receiver_paused_probe_cb(void *arg)
+{
+	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
+										  Min(sc_kafka_timeout_ms, 2000), NULL, NULL);
+	ListCell   *lc;
+
+	foreach(lc, kafka)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		int			i = sc_receiver_part_index(p->partition);
+
+		if (i >= 0)
+			receiver.high[i] = p->high_watermark;
+	}
+}
+
+static void
+sc_receiver_paused_probe(void)
+{
+	ErrorData  *edata;
+
+	if (!TimestampDifferenceExceeds(receiver.paused_probe_at, GetCurrentTimestamp(), SC_PAUSED_PROBE_MS))
+		return;
+	sc_receiver_begin("asking Kafka where the partitions of a paused cube end");
+	edata = sc_try(sc_receiver_paused_probe_cb, NULL);
+	sc_receiver_commit();
+	receiver.paused_probe_at = GetCurrentTimestamp();
+	if (edata != NULL)
+	{
+		for (int i = 0; i < receiver.nparts; i++)
+			receiver.high[i] = -1;
+		FreeErrorData(edata);
+	}
+	else
+		receiver.contact_at = receiver.paused_probe_at;
+	sc_receiver_publish_stats();
+}
+
 /* Has every partition of the receiver reached its stop offset? */
 static bool
 sc_receiver_at_stop(void)
@@ -2204,16 +2395,15 @@ sc_receiver_run(void)
 		{
 			if (receiver.consumer != NULL)
 			{
-				/* Without a consumer, Kafka's watermarks are unknown. */
+				/* Kafka's ends are asked for again at once. */
 				sc_receiver_close_consumer();
-				for (int i = 0; i < receiver.nparts; i++)
-					receiver.high[i] = -1;
 				receiver.rows_per_sec = 0;
-				sc_receiver_publish();
+				receiver.paused_probe_at = 0;
 				ereport(LOG, (errmsg("streamcube receiver of cube %s paused",
 									 receiver.cube->qualified)));
 			}
 			sc_receiver_set_state(SC_RECEIVER_PAUSED);
+			sc_receiver_paused_probe();
 			sc_receiver_wait(1000);
 			continue;
 		}
@@ -2222,6 +2412,7 @@ sc_receiver_run(void)
 		{
 			if (!sc_receiver_open_consumer())
 				continue;		/* paused: Kafka lost what the cube needs */
+			sc_receiver_reached_kafka(GetCurrentTimestamp());	/* it checked the topic */
 			sc_receiver_set_state(SC_RECEIVER_RUNNING);
 			sc_receiver_publish();
 		}
@@ -2249,6 +2440,7 @@ sc_receiver_run(void)
 			if (receiver.consumer == NULL)
 				continue;		/* a new one opens at the top of the loop */
 			sc_kafka_consumer_report(receiver.consumer);
+			sc_receiver_watch_health();
 			sc_receiver_refresh_metadata();
 			sc_receiver_publish();
 			/* statistics the last commits left pending, when idle */
@@ -2312,6 +2504,8 @@ sc_receiver_main(Datum main_arg)
 	receiver.cube_id = slot->cube_id;
 	receiver.topic_partitions = -1;
 	slot->epoch = -1;
+	slot->contact_at = 0;
+	slot->disconnected_since = 0;
 	strlcpy(receiver.replica_set, slot->replica_set, NAMEDATALEN);
 	LWLockRelease(sc_shared->lock);
 	before_shmem_exit(sc_receiver_detach, (Datum) 0);

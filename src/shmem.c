@@ -297,3 +297,20 @@ sc_slot_set_error(ScReceiverSlot *slot, const char *message)
 	slot->last_error[len] = '\0';
 	slot->last_error_at = message ? GetCurrentTimestamp() : 0;
 }
+
+/*
+ * The receiver got over its last error (sc_receiver_watch_health): it
+ * moves to previous_error, so that last_error says what is wrong now and
+ * an operator still sees what was.  The caller holds sc_shared->lock
+ * exclusively.
+ */
+void
+sc_slot_retire_error(ScReceiverSlot *slot)
+{
+	if (slot->last_error[0] == '\0')
+		return;
+	memcpy(slot->previous_error, slot->last_error, sizeof(slot->previous_error));
+	slot->previous_error_at = slot->last_error_at;
+	slot->last_error[0] = '\0';
+	slot->last_error_at = 0;
+}

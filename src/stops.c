@@ -40,6 +40,7 @@
 #include "positions.h"
 #include "stops.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 /* The partitions the cube knows (it has a checkpoint of each), ascending. */
 static List *
@@ -86,6 +87,16 @@ sc_stops_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 {
 	int64		position = Max(sc_positions_merged(cube->cube_id, c->partition), 0);
 
+	/*
+	 * Kafka answers a time no message has reached yet with the partition's
+	 * end now: a stop point in the future would stop at what is there now.
+	 */
+	if (c->at_ms >= 0 && sc_kafka_ms_timestamptz(c->at_ms) > GetCurrentTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stop point %s of cube %s is in the future", c->requested, cube->qualified),
+				 errdetail("Which offset is the first stamped at or after it is not known before the messages are there."),
+				 errhint("Give a time that has passed, an offset or \"latest\"; to stop at a future time, set the stop point once that time has passed.")));
 	if (!sc_stops_is_offset(c))
 	{
 		sc_offsets_resolve(cube, c, kafka);
@@ -118,7 +129,7 @@ sc_stops_set(ScCube *cube, Jsonb *until)
 	Datum		v[4];
 	ListCell   *lc;
 
-	sc_offsets_by_time(cube, changes);
+	sc_offsets_by_time(cube, changes, kafka);
 	v[0] = Int32GetDatum(cube->cube_id);
 	sc_catalog_exec("DELETE FROM streamcube.stop_offsets WHERE cube_id = $1",
 					1, t, v, NULL, false, 0);

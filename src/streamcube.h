@@ -141,6 +141,8 @@ typedef struct ScPartitionStat
 	int64		oldest_ts;		/* Kafka timestamp (ms) of the oldest message not
 								 * consumed, as far as known (the last consumed
 								 * between batches); -1 */
+	TimestampTz caught_up_at;	/* last seen with nothing left to read, by
+								 * the server's clock, while Kafka answered; 0 */
 } ScPartitionStat;
 
 typedef struct ScReceiverSlot
@@ -178,6 +180,10 @@ typedef struct ScReceiverSlot
 	int64		epoch;			/* assignment epoch applied; -1 before the first */
 	char		last_error[SC_ERROR_LEN];
 	TimestampTz last_error_at;
+	TimestampTz contact_at;		/* Kafka last answered the receiver; 0 */
+	TimestampTz disconnected_since; /* Kafka stopped answering; 0 while it does */
+	char		previous_error[SC_ERROR_LEN];	/* a last_error the receiver got over */
+	TimestampTz previous_error_at;
 } ScReceiverSlot;
 
 /*
@@ -227,6 +233,7 @@ extern bool sc_slot_exists(int32 cube_id, const char *replica_set);
 extern void sc_slots_warn_short(const char *cube, int n);
 extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
+extern void sc_slot_retire_error(ScReceiverSlot *slot);
 extern void sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state);
 extern void sc_launcher_wakeup_at_commit(void);
 extern void sc_launcher_xact_callback_register(void);

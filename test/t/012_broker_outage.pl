@@ -90,13 +90,33 @@ sub watch
 	return (\%states, \@unexplained);
 }
 
-# While the broker is away the receiver keeps running (librdkafka
-# reconnects by itself; were the receiver to fail instead, the launcher
-# would restart it: either is fine, stopping or pausing is not), and
-# nothing is lost or read twice meanwhile.
+# The view says so within seconds: state disconnected, since when, and a
+# lag in time that rises while Kafka does not answer (the producer goes
+# on writing into librdkafka's queue: messages wait, as far as anyone
+# here can tell).
+my $stopped_at = time;
+ok( $node->poll_query_until('postgres',
+		"SELECT state = 'disconnected' AND disconnected_since IS NOT NULL FROM streamcube.consumers"),
+	'the receiver shows as disconnected while the broker is down')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
+my $seen_after = time - $stopped_at;
+cmp_ok($seen_after, '<', 10, 'state disconnected within 10 s of the broker stopping');
+note sprintf 'disconnected shown after %.1f s', $seen_after;
+my $lag1 = $node->safe_psql('postgres', 'SELECT lag_seconds FROM streamcube.consumers');
+sleep 3;
+my $lag2 = $node->safe_psql('postgres', 'SELECT lag_seconds FROM streamcube.consumers');
+note "lag_seconds while disconnected: $lag1, then $lag2";
+cmp_ok($lag2, '>=', $lag1 + 2.5, 'lag_seconds rises while Kafka does not answer');
+cmp_ok($lag2, '>=', 3, 'lag_seconds counts from the last answer');
+isnt($node->safe_psql('postgres', 'SELECT lag FROM streamcube.consumers'), '',
+	'lag in messages still shows the last known ends');
+
+# Meanwhile the receiver stays up (librdkafka reconnects by itself; were
+# it to fail instead, the launcher would restart it: either is fine,
+# stopping or pausing is not), and nothing is lost or read twice.
 my ($states) = watch(5, 'broker down');
-is_deeply([ grep { !/^(running|starting|failed)$/ } keys %$states ], [],
-	'the receiver is running (or failing and restarted) while the broker is down');
+is_deeply([ grep { !/^(disconnected|running|starting|failed)$/ } keys %$states ], [],
+	'the receiver is disconnected (or failing and restarted) while the broker is down');
 sc_check_positions_match_rows($node, 'ev', 'during the outage');
 
 # A receiver that starts while the broker is down (here: PostgreSQL is
@@ -124,6 +144,15 @@ ok($node->poll_query_until('postgres',
 		"SELECT state = 'running' FROM streamcube.consumers"),
 	'the receiver is running after the broker is back')
   or diag $node->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
+
+# Healthy again, last_error clears: what it was moves to previous_error.
+ok( $node->poll_query_until('postgres',
+		"SELECT state = 'running' AND last_error IS NULL AND previous_error IS NOT NULL "
+		  . "AND disconnected_since IS NULL FROM streamcube.consumers"),
+	'once healthy, last_error is cleared and kept as previous_error')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
+note 'previous_error: '
+  . $node->safe_psql('postgres', 'SELECT previous_error FROM streamcube.consumers');
 
 ok(sc_produce_finish($producer),
 	"the producer delivered all $live messages across the outage");

@@ -170,10 +170,29 @@ is($node->safe_psql('postgres',
 		"SELECT requested, old_position, new_position, reason LIKE 'offsets 0 to 499%' "
 		  . "FROM streamcube.position_changes WHERE cube = 'ev_b'::regclass"),
 	'earliest|0|500|t', 'B: the change is journalled with the reason');
+
+# Retention goes on deleting before the operator resumes: "earliest"
+# means what Kafka holds when the cube reads it, not at the call.
+sc_delete_records($topic_b, 0, 700);
+is(sc_first_offset($topic_b, 0), 700, 'B: before the resume, the partition now starts at 700');
 $node->safe_psql('postgres', "SELECT streamcube_resume('ev_b')");
 is($node->safe_psql('postgres', "SELECT streamcube_wait('ev_b', '60 s')"),
-	't', 'B: resumed, the cube catches up');
-is(rows_of('ev_b', 0), '500|500|999|500', 'B: exactly offsets 500..999, once each');
+	't', 'B: resumed, the cube catches up from what Kafka holds now, without pausing again');
+is(rows_of('ev_b', 0), '300|700|999|300', 'B: exactly offsets 700..999, once each');
+is($node->safe_psql('postgres',
+		"SELECT requested, old_position, new_position, reason LIKE '\"earliest\" when the cube read it: retention deleted offsets 500 to 699%' "
+		  . "FROM streamcube.position_changes WHERE cube = 'ev_b'::regclass ORDER BY change_id DESC LIMIT 1"),
+	'earliest|500|700|t', 'B: the move at resume is journalled, with the offsets retention took');
+
+# Not for a position that was not set to "earliest": offsets 700..799
+# deleted under a cube that read them all changes nothing; a cube whose
+# position is an offset the operator gave pauses as before.
+$node->safe_psql('postgres', "SELECT streamcube_pause('ev_b')");
+$node->safe_psql('postgres', "SELECT streamcube_set_positions('ev_b', '{\"0\": 750}')");
+sc_delete_records($topic_b, 0, 800);
+$node->safe_psql('postgres', "SELECT streamcube_resume('ev_b')");
+wait_failed('ev_b', lost_range_re(750, 799, 0, $topic_b),
+	'B: a position given as an offset below what Kafka holds pauses the cube');
 
 $node->stop;
 done_testing();
