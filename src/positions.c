@@ -1029,6 +1029,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	char	   *who = GetUserNameFromId(GetUserId(), false);
 	StringInfoData skips;
 	int64		skipped = 0;
+	bool		moved_back = false;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -1062,6 +1063,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		/* 0.4.0 on: how many offsets forward the position moved, unread */
 		values[3] = Int64GetDatum(nulls[1] ? 0 : Max(c->offset - DatumGetInt64(values[1]), 0));
 		nulls[3] = nulls[1];
+		moved_back |= !nulls[1] && c->offset < DatumGetInt64(values[1]);
 		if (!nulls[1] && DatumGetInt64(values[3]) > 0)
 		{
 			appendStringInfo(&skips, "%spartition %d: " INT64_FORMAT " (offsets " INT64_FORMAT " to " INT64_FORMAT ")",
@@ -1071,6 +1073,19 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+
+	/*
+	 * A move back reads messages again.  Rows of active windows can be
+	 * deleted by offset first (docs/operations.md, "Replay the last hour");
+	 * a roll-up's partial rows cannot: they count the messages again.
+	 */
+	if (moved_back && cube->rollups != NIL)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("cube %s has roll-ups: the messages it reads again are counted again in their active windows",
+						cube->qualified),
+				 errdetail("A roll-up row aggregates messages; it cannot be deleted by offset as the cube's rows can."),
+				 errhint("Once the cube has read them, drop and create the roll-ups again (streamcube_create_rollup fills one from the cube's rows), or replay into a cube of its own.")));
 
 	/* A move forward leaves messages unread: say so, before anyone resumes. */
 	if (skipped > 0)

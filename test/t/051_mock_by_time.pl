@@ -149,5 +149,56 @@ like($err, qr/ERROR:  22023: stop point timestamp .* of cube public.ev_end2 is i
 is($node->safe_psql('postgres', "SELECT to_regclass('ev_end2') IS NULL"), 't',
 	'no table left behind');
 
+# ------------------------------------- lag while paused, stamps from the future
+
+# The quickstart's generator stamps each message an hour after its event
+# (sckafka --meta does the same): a stamp from the future tells no age.
+# While a cube is paused its receiver asks Kafka for the ends every 10 s,
+# so lag counts what waits, and lag_seconds rises by the server's clock
+# from when the partitions were last caught up.
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_cube('fut', 'mock', '$topic', $cols, 'ts', '1 hour', 'json', "
+	  . "'{\"start\": \"latest\"}')");
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'running' AND lag = 0 AND lag_seconds = 0 FROM streamcube.consumers "
+		  . "WHERE cube = 'fut'::regclass"),
+	'a cube at the end: lag 0, lag_seconds 0');
+$node->safe_psql('postgres', "SELECT streamcube_pause('fut')");
+is($node->safe_psql('postgres', "SELECT state, paused_reason, last_error IS NULL FROM streamcube.consumers WHERE cube = 'fut'::regclass"),
+	'pausing|paused by streamcube_pause()|t',
+	'right after streamcube_pause: state pausing, paused_reason says who, no error')
+  if $node->safe_psql('postgres', "SELECT state FROM streamcube.consumers WHERE cube = 'fut'::regclass") eq 'pausing';
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'paused' FROM streamcube.consumers WHERE cube = 'fut'::regclass"),
+	'then paused');
+sc_produce($topic, count => 200, 'start-ts' => int(time), 'step-ms' => 1, seed => 4, meta => 1);
+ok($node->poll_query_until('postgres',
+		"SELECT lag = 200 FROM streamcube.consumers WHERE cube = 'fut'::regclass"),
+	'paused, its lag counts the 200 messages that wait (Kafka asked every 10 s)')
+  or diag $node->safe_psql('postgres', "SELECT * FROM streamcube.consumers WHERE cube = 'fut'::regclass");
+my $l1 = $node->safe_psql('postgres', "SELECT lag_seconds FROM streamcube.consumers WHERE cube = 'fut'::regclass");
+sleep 2;
+my $l2 = $node->safe_psql('postgres', "SELECT lag_seconds FROM streamcube.consumers WHERE cube = 'fut'::regclass");
+note "paused, stamps an hour ahead: lag_seconds $l1, then $l2";
+cmp_ok($l1, '>', 0, 'lag_seconds is not 0 while messages stamped in the future wait');
+cmp_ok($l2, '>=', $l1 + 1.5, 'and rises by the server\'s clock');
+cmp_ok($l2, '<', 600, 'bounded by when the cube was last caught up, not by the stamps');
+is( $node->safe_psql('postgres',
+		"SELECT bool_and(oldest_unconsumed_at > now() AND lag_seconds IS NULL) FROM streamcube.lag('fut') WHERE lag > 0"),
+	't', 'streamcube.lag: the oldest stamp is in the future, so lag_seconds says NULL, not 0');
+$node->safe_psql('postgres', "SELECT streamcube_resume('fut')");
+is($node->safe_psql('postgres', "SELECT streamcube_wait('fut', '60 s')"), 't', 'resumed, it catches up');
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT (_partition, _offset)) FROM fut'),
+	'200|200', 'exactly the 200 messages, once each');
+
+# A move back on a cube with roll-ups warns: their partial rows count the
+# messages read again, and cannot be deleted by offset as rows can.
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_rollup('fut', 'fut_per_minute', '1 minute', ARRAY['country'], '{\"n\": \"count(*)\"}')");
+$node->safe_psql('postgres', "SELECT streamcube_pause('fut')");
+($rc, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM streamcube_set_positions('fut', '\"earliest\"')");
+like($err, qr/WARNING:  cube public.fut has roll-ups: the messages it reads again are counted again in their active windows/,
+	'a move back on a cube with roll-ups: a WARNING says they count those messages again');
+
 $node->stop;
 done_testing();
