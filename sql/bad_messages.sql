@@ -47,11 +47,17 @@ SELECT streamcube_resume('bad_pause');
 SELECT streamcube_wait('bad_pause', '60 s');
 SELECT n, _offset FROM bad_pause ORDER BY _offset;
 SELECT state, last_error FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass;
+-- streamcube.health, one row per cube: running again, nothing waits
+SELECT state, receivers, paused_reason, last_error IS NOT NULL AS has_error, dead_letters_last_hour
+  FROM streamcube.health WHERE cube = 'bad_pause'::regclass;
 
 -- Or skip it into the dead letters.
 \! printf '%s\n' '{"ts":"2026-01-01T00:00:04Z","n":5}' 'broken' '{"ts":"2026-01-01T00:00:06Z","n":7}' | kcat -P -b "$SC_KAFKA" -t bad_pause -p 0
 SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass AND state = 'paused')$$);
 SELECT last_error FROM streamcube.consumers WHERE cube = 'bad_pause'::regclass;
+-- streamcube.health: paused, and why
+SELECT state, receivers, paused_reason, last_error IS NOT NULL AS has_error, catch_up_eta
+  FROM streamcube.health WHERE cube = 'bad_pause'::regclass;
 SELECT streamcube_resume('bad_pause', skip_bad_message => true);
 SELECT streamcube_wait('bad_pause', '60 s');
 SELECT n, _offset FROM bad_pause ORDER BY _offset;

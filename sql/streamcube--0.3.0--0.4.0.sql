@@ -270,3 +270,53 @@ CREATE FUNCTION streamcube_set_positions(cube text, positions jsonb)
     AS 'MODULE_PATHNAME', 'sc_set_positions';
 COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
     'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes; skipped: the offsets a move forward leaves unread (a NOTICE says it)';
+
+-- ---------------------------------------------------------------------
+-- 0.4.0: one place that says how a cube is doing
+-- ---------------------------------------------------------------------
+CREATE VIEW streamcube.health AS
+WITH r AS (
+    SELECT n.*,
+           -- a running receiver with messages waiting and no batch for a
+           -- minute does not move: stalled
+           CASE WHEN n.state = 'running' AND n.lag > 0
+                 AND coalesce(n.last_batch_at, n.started_at) < pg_catalog.now() - interval '60 s'
+                THEN 'stalled' ELSE n.state END AS health
+    FROM streamcube.consumers n)
+SELECT s.cube,
+       -- the worst of its receivers' states, in this order
+       CASE WHEN pg_catalog.count(r.cube) = 0 THEN 'no partitions'
+            ELSE (ARRAY['failed', 'disconnected', 'stalled', 'pausing', 'paused', 'waiting',
+                        'standby', 'starting', 'stopping', 'stopped', 'running'])[
+                  pg_catalog.min(coalesce(pg_catalog.array_position(
+                      ARRAY['failed', 'disconnected', 'stalled', 'pausing', 'paused', 'waiting',
+                            'standby', 'starting', 'stopping', 'stopped', 'running'], r.health), 1))]
+       END AS state,
+       pg_catalog.count(r.cube)::integer AS receivers,
+       CASE WHEN pg_catalog.bool_and(r.lag IS NOT NULL) THEN pg_catalog.sum(r.lag)::bigint END AS lag,
+       pg_catalog.max(r.lag_seconds) AS lag_seconds,
+       pg_catalog.round(coalesce(pg_catalog.sum(r.rows_per_second), 0), 1) AS rows_per_second,
+       -- at the current rate; 0 when caught up, NULL while nothing moves
+       CASE WHEN pg_catalog.bool_and(r.lag IS NOT NULL) AND pg_catalog.sum(r.lag) = 0 THEN interval '0'
+            WHEN pg_catalog.bool_and(r.lag IS NOT NULL) AND pg_catalog.sum(r.rows_per_second) > 0
+                 AND NOT s.paused
+            THEN pg_catalog.make_interval(secs => pg_catalog.round(
+                     pg_catalog.sum(r.lag) / pg_catalog.sum(r.rows_per_second))::double precision)
+       END AS catch_up_eta,
+       -- since when it is disconnected, stalled or failed; NULL while healthy
+       least(pg_catalog.min(r.disconnected_since),
+             pg_catalog.min(coalesce(r.last_batch_at, r.started_at)) FILTER (WHERE r.health = 'stalled'),
+             pg_catalog.min(r.last_error_at) FILTER (WHERE r.health = 'failed')) AS unhealthy_since,
+       (SELECT pg_catalog.count(*) FROM streamcube.dead_letters d
+        WHERE d.cube = s.cube AND d.recorded_at > pg_catalog.now() - interval '1 hour') AS dead_letters_last_hour,
+       s.windows_to_seal,
+       s.partitions_to_compact,
+       s.paused_reason,
+       (pg_catalog.array_agg(r.last_error ORDER BY r.last_error_at DESC NULLS LAST)
+            FILTER (WHERE r.last_error IS NOT NULL))[1] AS last_error
+FROM streamcube.cube_status s
+LEFT JOIN r ON r.cube = s.cube
+GROUP BY s.cube, s.paused, s.windows_to_seal, s.partitions_to_compact, s.paused_reason;
+COMMENT ON VIEW streamcube.health IS
+    'One row per cube the caller may read: the worst state of its receivers (failed, disconnected, stalled, pausing, paused, waiting, ... running), lag in messages and seconds, rows per second, time to catch up at that rate, since when it is unhealthy, dead letters of the last hour, windows due to seal, why it is paused, its latest error';
+GRANT SELECT ON streamcube.health TO PUBLIC;

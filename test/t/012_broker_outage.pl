@@ -110,6 +110,9 @@ cmp_ok($lag2, '>=', $lag1 + 2.5, 'lag_seconds rises while Kafka does not answer'
 cmp_ok($lag2, '>=', 3, 'lag_seconds counts from the last answer');
 isnt($node->safe_psql('postgres', 'SELECT lag FROM streamcube.consumers'), '',
 	'lag in messages still shows the last known ends');
+is( $node->safe_psql('postgres',
+		"SELECT state, unhealthy_since IS NOT NULL, lag_seconds >= 3 FROM streamcube.health WHERE cube = 'ev'::regclass"),
+	'disconnected|t|t', 'streamcube.health: the cube is disconnected, since when, and its lag in time');
 
 # Meanwhile the receiver stays up (librdkafka reconnects by itself; were
 # it to fail instead, the launcher would restart it: either is fine,
@@ -153,6 +156,9 @@ ok( $node->poll_query_until('postgres',
   or diag $node->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
 note 'previous_error: '
   . $node->safe_psql('postgres', 'SELECT previous_error FROM streamcube.consumers');
+is( $node->safe_psql('postgres',
+		"SELECT state, unhealthy_since IS NULL, last_error IS NULL FROM streamcube.health WHERE cube = 'ev'::regclass"),
+	'running|t|t', 'streamcube.health: running again, healthy, no error');
 
 ok(sc_produce_finish($producer),
 	"the producer delivered all $live messages across the outage");

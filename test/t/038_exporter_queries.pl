@@ -14,6 +14,7 @@ use FindBin;
 use lib $FindBin::RealBin;
 
 use CPAN::Meta::YAML;
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use StreamcubeTest;
@@ -25,8 +26,33 @@ sc_require_env();
 my $file = "$FindBin::RealBin/../../monitoring/postgres_exporter.yaml";
 my $yaml = CPAN::Meta::YAML->read($file) or die CPAN::Meta::YAML->errstr;
 my $queries = $yaml->[0];
-is_deeply([ sort keys %$queries ], [qw(streamcube_cube streamcube_partition streamcube_receiver)],
-	'the queries file has the three metric groups');
+is_deeply([ sort keys %$queries ],
+	[qw(streamcube_cube streamcube_health streamcube_partition streamcube_receiver)],
+	'the queries file has the four metric groups');
+
+# monitoring/grafana-dashboard.json draws only series the queries file
+# exports (<group>_<metric>, labels among the group's), and is a dashboard
+# Grafana imports: JSON with a title, a uid and panels with targets.
+{
+	my %series;
+	for my $g (keys %$queries)
+	{
+		for my $m (@{ $queries->{$g}{metrics} })
+		{
+			my ($k) = keys %$m;
+			$series{"${g}_$k"} = 1 if $m->{$k}{usage} ne 'LABEL';
+		}
+	}
+	open my $fh, '<', "$FindBin::RealBin/../../monitoring/grafana-dashboard.json" or die $!;
+	local $/;
+	my $dash = JSON::PP->new->decode(<$fh>);
+	close $fh;
+	ok($dash->{title} && $dash->{uid} && @{ $dash->{panels} }, 'the Grafana dashboard has a title, a uid and panels');
+	my @exprs = map { map { $_->{expr} } @{ $_->{targets} // [] } } @{ $dash->{panels} };
+	cmp_ok(scalar(@exprs), '>=', 6, 'its panels query the exporter\'s series');
+	my @unknown = grep { !$series{$_} } map { /\b(streamcube_[a-z_]+)/g } @exprs;
+	is_deeply(\@unknown, [], 'every series it draws is one the queries file exports');
+}
 
 my $node = sc_node('exporter');
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
@@ -94,6 +120,12 @@ q1("SELECT streamcube_seal_due()");
 is(cube_row(), "0|1|0|$hours", 'after a seal: nothing to seal, the sealed hours due to be merged into days');
 q1("SELECT streamcube_seal_due()");
 is(cube_row(), "0|1|0|0", 'after a compaction: nothing due');
+{
+	my (undef, $rows) = run_as('mon_exporter', $queries->{streamcube_health}{query});
+	my ($h) = @$rows;
+	is("$h->{cube}|$h->{state}|$h->{unhealthy}|$h->{lag_messages}|$h->{catch_up_seconds}|$h->{dead_letters_last_hour}|$h->{unhealthy_seconds}",
+		'mon|running|0|0|0|1|', 'streamcube_health: running, healthy, caught up, the dead letter of the last hour');
+}
 q1("SELECT streamcube_pause('mon')");
 is((split /\|/, cube_row())[0], 1, 'streamcube_cube: paused');
 

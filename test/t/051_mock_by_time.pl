@@ -184,6 +184,10 @@ cmp_ok($l1, '>', 0, 'lag_seconds is not 0 while messages stamped in the future w
 cmp_ok($l2, '>=', $l1 + 1.5, 'and rises by the server\'s clock');
 cmp_ok($l2, '<', 600, 'bounded by when the cube was last caught up, not by the stamps');
 is( $node->safe_psql('postgres',
+		"SELECT state, lag, lag_seconds > 0, catch_up_eta IS NULL, paused_reason FROM streamcube.health WHERE cube = 'fut'::regclass"),
+	'paused|200|t|t|paused by streamcube_pause()',
+	'streamcube.health: paused, what waits, no time to catch up while paused, and why');
+is( $node->safe_psql('postgres',
 		"SELECT bool_and(oldest_unconsumed_at > now() AND lag_seconds IS NULL) FROM streamcube.lag('fut') WHERE lag > 0"),
 	't', 'streamcube.lag: the oldest stamp is in the future, so lag_seconds says NULL, not 0');
 $node->safe_psql('postgres', "SELECT streamcube_resume('fut')");
