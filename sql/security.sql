@@ -126,6 +126,7 @@ SET search_path = public, pg_catalog;
 SELECT count(*) AS windows, count(rows) AS counted FROM streamcube.segments WHERE cube = 'sc_sp.sp_cube'::regclass;
 SELECT * FROM streamcube.consumers WHERE false;
 SELECT * FROM streamcube.health WHERE false;
+SELECT * FROM streamcube.progress WHERE false;
 RESET search_path;
 SELECT rolsuper AS owner_became_superuser FROM pg_roles WHERE rolname = 'sc_owner2';
 DROP FUNCTION public.has_table_privilege(regclass, text);

@@ -1491,3 +1491,29 @@ GROUP BY s.cube, s.paused, s.windows_to_seal, s.partitions_to_compact, s.paused_
 COMMENT ON VIEW streamcube.health IS
     'One row per cube the caller may read: the worst state of its receivers (failed, disconnected, stalled, pausing, paused, waiting, ... running), lag in messages and seconds, rows per second, time to catch up at that rate, since when it is unhealthy, dead letters of the last hour, windows due to seal, why it is paused, its latest error';
 GRANT SELECT ON streamcube.health TO PUBLIC;
+
+-- ---------------------------------------------------------------------
+-- 0.4.0: progress of long work, as pg_stat_progress_* show theirs
+-- ---------------------------------------------------------------------
+CREATE FUNCTION streamcube._progress(
+        OUT pid integer, OUT cube regclass, OUT target text, OUT command text,
+        OUT phase text, OUT done bigint, OUT total bigint, OUT unit text,
+        OUT started_at timestamptz, OUT phase_started_at timestamptz)
+    RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_progress';
+CREATE VIEW streamcube.progress AS
+SELECT p.pid,
+       p.cube,
+       p.target,                -- the roll-up being filled (its name); NULL for a seal or a compaction
+       p.command,               -- fill roll-up, seal, compact
+       p.phase,
+       p.done,
+       p.total,                 -- NULL while not known (the rows of active windows)
+       p.unit,                  -- what done and total count: partitions, rows
+       CASE WHEN p.total > 0 THEN pg_catalog.round(100.0 * p.done / p.total, 1) END AS percent,
+       p.started_at,
+       p.phase_started_at
+FROM streamcube._progress() p;
+COMMENT ON VIEW streamcube.progress IS
+    'Long work under way on the cubes the caller may read, one row per backend at it: a roll-up filled from the rows a cube holds, a seal, a compaction; its phase, done out of total, since when';
+GRANT SELECT ON streamcube.progress TO PUBLIC;

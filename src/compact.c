@@ -420,6 +420,11 @@ sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources)
 	old = CurrentMemoryContext;
 	jobs = sc_compact_plan(cube, older_than, max_sources);
 	MemoryContextSwitchTo(old);
+	if (jobs != NIL)
+	{
+		sc_progress_start(cube->relid, NULL, "compact");
+		sc_progress_phase("building compacted partitions", "partitions", list_length(jobs));
+	}
 	foreach(lc, jobs)
 	{
 		ScCompactJob *job = lfirst(lc);
@@ -430,6 +435,7 @@ sc_compact_prepare(ScCube *cube, TimestampTz older_than, int max_sources)
 			copied = lappend(copied, job);
 			MemoryContextSwitchTo(old);
 		}
+		sc_progress_done(foreach_current_index(lc) + 1);
 	}
 	return copied;
 }

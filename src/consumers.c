@@ -57,6 +57,7 @@ PG_FUNCTION_INFO_V1(sc_receiver_slots);
 PG_FUNCTION_INFO_V1(sc_segment_rows);
 PG_FUNCTION_INFO_V1(sc_rollup_stats);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
+PG_FUNCTION_INFO_V1(sc_progress);
 
 #define SC_RECEIVER_COLS 26		/* as 0.4.0 declares them; 0.3.0 declared the first 22,
 									 * 0.2.0 the first 17 */
@@ -250,6 +251,50 @@ sc_receivers(PG_FUNCTION_ARGS)
 		values[25] = TimestampTzGetDatum(slot->previous_error_at);
 		nulls[25] = slot->previous_error_at == 0;
 
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * streamcube._progress(): the long work under way in this database (shmem.c,
+ * "Progress"), one row per backend at it, for readers of the cube only.
+ */
+Datum
+sc_progress(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ScProgress	copy[SC_MAX_PROGRESS];
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	LWLockAcquire(sc_shared->lock, LW_SHARED);
+	for (int i = 0; i < SC_MAX_PROGRESS; i++)
+		if (sc_shared->progress[i].pid != 0 && sc_shared->progress[i].dboid == MyDatabaseId)
+			copy[n++] = sc_shared->progress[i];
+	LWLockRelease(sc_shared->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		ScProgress *p = &copy[i];
+		Datum		values[10];
+		bool		nulls[10] = {false};
+		bool		missing = false;
+
+		if (pg_class_aclcheck_ext(p->relid, GetUserId(), ACL_SELECT, &missing) != ACLCHECK_OK || missing)
+			continue;
+		values[0] = Int32GetDatum(p->pid);
+		values[1] = ObjectIdGetDatum(p->relid);
+		values[2] = CStringGetTextDatum(p->target);
+		nulls[2] = p->target[0] == '\0';
+		values[3] = CStringGetTextDatum(p->command);
+		values[4] = CStringGetTextDatum(p->phase);
+		values[5] = Int64GetDatum(p->done);
+		values[6] = Int64GetDatum(p->total);
+		nulls[6] = p->total < 0;
+		values[7] = CStringGetTextDatum(p->unit);
+		values[8] = TimestampTzGetDatum(p->started_at);
+		values[9] = TimestampTzGetDatum(p->phase_at);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -401,6 +401,7 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 		if (read[c])
 			appendStringInfo(&cols, ", %s", quote_identifier(cube->columns[c].name));
 
+	sc_progress_phase("filling sealed partitions", "partitions", nparts);
 	for (int i = 0; i < nparts; i++)
 	{
 		StringInfoData sql;
@@ -428,6 +429,7 @@ sc_rollup_fill_sealed(ScCube *cube, ScRollup *r, bool *read)
 		sc_as_owner_leave(&as);
 		sc_rollup_key_create(r, parts[i]);
 		MemoryContextSwitchTo(cxt);
+		sc_progress_done(i + 1);
 	}
 	return read_parts;
 }
@@ -472,6 +474,7 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 	 */
 	RelationCacheInvalidateEntry(cube->relid);
 
+	sc_progress_start(cube->relid, r->qualified, "fill roll-up");
 	sealed = sc_rollup_fill_sealed(cube, r, read);
 	elems = palloc(sizeof(Datum) * Max(list_length(sealed), 1));
 	foreach(lc, sealed)
@@ -489,6 +492,7 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 		}
 	appendStringInfo(&sql, " FROM %s WHERE tableoid <> ALL ($1)", cube->qualified);
 
+	sc_progress_phase("aggregating active windows", "rows", -1);
 	sc_as_owner_enter(&as, cube->owner);
 	/* read_only false: a snapshot taken now, after the locks, sees the batch we waited for */
 	portal = SPI_cursor_open_with_args(NULL, sql.data, 1, (Oid[]) {OIDARRAYOID},
@@ -526,6 +530,7 @@ sc_rollup_fill(ScCube *cube, ScRollup *r)
 		sc_rollup_agg_run(cube, agg, (int) n, ts, values, nulls, NULL, true);
 		MemoryContextSwitchTo(old);
 		total += n;
+		sc_progress_done(total);
 	}
 	SPI_cursor_close(portal);
 	sc_as_owner_leave(&as);

@@ -335,8 +335,16 @@ sc_seal_prepare(ScCube *cube, TimestampTz older_than, int max_partitions)
 	if (max_partitions <= 0)
 		return NIL;
 	jobs = sc_seal_due_windows(cube, older_than, max_partitions);
+	if (jobs != NIL)
+	{
+		sc_progress_start(cube->relid, NULL, "seal");
+		sc_progress_phase("copying windows into logged partitions", "partitions", list_length(jobs));
+	}
 	foreach(lc, jobs)
+	{
 		sc_seal_copy(lfirst(lc));
+		sc_progress_done(foreach_current_index(lc) + 1);
+	}
 	return jobs;
 }
 

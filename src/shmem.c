@@ -26,6 +26,9 @@
 
 ScShared   *sc_shared = NULL;
 
+static int	progress_index = -1;	/* this backend's entry in progress[] */
+static void sc_progress_end(void);
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -192,6 +195,99 @@ sc_launcher_xact_callback(XactEvent event, void *arg)
 		default:
 			break;
 	}
+	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT) && progress_index >= 0)
+		sc_progress_end();
+}
+
+/* ----------------------------------------------------------------
+ * Progress of long work (streamcube.progress)
+ *
+ * A backend that fills a roll-up, seals or compacts takes an entry for the
+ * cube, says its phase and how far it is, and gives the entry back when
+ * its transaction ends, committed or not (the callback above).  No entry
+ * free (SC_MAX_PROGRESS backends at it at once): the work goes on
+ * unreported.  The lock is taken once per update, a few times a second at
+ * most (callers report per partition or per chunk of rows).
+ * ----------------------------------------------------------------
+ */
+static void
+sc_progress_end(void)
+{
+	if (progress_index < 0 || sc_shared == NULL)
+		return;
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	if (sc_shared->progress[progress_index].pid == MyProcPid)
+		sc_shared->progress[progress_index].pid = 0;
+	LWLockRelease(sc_shared->lock);
+	progress_index = -1;
+}
+
+/* Exit without a transaction's end (FATAL): the entry is given back all the same. */
+static void
+sc_progress_exit(int code, Datum arg)
+{
+	sc_progress_end();
+}
+
+void
+sc_progress_start(Oid relid, const char *target, const char *command)
+{
+	static bool exit_registered = false;
+	ScProgress *p = NULL;
+
+	if (sc_shared == NULL)
+		return;
+	if (!exit_registered)
+	{
+		before_shmem_exit(sc_progress_exit, (Datum) 0);
+		exit_registered = true;
+	}
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	if (progress_index < 0)
+		for (int i = 0; i < SC_MAX_PROGRESS && progress_index < 0; i++)
+			if (sc_shared->progress[i].pid == 0)
+				progress_index = i;
+	if (progress_index >= 0)
+	{
+		p = &sc_shared->progress[progress_index];
+		memset(p, 0, sizeof(ScProgress));
+		p->pid = MyProcPid;
+		p->dboid = MyDatabaseId;
+		p->relid = relid;
+		strlcpy(p->target, target ? target : "", sizeof(p->target));
+		strlcpy(p->command, command, sizeof(p->command));
+		p->total = -1;
+		p->started_at = p->phase_at = GetCurrentTimestamp();
+	}
+	LWLockRelease(sc_shared->lock);
+}
+
+/* A new phase of the work: what it counts, and how many there are (-1: not known). */
+void
+sc_progress_phase(const char *phase, const char *unit, int64 total)
+{
+	ScProgress *p;
+
+	if (progress_index < 0)
+		return;
+	p = &sc_shared->progress[progress_index];
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	strlcpy(p->phase, phase, sizeof(p->phase));
+	strlcpy(p->unit, unit, sizeof(p->unit));
+	p->done = 0;
+	p->total = total;
+	p->phase_at = GetCurrentTimestamp();
+	LWLockRelease(sc_shared->lock);
+}
+
+void
+sc_progress_done(int64 done)
+{
+	if (progress_index < 0)
+		return;
+	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
+	sc_shared->progress[progress_index].done = done;
+	LWLockRelease(sc_shared->lock);
 }
 
 void

@@ -210,6 +210,31 @@ typedef struct ScReassignFailure
 } ScReassignFailure;
 
 /*
+ * Progress of long work a backend does for a cube (a roll-up filled from
+ * the rows a cube holds, a seal, a compaction), as PostgreSQL's
+ * pg_stat_progress_* views show theirs: one entry per backend at a time,
+ * cleared when its transaction ends (shmem.c, streamcube.progress).
+ */
+#define SC_MAX_PROGRESS 32
+
+typedef struct ScProgress
+{
+	pid_t		pid;			/* 0: free */
+	Oid			dboid;
+	Oid			relid;			/* the cube's table: who may read the entry */
+	char		target[2 * NAMEDATALEN + 8];	/* the roll-up filled (its name: it
+												 * is new, no other snapshot sees its
+												 * OID), or "" */
+	char		command[24];	/* "fill roll-up", "seal", "compact" */
+	char		phase[64];
+	char		unit[16];		/* what done and total count */
+	int64		done;
+	int64		total;			/* -1: not known */
+	TimestampTz started_at;
+	TimestampTz phase_at;
+} ScProgress;
+
+/*
  * The partitions of slot s are streamcube.max_receiver_partitions entries
  * after the slots (sc_slot_parts), so that no fixed number cuts what a
  * receiver of a topic with thousands of partitions reports.
@@ -221,6 +246,7 @@ typedef struct ScShared
 	int			nslots;
 	int			slot_partitions;	/* streamcube.max_receiver_partitions */
 	ScReassignFailure failures[SC_MAX_REASSIGN_FAILURES];
+	ScProgress	progress[SC_MAX_PROGRESS];
 	ScReceiverSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } ScShared;
 
@@ -235,6 +261,9 @@ extern const char *sc_receiver_state_name(ScReceiverState state);
 extern void sc_slot_set_error(ScReceiverSlot *slot, const char *message);
 extern void sc_slot_retire_error(ScReceiverSlot *slot);
 extern void sc_slot_transition(ScReceiverSlot *slot, ScReceiverState state);
+extern void sc_progress_start(Oid relid, const char *target, const char *command);
+extern void sc_progress_phase(const char *phase, const char *unit, int64 total);
+extern void sc_progress_done(int64 done);
 extern void sc_launcher_wakeup_at_commit(void);
 extern void sc_launcher_xact_callback_register(void);
 
