@@ -12,6 +12,11 @@
 #  2. "Replay the last hour" from docs/operations.md, on a cube of the real
 #     broker with sealed and active windows: as written, and afterwards the
 #     cube holds every message exactly once.
+#  3. "Backfill a range" and "Move a cube to a new table layout" from the
+#     same page, as written (cluster prod, topic events, on the real
+#     broker): the backfill holds exactly the messages stamped in November,
+#     and the cut-over, under a running producer, puts every message in
+#     exactly one of the two cubes.
 
 use strict;
 use warnings;
@@ -70,10 +75,13 @@ END
 }
 
 my $real_kafka = $ENV{SC_KAFKA};
+sub q1;
 my $node = sc_node('recipes',
 	"shared_preload_libraries = 'streamcube,pg_cron'",
 	"cron.database_name = 'postgres'",
 	"cron.host = '$PostgreSQL::Test::Cluster::test_pghost'");
+
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
 # ------------------------------------------------------------ 1. the tour
 
@@ -157,6 +165,58 @@ is( $node->safe_psql('postgres',
 	"$count|$count", "replay: every message exactly once ($count rows)");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM streamcube.dead_letters'), '0',
 	'replay: no dead letters');
+
+# --------------------------------- 3. backfill a range, cut over a layout
+
+q1("SELECT streamcube_drop_cube('events')");
+q1("SELECT streamcube_add_cluster('prod', '$real_kafka')");
+sc_create_topic('events', 4);
+# 30 days of events from October 31, one every 15 minutes, stamped an hour
+# after their time (sckafka --meta): Kafka timestamps from Oct 31 01:00.
+my $nov1 = 1793491200;    # 2026-11-01 00:00:00 UTC
+my $dec1 = 1796083200;    # 2026-12-01 00:00:00 UTC
+my $n_hist = 3000;
+sc_produce('events', count => $n_hist, 'start-ts' => $nov1 - 86400, 'step-ms' => 900_000,
+	meta => 1, seed => 4);
+my $in_november = 0;
+{
+	my ($o, $e) = ('', '');
+	IPC::Run::run([ 'kcat', '-C', '-b', $real_kafka, '-t', 'events', '-o', 'beginning', '-e', '-q',
+			'-f', '%T\n' ], '<', \undef, '>', \$o, '2>', \$e) or die "kcat: $e";
+	$in_november = grep { $_ >= $nov1 * 1000 && $_ < $dec1 * 1000 } split /\n/, $o;
+}
+note "$in_november of $n_hist messages are stamped in November";
+
+my $backfill = sql_block_after(slurp('docs/operations.md'), '**Backfill a range**', 'docs/operations.md');
+($rc, $out, $err) = $node->psql('postgres', $backfill, extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
+is($rc, 0, '"Backfill a range" runs as written') or diag "psql: $err";
+like($out, qr/\bt\z/, 'its streamcube_wait says the backfill is done');
+is(q1('SELECT count(*), count(DISTINCT (_partition, _offset)) FROM events_november'),
+	"$in_november|$in_november", 'the backfill holds exactly the messages stamped in November, once each');
+is(q1("SELECT paused, stop_reached_at IS NOT NULL FROM streamcube.cube_status WHERE cube = 'events_november'::regclass"),
+	't|t', 'and stopped at its end by itself');
+
+# The cut-over, with a producer writing all along.
+q1("SELECT streamcube_create_cube('events', 'prod', 'events', "
+	  . "'ts timestamptz, country text, amount numeric', 'ts', '1 day', 'json')");
+is(q1("SELECT streamcube_wait('events', '60 s')"), 't', 'cut-over: the old cube caught up');
+{
+	local $ENV{SC_KAFKA} = $real_kafka;
+	$generator = sc_produce_start('events', count => 4000, rate => 1000,
+		'start-ts' => int(time), 'step-ms' => 1, seed => 5);
+}
+sleep 1;
+my $cutover = sql_block_after(slurp('docs/operations.md'), '**Move a cube to a new table layout**',
+	'docs/operations.md');
+($rc, $out, $err) = $node->psql('postgres', $cutover, extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
+is($rc, 0, '"Move a cube to a new table layout" runs as written') or diag "psql: $err";
+ok(sc_produce_finish($generator), 'the producer delivered its 4,000 messages');
+$generator = undef;
+is(q1("SELECT streamcube_wait('events_v2', '60 s')"), 't', 'cut-over: the new cube caught up');
+my $total = $n_hist + 4000;
+is(q1('SELECT count(*), count(DISTINCT (_partition, _offset)) FROM events_all'), "$total|$total",
+	"cut-over: every message in exactly one of the two cubes ($total)");
+cmp_ok(q1('SELECT count(*) FROM events_v2'), '>', 0, 'cut-over: the new cube took the messages after the stop point');
 
 $node->stop;
 done_testing();
