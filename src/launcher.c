@@ -20,7 +20,9 @@
  * reconciliation.
  *
  * A receiver that dies is restarted with an exponential back-off (one
- * second, doubling, at most streamcube.restart_max_delay); its last error
+ * second, doubling, at most streamcube.restart_max_delay, spread by a
+ * random 75-125 % so that receivers that failed together do not restart
+ * together: sc_launcher_backoff_ms); its last error
  * stays visible in streamcube.consumers meanwhile.  A receiver checks the
  * generation number of its slot when it starts, so a receiver registered
  * by an earlier incarnation of the launcher never runs beside a new one.
@@ -32,6 +34,8 @@
  *-------------------------------------------------------------------------
  */
 #include "streamcube.h"
+
+#include "common/pg_prng.h"
 
 #include <signal.h>
 
@@ -307,6 +311,23 @@ sc_launcher_retire(ScReconcile *rc, int s, bool alive)
  * A wanted slot whose receiver is gone: restart it after an exponential
  * back-off.  Caller holds the lock.
  */
+/*
+ * The back-off before the restart after a receiver's n-th failure in a
+ * row: one second, doubling, at most streamcube.restart_max_delay, each
+ * drawn from 75 % to 125 % of that (and never above the maximum), so that
+ * receivers that failed together (a broker gone for all of them, a
+ * registry down) do not come back at the same moment, and drift apart
+ * with every failure after.
+ */
+static int64
+sc_launcher_backoff_ms(int failures)
+{
+	int64		base = Min((int64) 1000 << Min(failures - 1, 20), (int64) sc_restart_max_delay_ms);
+
+	return Min((int64) (base * (0.75 + 0.5 * pg_prng_double(&pg_global_prng_state))),
+			   (int64) sc_restart_max_delay_ms);
+}
+
 static void
 sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
 {
@@ -331,9 +352,7 @@ sc_launcher_restart(ScReconcile *rc, int s, ScWanted *w)
 			sc_slot_set_error(slot, "receiver exited unexpectedly");
 		sc_slot_transition(slot, SC_RECEIVER_FAILED);
 		slot->pid = 0;
-		slot->next_start = TimestampTzPlusMilliseconds(rc->now,
-													   Min((int64) 1000 << Min(slot->failures - 1, 20),
-														   (int64) sc_restart_max_delay_ms));
+		slot->next_start = TimestampTzPlusMilliseconds(rc->now, sc_launcher_backoff_ms(slot->failures));
 		local_slots[s].restart_pending = true;
 	}
 
