@@ -11,12 +11,16 @@
  * path asks the format to split it into fields again and runs each column's
  * input function (or the format's faster datum builder) on them.
  *
- * A format is one file that fills an ScFormatRoutine (format_json.c,
- * format_csv.c) and one entry in sc_format_routine().  The values that come
- * from the message's metadata rather than its payload (key, timestamp,
- * headers, the whole value) are written by format_meta.c for every format,
- * through sc_meta_append().  Nothing in the batch orchestration (ingest.c)
- * knows one format from another.
+ * A format is one file that fills an ScFormatRoutine (format_json.c for
+ * json and jsonb, format_csv.c, format_registry.c for avro and protobuf,
+ * which decode through avro.c and protobuf.c) and one entry in
+ * sc_format_routine() (format.c).  format_line.c writes values into a line
+ * with the escaping of its encoding, for every format, and splits a line
+ * into fields again.  The values that come from the message's metadata
+ * rather than its payload (key, timestamp, headers, the whole value) are
+ * written by format_meta.c for every format, through sc_meta_append().
+ * Nothing in the batch orchestration (ingest.c) knows one format from
+ * another.
  *
  *-------------------------------------------------------------------------
  */
