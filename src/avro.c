@@ -573,18 +573,6 @@ sc_avro_logical(ScAvroParser *ps, const ScJNode *j, ScAvroNode *t, const char *w
 	return true;
 }
 
-/* "\"name\":" with the name JSON-escaped, for records written as JSON. */
-static const char *
-sc_avro_json_key(const char *name)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	escape_json(&buf, name);
-	appendStringInfoChar(&buf, ':');
-	return buf.data;
-}
-
 static ScAvroNode *
 sc_avro_parse_record(ScAvroParser *ps, const ScJNode *j, const char *ns, const char *where)
 {
@@ -624,7 +612,7 @@ sc_avro_parse_record(ScAvroParser *ps, const ScJNode *j, const char *ns, const c
 		if (type == NULL)
 			return sc_avro_parse_fail(ps, fwhere, "no \"type\"");
 		t->names[i] = name->str;
-		t->json_keys[i] = sc_avro_json_key(name->str);
+		t->json_keys[i] = sc_json_key(name->str);
 		t->types[i] = sc_avro_parse_type(ps, type, inner_ns, fwhere);
 		if (t->types[i] == NULL)
 			return NULL;
@@ -1161,10 +1149,7 @@ typedef struct ScAvroDecoder
 	StringInfo *values;
 	bool	   *isnull;
 
-	/* the first failure: what, at which byte, in which fields */
-	const char *what;
-	size_t		at;
-	List	   *where;			/* field names, outermost first */
+	ScDecodeFailure fail;		/* the first failure (json_text.c) */
 } ScAvroDecoder;
 
 static pg_noinline bool sc_avro_fail(ScAvroDecoder *d, const char *fmt,...) pg_attribute_printf(2, 3);
@@ -1172,62 +1157,12 @@ static pg_noinline bool sc_avro_fail(ScAvroDecoder *d, const char *fmt,...) pg_a
 static pg_noinline bool
 sc_avro_fail(ScAvroDecoder *d, const char *fmt,...)
 {
-	StringInfoData buf;
+	va_list		args;
 
-	initStringInfo(&buf);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&buf, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&buf, needed);
-	}
-	d->what = buf.data;
-	d->at = d->p - d->start;
+	va_start(args, fmt);
+	sc_decode_failv(&d->fail, d->p - d->start, fmt, args);
+	va_end(args);
 	return false;
-}
-
-/* A failure inside field (or array item) name, on the way up. */
-static pg_noinline bool
-sc_avro_fail_in(ScAvroDecoder *d, const char *name)
-{
-	d->where = lcons((void *) name, d->where);
-	return false;
-}
-
-static pg_noinline bool
-sc_avro_fail_item(ScAvroDecoder *d, int64 item)
-{
-	return sc_avro_fail_in(d, psprintf("[" INT64_FORMAT "]", item));
-}
-
-static char *
-sc_avro_error(ScAvroDecoder *d)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	if (d->where != NIL)
-	{
-		appendStringInfoString(&buf, "field \"");
-		foreach(lc, d->where)
-		{
-			const char *name = lfirst(lc);
-
-			if (foreach_current_index(lc) > 0 && name[0] != '[')
-				appendStringInfoChar(&buf, '.');
-			appendStringInfoString(&buf, name);
-		}
-		appendStringInfoString(&buf, "\": ");
-	}
-	appendStringInfo(&buf, "%s (at byte %zu)", d->what, d->at);
-	return buf.data;
 }
 
 static inline bool
@@ -1497,11 +1432,11 @@ sc_avro_skip_blocks(ScAvroDecoder *d, const ScAvroNode *t)
 
 				if (!sc_avro_length(d, &n) ||
 					!sc_avro_utf8(d, (const char *) d->p, n, "map key", true))
-					return sc_avro_fail_item(d, item);
+					return sc_decode_fail_item(&d->fail, item);
 				d->p += n;
 			}
 			if (!sc_avro_skip(d, t->items))
-				return sc_avro_fail_item(d, item);
+				return sc_decode_fail_item(&d->fail, item);
 		}
 		if (!sc_avro_block_end(d, start, size))
 			return false;
@@ -1601,7 +1536,7 @@ sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
 				return false;
 			for (int i = 0; i < t->n; i++)
 				if (!sc_avro_skip(d, t->types[i]))
-					return sc_avro_fail_in(d, t->names[i]);
+					return sc_decode_fail_in(&d->fail, t->names[i]);
 			d->depth--;
 			return true;
 	}
@@ -1612,61 +1547,6 @@ sc_avro_skip(ScAvroDecoder *d, const ScAvroNode *t)
  * The text of values
  * ----------------------------------------------------------------
  */
-
-/* bytea's input: "\x" and lowercase hex; in JSON, the backslash escaped. */
-static void
-sc_avro_hex(StringInfo out, const uint8 *b, int64 n, bool json)
-{
-	static const char hex[] = "0123456789abcdef";
-	char	   *o;
-
-	enlargeStringInfo(out, 2 * n + 4);
-	o = out->data + out->len;
-	if (json)
-		*o++ = '"';
-	*o++ = '\\';
-	if (json)
-		*o++ = '\\';
-	*o++ = 'x';
-	for (int64 i = 0; i < n; i++)
-	{
-		*o++ = hex[b[i] >> 4];
-		*o++ = hex[b[i] & 15];
-	}
-	if (json)
-		*o++ = '"';
-	*o = '\0';
-	out->len = o - out->data;
-}
-
-/* Two digits, of 0..99. */
-static inline char *
-sc_avro_put2(char *o, int v)
-{
-	o[0] = '0' + v / 10;
-	o[1] = '0' + v % 10;
-	return o + 2;
-}
-
-/*
- * The proleptic Gregorian date of a day counted from 1970-01-01.  Days are
- * shifted to count from 0000-03-01, so that the leap day ends a year, and
- * split into 400-year eras of 146097 days.
- */
-static void
-sc_avro_civil(int64 days, int64 *year, int *month, int *day)
-{
-	int64		z = days + 719468;	/* days from 0000-03-01 */
-	int64		era = (z >= 0 ? z : z - 146096) / 146097;
-	int64		doe = z - era * 146097; /* day of the era, 0..146096 */
-	int64		yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);	/* from March 1 */
-	int64		mp = (5 * doy + 2) / 153;	/* month from March, 0..11 */
-
-	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
-	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
-	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
-}
 
 /*
  * "YYYY-MM-DD" of a day from the epoch, years before 1 as PostgreSQL
@@ -1679,21 +1559,21 @@ sc_avro_put_date(char *o, int64 days, bool *bc)
 	int			month;
 	int			day;
 
-	sc_avro_civil(days, &year, &month, &day);
+	sc_text_civil(days, &year, &month, &day);
 	*bc = year <= 0;
 	if (*bc)
 		year = 1 - year;
 	if (year <= 9999)
 	{
-		o = sc_avro_put2(o, (int) (year / 100));
-		o = sc_avro_put2(o, (int) (year % 100));
+		o = sc_text_put2(o, (int) (year / 100));
+		o = sc_text_put2(o, (int) (year % 100));
 	}
 	else
 		o += pg_lltoa(year, o);
 	*o++ = '-';
-	o = sc_avro_put2(o, month);
+	o = sc_text_put2(o, month);
 	*o++ = '-';
-	return sc_avro_put2(o, day);
+	return sc_text_put2(o, day);
 }
 
 /* "HH:MM:SS[.ffffff]", trailing zeros of the fraction dropped. */
@@ -1705,13 +1585,13 @@ sc_avro_put_time(char *o, uint64 us)
 	uint64		hours = secs / 3600;
 
 	if (hours < 100)
-		o = sc_avro_put2(o, (int) hours);
+		o = sc_text_put2(o, (int) hours);
 	else
 		o += pg_ulltoa_n(hours, o);
 	*o++ = ':';
-	o = sc_avro_put2(o, (int) (secs / 60 % 60));
+	o = sc_text_put2(o, (int) (secs / 60 % 60));
 	*o++ = ':';
-	o = sc_avro_put2(o, (int) (secs % 60));
+	o = sc_text_put2(o, (int) (secs % 60));
 	if (frac != 0)
 	{
 		*o++ = '.';
@@ -1891,23 +1771,6 @@ sc_avro_decimal(ScAvroDecoder *d, const uint8 *b, int64 n, int scale, StringInfo
 	return true;
 }
 
-/* A float's or double's shortest exact text; in JSON, NaN and infinities quoted. */
-static void
-sc_avro_float(StringInfo out, double v, bool single, bool json)
-{
-	bool		quote = json && (isnan(v) || isinf(v));
-
-	enlargeStringInfo(out, DOUBLE_SHORTEST_DECIMAL_LEN + 2);
-	if (quote)
-		appendStringInfoCharMacro(out, '"');
-	if (single)
-		out->len += float_to_shortest_decimal_buf((float) v, out->data + out->len);
-	else
-		out->len += double_to_shortest_decimal_buf(v, out->data + out->len);
-	if (quote)
-		appendStringInfoCharMacro(out, '"');
-}
-
 static inline uint32
 sc_avro_le32(const uint8 *p)
 {
@@ -1967,7 +1830,7 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				u = sc_avro_le32(d->p);
 				memcpy(&f, &u, 4);
 				d->p += 4;
-				sc_avro_float(out, f, true, json);
+				sc_text_float(out, f, true, json);
 				return true;
 			}
 		case SC_AVRO_DOUBLE:
@@ -1980,7 +1843,7 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				u = (uint64) sc_avro_le32(d->p) | (uint64) sc_avro_le32(d->p + 4) << 32;
 				memcpy(&f, &u, 8);
 				d->p += 8;
-				sc_avro_float(out, f, false, json);
+				sc_text_float(out, f, false, json);
 				return true;
 			}
 		case SC_AVRO_STRING:
@@ -2016,7 +1879,7 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 						return false;
 				}
 				else
-					sc_avro_hex(out, b, n, json);
+					sc_text_hex(out, b, n, json);
 				d->p += n;
 				return true;
 			}
@@ -2071,16 +1934,16 @@ sc_avro_json_blocks(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
 				const char *key;
 
 				if (!sc_avro_length(d, &n))
-					return sc_avro_fail_item(d, item);
+					return sc_decode_fail_item(&d->fail, item);
 				key = (const char *) d->p;
 				if (!sc_avro_utf8(d, key, n, "map key", false))
-					return sc_avro_fail_item(d, item);
+					return sc_decode_fail_item(&d->fail, item);
 				d->p += n;
 				sc_json_string_bytes(out, key, n);
 				appendStringInfoCharMacro(out, ':');
 			}
 			if (!sc_avro_json(d, t->items, out))
-				return sc_avro_fail_item(d, item);
+				return sc_decode_fail_item(&d->fail, item);
 		}
 		if (!sc_avro_block_end(d, start, size))
 			return false;
@@ -2118,7 +1981,7 @@ sc_avro_json(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out)
 					appendStringInfoCharMacro(out, ',');
 				appendStringInfoString(out, t->json_keys[i]);
 				if (!sc_avro_json(d, t->types[i], out))
-					return sc_avro_fail_in(d, t->names[i]);
+					return sc_decode_fail_in(&d->fail, t->names[i]);
 			}
 			appendStringInfoCharMacro(out, '}');
 			break;
@@ -2227,7 +2090,7 @@ sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr)
 
 		if (!(f->ncols == 0 && f->sub == NULL ? sc_avro_skip(d, f->type) :
 			  sc_avro_plan_field(d, f)))
-			return sc_avro_fail_in(d, record->names[i]);
+			return sc_decode_fail_in(&d->fail, record->names[i]);
 	}
 	d->depth--;
 	return true;
@@ -2247,8 +2110,8 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 	d.text_limit = SC_AVRO_MAX_TEXT;
 	d.values = values;
 	d.isnull = isnull;
-	d.what = NULL;
-	d.where = NIL;
+	d.fail.what = NULL;
+	d.fail.where = NIL;
 	for (int c = 0; c < plan->ncolumns; c++)
 		isnull[c] = true;
 
@@ -2295,6 +2158,6 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 	return true;
 
 fail:
-	*error = sc_avro_error(&d);
+	*error = sc_decode_error(&d.fail);
 	return false;
 }

@@ -359,78 +359,6 @@ sc_pb_le64(const uint8 *p)
  * ----------------------------------------------------------------
  */
 
-/* bytea's input: "\x" and lowercase hex. */
-static void
-sc_pb_hex(StringInfo out, const uint8 *b, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	char	   *o;
-
-	enlargeStringInfo(out, 2 * n + 3);
-	o = out->data + out->len;
-	*o++ = '\\';
-	*o++ = 'x';
-	for (size_t i = 0; i < n; i++)
-	{
-		*o++ = hex[b[i] >> 4];
-		*o++ = hex[b[i] & 15];
-	}
-	*o = '\0';
-	out->len = o - out->data;
-}
-
-/* Bytes in JSON, as the proto3 JSON mapping writes them: standard base64, quoted. */
-static void
-sc_pb_base64(StringInfo out, const uint8 *b, size_t n)
-{
-	static const char alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char	   *o;
-	size_t		i;
-
-	enlargeStringInfo(out, (n + 2) / 3 * 4 + 3);
-	o = out->data + out->len;
-	*o++ = '"';
-	for (i = 0; i + 3 <= n; i += 3)
-	{
-		uint32		v = (uint32) b[i] << 16 | (uint32) b[i + 1] << 8 | b[i + 2];
-
-		*o++ = alphabet[v >> 18];
-		*o++ = alphabet[(v >> 12) & 63];
-		*o++ = alphabet[(v >> 6) & 63];
-		*o++ = alphabet[v & 63];
-	}
-	if (i < n)
-	{
-		uint32		v = (uint32) b[i] << 16 | (i + 1 < n ? (uint32) b[i + 1] << 8 : 0);
-
-		*o++ = alphabet[v >> 18];
-		*o++ = alphabet[(v >> 12) & 63];
-		*o++ = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o++ = '"';
-	*o = '\0';
-	out->len = o - out->data;
-}
-
-/* A float's or double's shortest exact text; in JSON, NaN and infinities quoted. */
-static void
-sc_pb_float(StringInfo out, double v, bool single, bool json)
-{
-	bool		quote = json && (isnan(v) || isinf(v));
-
-	enlargeStringInfo(out, DOUBLE_SHORTEST_DECIMAL_LEN + 2);
-	if (quote)
-		appendStringInfoCharMacro(out, '"');
-	if (single)
-		out->len += float_to_shortest_decimal_buf((float) v, out->data + out->len);
-	else
-		out->len += double_to_shortest_decimal_buf(v, out->data + out->len);
-	if (quote)
-		appendStringInfoCharMacro(out, '"');
-}
-
 static inline void
 sc_pb_int64(StringInfo out, int64 v)
 {
@@ -444,69 +372,6 @@ sc_pb_uint64(StringInfo out, uint64 v)
 	enlargeStringInfo(out, 21);
 	out->len += pg_ulltoa_n(v, out->data + out->len);
 	out->data[out->len] = '\0';
-}
-
-/* "\"name\":" with the name JSON-escaped. */
-static const char *
-sc_pb_json_key(const char *name)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	sc_json_string_bytes(&buf, name, strlen(name));
-	appendStringInfoChar(&buf, ':');
-	return buf.data;
-}
-
-/* Two digits, of 0..99. */
-static inline char *
-sc_pb_put2(char *o, int v)
-{
-	o[0] = '0' + v / 10;
-	o[1] = '0' + v % 10;
-	return o + 2;
-}
-
-/*
- * The proleptic Gregorian date of a day counted from 1970-01-01: days
- * shifted to count from 0000-03-01 (so that a leap day ends its year),
- * split into 400-year eras of 146097 days, each era into years of 365
- * days with a leap day every 4 years but every 100 but every 400.
- */
-static void
-sc_pb_civil(int64 days, int64 *year, int *month, int *day)
-{
-	/* the last day asked for: a stream's messages mostly come from one day */
-	static int64 last_days = PG_INT64_MIN;
-	static int64 last_year;
-	static int	last_month;
-	static int	last_day;
-	int64		z = days + 719468;
-	int64		era;
-	int64		doe;
-	int64		yoe;
-	int64		doy;
-	int64		mp;
-
-	if (days == last_days)
-	{
-		*year = last_year;
-		*month = last_month;
-		*day = last_day;
-		return;
-	}
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = z - era * 146097;
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*day = (int) (doy - (153 * mp + 2) / 5 + 1);
-	*month = (int) (mp < 10 ? mp + 3 : mp - 9);
-	*year = yoe + era * 400 + (*month <= 2 ? 1 : 0);
-	last_days = days;
-	last_year = *year;
-	last_month = *month;
-	last_day = *day;
 }
 
 /* ".fff", ".ffffff" or ".fffffffff" of nanos (0 < nanos < 10^9), as RFC 3339 texts write it. */
@@ -2326,8 +2191,8 @@ sc_pb_defaults(ScPbParse *ps, const ScPbMessage *m, ScPbField *f)
 							bad = sc_pb_type_names[f->type];
 					}
 				}
-				sc_pb_float(&text, x, f->type == SC_PB_FLOAT, false);
-				sc_pb_float(&json, x, f->type == SC_PB_FLOAT, true);
+				sc_text_float(&text, x, f->type == SC_PB_FLOAT, false);
+				sc_text_float(&json, x, f->type == SC_PB_FLOAT, true);
 				break;
 			}
 		case SC_PB_BOOL:
@@ -2355,8 +2220,8 @@ sc_pb_defaults(ScPbParse *ps, const ScPbMessage *m, ScPbField *f)
 					if (b == NULL)
 						return sc_pb_parse_fail(ps, "%s: a bad escape in the default", sc_pb_where(m, f));
 				}
-				sc_pb_hex(&text, (const uint8 *) b, n);
-				sc_pb_base64(&json, (const uint8 *) b, n);
+				sc_text_hex(&text, (const uint8 *) b, n, false);
+				sc_text_base64(&json, (const uint8 *) b, n);
 				break;
 			}
 		case SC_PB_ENUM:
@@ -2550,7 +2415,7 @@ sc_pb_finish_message(ScPbParse *ps, const ScProtoSchema *schema, ScPbMessage *m)
 		if (f->message != NULL && f->message->map_entry && f->label != SC_PB_LABEL_REPEATED)
 			return sc_pb_parse_fail(ps, "%s: a map entry type for a field that is not repeated",
 									sc_pb_where(m, f));
-		f->json_key = sc_pb_json_key(f->name);
+		f->json_key = sc_json_key(f->name);
 		f->wt = sc_pb_type_wt[f->type];
 		f->packable = f->label == SC_PB_LABEL_REPEATED && f->wt != SC_PB_WT_LEN &&
 			f->wt != SC_PB_WT_SGROUP;
@@ -2963,10 +2828,7 @@ typedef struct ScPbDecoder
 								 * closed enum's unknown number) */
 	bool		nul;			/* a proto3 string of the message holds a NUL */
 
-	/* the first failure: what, at which byte, in which fields */
-	const char *what;
-	size_t		at;
-	List	   *where;			/* field names, outermost first */
+	ScDecodeFailure fail;		/* the first failure (json_text.c) */
 } ScPbDecoder;
 
 /* The bytes of a message, or of one of its occurrences. */
@@ -2995,62 +2857,12 @@ static pg_noinline bool sc_pb_fail(ScPbDecoder *d, const uint8 *at, const char *
 static pg_noinline bool
 sc_pb_fail(ScPbDecoder *d, const uint8 *at, const char *fmt,...)
 {
-	StringInfoData buf;
+	va_list		args;
 
-	initStringInfo(&buf);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&buf, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&buf, needed);
-	}
-	d->what = buf.data;
-	d->at = at - d->start;
+	va_start(args, fmt);
+	sc_decode_failv(&d->fail, at - d->start, fmt, args);
+	va_end(args);
 	return false;
-}
-
-/* A failure inside field (or item) name, on the way up. */
-static pg_noinline bool
-sc_pb_fail_in(ScPbDecoder *d, const char *name)
-{
-	d->where = lcons((void *) name, d->where);
-	return false;
-}
-
-static pg_noinline bool
-sc_pb_fail_item(ScPbDecoder *d, int64 item)
-{
-	return sc_pb_fail_in(d, psprintf("[" INT64_FORMAT "]", item));
-}
-
-static char *
-sc_pb_error(ScPbDecoder *d)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	if (d->where != NIL)
-	{
-		appendStringInfoString(&buf, "field \"");
-		foreach(lc, d->where)
-		{
-			const char *name = lfirst(lc);
-
-			if (foreach_current_index(lc) > 0 && name[0] != '[')
-				appendStringInfoChar(&buf, '.');
-			appendStringInfoString(&buf, name);
-		}
-		appendStringInfoString(&buf, "\": ");
-	}
-	appendStringInfo(&buf, "%s (at byte %zu)", d->what, d->at);
-	return buf.data;
 }
 
 static pg_noinline bool
@@ -3391,7 +3203,7 @@ sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint
 		{
 			while (v < vend)
 				if (!sc_pb_skip_varint(d, &v, vend))
-					return sc_pb_fail_in(d, f->name);
+					return sc_decode_fail_in(&d->fail, f->name);
 			return true;
 		}
 		if ((vend - v) % (f->wt == SC_PB_WT_I32 ? 4 : 8) == 0)
@@ -3401,7 +3213,7 @@ sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint
 	}
 	else
 		return true;
-	return sc_pb_fail_in(d, f->name);
+	return sc_decode_fail_in(&d->fail, f->name);
 }
 
 /*
@@ -3443,14 +3255,14 @@ sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr,
 			if (i < 0)
 			{
 				if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
-					return sc_pb_fail_in(d, psprintf("%u", num));
+					return sc_decode_fail_in(&d->fail, psprintf("%u", num));
 				d->dropped = true;
 				continue;
 			}
 			f = &m->fields[i];
 			valp = p;
 			if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
-				return sc_pb_fail_in(d, f->name);
+				return sc_decode_fail_in(&d->fail, f->name);
 			if (unlikely(wt != f->wt && !(wt == SC_PB_WT_LEN && f->packable)))
 			{
 				d->dropped = true;
@@ -3530,7 +3342,7 @@ sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp, const uint8 
 			{
 				int			i = sc_pb_field_index(m, num);
 
-				return sc_pb_fail_in(d, i >= 0 ? m->fields[i].name : psprintf("%u", num));
+				return sc_decode_fail_in(&d->fail, i >= 0 ? m->fields[i].name : psprintf("%u", num));
 			}
 		}
 		if (group > 0)
@@ -3570,11 +3382,11 @@ sc_pb_check(ScPbDecoder *d, const ScPbMessage *m, const uint8 **pp, const uint8 
 		{
 			/* a group of the type: checked as it is read, in one pass */
 			if (!sc_pb_check(d, f->message, &p, end, num))
-				return sc_pb_fail_in(d, f->name);
+				return sc_decode_fail_in(&d->fail, f->name);
 			continue;
 		}
 		if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
-			return sc_pb_fail_in(d, f ? f->name : psprintf("%u", num));
+			return sc_decode_fail_in(&d->fail, f ? f->name : psprintf("%u", num));
 		if (f != NULL && wt == SC_PB_WT_LEN && (f->wt == SC_PB_WT_LEN || f->packable) &&
 			!sc_pb_check_value(d, f, v, vend))
 			return false;
@@ -3620,7 +3432,7 @@ sc_pb_occurrences(ScPbOccurrences *it, const ScPbRange *r, int nr, const ScPbSlo
 /*
  * The next occurrence's wire type and value (of a wire type of the field's:
  * others are unknown fields, which sc_pb_collect did not count); false at
- * the end or on a failure (d->what).
+ * the end or on a failure (d->fail.what).
  */
 static bool
 sc_pb_next_occurrence(ScPbDecoder *d, ScPbOccurrences *it, int *wt,
@@ -3745,7 +3557,7 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 				float		x;
 
 				memcpy(&x, &b, 4);
-				sc_pb_float(out, x, true, json);
+				sc_text_float(out, x, true, json);
 				return true;
 			}
 		case SC_PB_DOUBLE:
@@ -3753,7 +3565,7 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 				double		x;
 
 				memcpy(&x, &u, 8);
-				sc_pb_float(out, x, false, json);
+				sc_text_float(out, x, false, json);
 				return true;
 			}
 		case SC_PB_ENUM:
@@ -3795,9 +3607,9 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			return true;
 		case SC_PB_BYTES:
 			if (json)
-				sc_pb_base64(out, p, end - p);
+				sc_text_base64(out, p, end - p);
 			else
-				sc_pb_hex(out, p, end - p);
+				sc_text_hex(out, p, end - p, false);
 			return true;
 		default:
 			break;
@@ -3891,13 +3703,13 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 		if (key->type == SC_PB_STRING)
 		{
 			if (!sc_pb_scalar(d, key, &kv, kend, out, true))
-				return sc_pb_fail_in(d, "key");
+				return sc_decode_fail_in(&d->fail, "key");
 		}
 		else
 		{
 			appendStringInfoCharMacro(out, '"');
 			if (!sc_pb_scalar(d, key, &kv, kend, out, false))
-				return sc_pb_fail_in(d, "key");
+				return sc_decode_fail_in(&d->fail, "key");
 			appendStringInfoCharMacro(out, '"');
 		}
 	}
@@ -3924,10 +3736,10 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 		bool		ok;
 
 		if (!sc_pb_merge(d, &r, 1, &slots[1], val, &mg))
-			return sc_pb_fail_in(d, "value");
+			return sc_decode_fail_in(&d->fail, "value");
 		ok = sc_pb_message_json(d, val->message, mg.r, mg.nr, out);
 		sc_pb_merged_free(&mg);
-		return ok ? true : sc_pb_fail_in(d, "value");
+		return ok ? true : sc_decode_fail_in(&d->fail, "value");
 	}
 	else
 	{
@@ -3937,7 +3749,7 @@ sc_pb_map_entry(ScPbDecoder *d, const ScPbMessage *e, const uint8 *v, const uint
 
 		if (!sc_pb_value(d, slots[1].last_wt, val->number, &p, vend, &vv, &vvend) ||
 			!sc_pb_scalar(d, val, &vv, vvend, out, true))
-			return sc_pb_fail_in(d, "value");
+			return sc_decode_fail_in(&d->fail, "value");
 	}
 	return true;
 }
@@ -3974,14 +3786,14 @@ sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int 
 				if (unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend))
 				{
 					if (!sc_pb_skip_varint(d, &v, vend))
-						return sc_pb_fail_item(d, item - 1);
+						return sc_decode_fail_item(&d->fail, item - 1);
 					continue;
 				}
 				if (written++ > 0)
 					appendStringInfoCharMacro(out, ',');
 				if (!sc_pb_room(d, out, v) ||
 					!sc_pb_scalar(d, f, &v, vend, out, true))
-					return sc_pb_fail_item(d, item - 1);
+					return sc_decode_fail_item(&d->fail, item - 1);
 			}
 			continue;
 		}
@@ -3998,7 +3810,7 @@ sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int 
 			if (written > 0)
 				appendStringInfoCharMacro(out, ',');
 			if (!sc_pb_map_entry(d, f->message, v, vend, out, &skip))
-				return sc_pb_fail_item(d, item - 1);
+				return sc_decode_fail_item(&d->fail, item - 1);
 			if (skip)
 			{
 				out->len = len;
@@ -4015,10 +3827,10 @@ sc_pb_repeated_json(ScPbDecoder *d, const ScPbField *f, const ScPbRange *r, int 
 			ScPbRange	one = {v, vend};
 
 			if (!sc_pb_message_json(d, f->message, &one, 1, out))
-				return sc_pb_fail_item(d, item - 1);
+				return sc_decode_fail_item(&d->fail, item - 1);
 		}
 		else if (!sc_pb_scalar(d, f, &v, vend, out, true))
-			return sc_pb_fail_item(d, item - 1);
+			return sc_decode_fail_item(&d->fail, item - 1);
 	}
 	appendStringInfoCharMacro(out, map ? '}' : ']');
 	return true;
@@ -4118,7 +3930,7 @@ sc_pb_seconds_nanos(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, in
 		if (slots[i].count == 0)
 			continue;
 		if (!sc_pb_varint(d, &p, r[slots[i].last_r].end, &u))
-			return sc_pb_fail_in(d, m->fields[i].name);
+			return sc_decode_fail_in(&d->fail, m->fields[i].name);
 		if (i == 0)
 			*seconds = (int64) u;
 		else
@@ -4155,23 +3967,23 @@ sc_pb_timestamp(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr
 		secs += 86400;
 		days--;
 	}
-	sc_pb_civil(days, &year, &month, &day);
+	sc_text_civil(days, &year, &month, &day);
 	enlargeStringInfo(out, 40);
 	o = out->data + out->len;
 	if (json)
 		*o++ = '"';
-	o = sc_pb_put2(o, (int) (year / 100));
-	o = sc_pb_put2(o, (int) (year % 100));
+	o = sc_text_put2(o, (int) (year / 100));
+	o = sc_text_put2(o, (int) (year % 100));
 	*o++ = '-';
-	o = sc_pb_put2(o, month);
+	o = sc_text_put2(o, month);
 	*o++ = '-';
-	o = sc_pb_put2(o, day);
+	o = sc_text_put2(o, day);
 	*o++ = json ? 'T' : ' ';
-	o = sc_pb_put2(o, (int) (secs / 3600));
+	o = sc_text_put2(o, (int) (secs / 3600));
 	*o++ = ':';
-	o = sc_pb_put2(o, (int) (secs / 60 % 60));
+	o = sc_text_put2(o, (int) (secs / 60 % 60));
 	*o++ = ':';
-	o = sc_pb_put2(o, (int) (secs % 60));
+	o = sc_text_put2(o, (int) (secs % 60));
 	if (json)
 	{
 		if (nanos != 0)
@@ -4260,7 +4072,7 @@ sc_pb_single_field(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 		return true;
 	}
 	if (!sc_pb_field_value(d, f, r, nr, &slots[0], out, json))
-		return sc_pb_fail_in(d, f->name);
+		return sc_decode_fail_in(&d->fail, f->name);
 	return true;
 }
 
@@ -4314,7 +4126,7 @@ sc_pb_message_json(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 			if (f->type == SC_PB_ENUM)
 				appendBinaryStringInfo(out, "null", 4);
 			else if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, true))
-				ok = sc_pb_fail_in(d, f->name);
+				ok = sc_decode_fail_in(&d->fail, f->name);
 			break;
 		}
 		if (!any && ok)
@@ -4347,7 +4159,7 @@ sc_pb_message_json(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 		any = true;
 		if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, true))
 		{
-			ok = sc_pb_fail_in(d, f->name);
+			ok = sc_decode_fail_in(&d->fail, f->name);
 			goto done;
 		}
 	}
@@ -4441,7 +4253,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			}
 			if (!ok)
 			{
-				sc_pb_fail_in(d, f->name);
+				sc_decode_fail_in(&d->fail, f->name);
 				goto done;
 			}
 		}
@@ -4451,7 +4263,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 		outlen = out->len;
 		if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, false))
 		{
-			ok = sc_pb_fail_in(d, f->name);
+			ok = sc_decode_fail_in(&d->fail, f->name);
 			goto done;
 		}
 		d->isnull[pf->cols[0]] = false;
@@ -4529,8 +4341,8 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	d.text = 0;
 	d.dropped = false;
 	d.nul = false;
-	d.what = NULL;
-	d.where = NIL;
+	d.fail.what = NULL;
+	d.fail.where = NIL;
 	r.p = d.start;
 	r.end = d.start + len;
 	for (int c = 0; c < plan->ncolumns; c++)
@@ -4576,6 +4388,6 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	return true;
 
 fail:
-	*error = sc_pb_error(&d);
+	*error = sc_decode_error(&d.fail);
 	return false;
 }

@@ -17,7 +17,7 @@
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
  *	kafka.c			the only file that includes librdkafka
- *	json_text.c		the JSON string escape the decoders share
+ *	json_text.c		what both decoders write: JSON strings, hex, base64, floats, dates, failures
  *	avro.c			Avro binary decoding by a writer schema (avro.h)
  *	protobuf.c		Protobuf decoding by a schema file and its imports (protobuf.h)
  *	registry.c		the only file that includes curl: schema registry requests
@@ -81,9 +81,42 @@
 #define SC_VALUE_TIME	0x10
 #define SC_VALUE_JSON	0x20
 
-/* json_text.c: s, len bytes of valid UTF-8 without NUL, as a JSON string. */
+/* json_text.c: the text both decoders write (avro.c, protobuf.c). */
 struct StringInfoData;
 extern void sc_json_string_bytes(struct StringInfoData *out, const char *s, size_t len);
+extern const char *sc_json_key(const char *name);
+extern void sc_text_hex(struct StringInfoData *out, const uint8 *b, size_t n, bool json);
+extern void sc_text_base64(struct StringInfoData *out, const uint8 *b, size_t n);
+extern void sc_text_float(struct StringInfoData *out, double v, bool single, bool json);
+extern void sc_text_civil(int64 days, int64 *year, int *month, int *day);
+
+/*
+ * The first failure of a decoder (avro.c, protobuf.c): what, at which byte
+ * of the message, inside which fields, outermost first; what is NULL while
+ * none.  sc_decode_failv records it, sc_decode_fail_in adds the fields on
+ * the way up, sc_decode_error writes it: field "a.b[2]": what (at byte N).
+ */
+typedef struct ScDecodeFailure
+{
+	const char *what;
+	size_t		at;
+	struct List *where;
+} ScDecodeFailure;
+
+extern bool sc_decode_failv(ScDecodeFailure *f, size_t at, const char *fmt, va_list args)
+			pg_attribute_printf(3, 0);
+extern bool sc_decode_fail_in(ScDecodeFailure *f, const char *name);
+extern bool sc_decode_fail_item(ScDecodeFailure *f, int64 item);
+extern char *sc_decode_error(const ScDecodeFailure *f);
+
+/* Two digits of 0..99 at o; returns the end. */
+static inline char *
+sc_text_put2(char *o, int v)
+{
+	o[0] = '0' + v / 10;
+	o[1] = '0' + v % 10;
+	return o + 2;
+}
 
 /* Name of the schema holding catalogs and views. */
 #define SC_SCHEMA "streamcube"
