@@ -565,9 +565,16 @@ static void
 sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 {
 	b->messages = messages;
-	if (n > b->maxbatch)
+
+	/*
+	 * An empty batch (a partition's end ahead of its position) may be the
+	 * receiver's first: the arrays exist then too.
+	 */
+	if (n > b->maxbatch || b->line_start == NULL)
 	{
-		if (b->maxbatch > 0)
+		int			size = Max(n, 1);
+
+		if (b->line_start != NULL)
 		{
 			pfree(b->bad_error);
 			pfree(b->fate);
@@ -577,14 +584,14 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 			pfree(b->line_ts);
 			pfree(b->line_ends);
 		}
-		b->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * n);
-		b->fate = MemoryContextAlloc(TopMemoryContext, sizeof(uint8) * n);
-		b->line_window = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
-		b->line_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
-		b->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
-		b->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
-		b->line_ends = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (n + 1));
-		b->maxbatch = n;
+		b->bad_error = MemoryContextAlloc(TopMemoryContext, sizeof(char *) * size);
+		b->fate = MemoryContextAlloc(TopMemoryContext, sizeof(uint8) * size);
+		b->line_window = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * size);
+		b->line_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * size);
+		b->line_start = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (size + 1));
+		b->line_msg = MemoryContextAlloc(TopMemoryContext, sizeof(int) * size);
+		b->line_ends = MemoryContextAlloc(TopMemoryContext, sizeof(int) * (size + 1));
+		b->maxbatch = size;
 	}
 	memset(b->bad_error, 0, sizeof(char *) * n);
 	memset(b->fate, 0, sizeof(uint8) * n);

@@ -441,6 +441,8 @@ typedef struct ScAssignmentDiff
 	int64	   *lost_offsets;
 	int			nlost;
 	bool		rekeyed;		/* a partition kept, at another epoch */
+	int32		moved;			/* a partition kept at its epoch whose position
+								 * someone else moved, or -1 */
 	int64		gained_epoch;	/* the newest epoch of a gained partition */
 	TimestampTz handed;			/* when that epoch's partitions were handed over */
 } ScAssignmentDiff;
@@ -450,6 +452,7 @@ static void
 sc_assignment_diff(const ScPositions *pos, ScAssignmentDiff *d)
 {
 	memset(d, 0, sizeof(*d));
+	d->moved = -1;
 	d->gained = palloc(sizeof(int32) * Max(pos->n, 1));
 	d->gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
 	d->lost = palloc(sizeof(int32) * Max(receiver.nparts, 1));
@@ -459,7 +462,11 @@ sc_assignment_diff(const ScPositions *pos, ScAssignmentDiff *d)
 		int			p = sc_receiver_part_index(pos->partitions[i]);
 
 		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
+		{
+			if (receiver.positions[p] != pos->positions[i] && d->moved < 0)
+				d->moved = pos->partitions[i];
 			continue;
+		}
 		d->rekeyed |= p >= 0;
 		d->gained_offsets[d->ngained] = pos->positions[i];
 		d->gained[d->ngained++] = pos->partitions[i];
@@ -620,7 +627,23 @@ sc_receiver_apply_assignment(bool final)
 						d.ngained, d.nlost, pos->assignment_epoch)));
 	sc_receiver_take_positions(pos);
 	sc_receiver_drop_carried(&d);
-	if (receiver.consumer != NULL && !final && (d.nlost > 0 || d.ngained > 0))
+
+	/*
+	 * A position moved under the consumer (streamcube_set_positions while
+	 * the receiver had not yet seen the pause it needs): what the consumer
+	 * fetched, and the ends it saw, are of the old position.  Taken as they
+	 * are, a partition set back would see its old end "ahead" and jump
+	 * there, skipping what lies between.  A new consumer opens at the
+	 * positions, as after a pause.
+	 */
+	if (receiver.consumer != NULL && !final && d.moved >= 0)
+	{
+		ereport(LOG,
+				(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: the position of partition %d was set while it was consuming",
+						receiver.cube->qualified, receiver.replica_set, d.moved)));
+		sc_receiver_close_consumer();
+	}
+	else if (receiver.consumer != NULL && !final && (d.nlost > 0 || d.ngained > 0))
 		sc_receiver_change_consumer(&d, now);
 	MemoryContextDelete(cxt);
 	sc_receiver_publish();

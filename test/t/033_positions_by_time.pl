@@ -145,6 +145,41 @@ is($node->safe_psql('postgres', "SELECT streamcube_wait('ct_mixed', '60 s')"),
 	't', 'resumed, it catches up');
 check_from('ct_mixed', $s, \%from3, 'set_positions by partition');
 
+# A receiver that has not seen the pause yet: pause, set_positions and
+# resume in one session right after the cube is created, so that the new
+# receiver may load the cube before the pause and open its consumer (at
+# "latest") after the positions moved, seeing all three at once.  The
+# consumer it opened is of the old positions: its partitions' ends would
+# look "ahead" of the positions set back, and a receiver that followed
+# them skipped every message in between (0 rows of 280, and then a
+# crash on the empty first batch).  It must open a new consumer at the
+# positions.  The timing is a race: 24 tries at delays of 0, 5 and 10 ms,
+# the ones the receiver lost most often on this machine (about one try in
+# twenty before the fix).
+for my $k (1 .. 24)
+{
+	my $cube = "ct_race$k";
+	my $at = ($start + 3600 + 50 + $k) * 1000;
+	my %from = (0 => offset_at($s->{0}, $at), 1 => 7, 2 => 0, 3 => 100);
+	sc_create_cube($node, $cube, $ct, '{"start": "latest"}');
+	sleep(($k % 3) * 0.005);
+	$node->safe_psql('postgres',
+		"SELECT streamcube_pause('$cube'); "
+		  . "SELECT FROM streamcube_set_positions('$cube', '{\"0\": {\"timestamp\": \"" . ts_text($at)
+		  . "\"}, \"1\": 7, \"2\": \"earliest\", \"3\": \"latest\"}'); "
+		  . "SELECT streamcube_resume('$cube')");
+	$node->safe_psql('postgres', "SELECT streamcube_wait('$cube', '60 s')");
+	my $want = 0;
+	$want += scalar(@{ $s->{$_} }) - $from{$_} for keys %$s;
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) || '|' || count(DISTINCT (_partition, _offset)) || '|' || "
+			  . "coalesce(string_agg(DISTINCT _partition || ':' || m, ',' ORDER BY _partition || ':' || m), '') "
+			  . "FROM (SELECT *, min(_offset) OVER (PARTITION BY _partition) AS m FROM $cube) r"),
+		"$want|$want|" . join(',', map { "$_:$from{$_}" } grep { $from{$_} < 100 } sort keys %from),
+		"set_positions before the new receiver saw the pause ($k): $want rows from the positions set, once");
+	$node->safe_psql('postgres', "SELECT streamcube_drop_cube('$cube')");
+}
+
 # ------------------------------------------------------------- LogAppendTime
 
 my $lat = sc_topic('by_log_append_time');
