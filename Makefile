@@ -50,7 +50,7 @@ OBJS = \
 	src/ingest_write.o \
 	src/ingest.o \
 	src/ingest_rollup.o \
-	src/receiver.o \
+	src/receiver.o src/receiver_control.o \
 	src/reassign.o \
 	src/consumers.o \
 	src/rollup_sql.o

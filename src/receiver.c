@@ -40,9 +40,15 @@
  * crash: unlogged rows and unlogged positions are emptied together, and
  * the receiver starts again from the logged checkpoints.
  *
+ * This file is the batch side and the main loop; receiver_control.c is
+ * the control side (the slot, the catalog, the consumer's life, Kafka's
+ * health), and receiver_internal.h the state both share.
+ *
  *-------------------------------------------------------------------------
  */
 #include "streamcube.h"
+
+#include "receiver_internal.h"
 
 #include "cube_catalog.h"
 #include "access/xact.h"
@@ -69,1183 +75,8 @@
 
 PGDLLEXPORT void sc_receiver_main(Datum main_arg);
 
-typedef struct ScReceiver
-{
-	int			slotno;
-	ScReceiverSlot *slot;
-	int32		cube_id;
-	char		replica_set[NAMEDATALEN];
-
-	ScCube	   *cube;
-	ScIngest   *ing;
-	ScKafkaConnInfo *conn;
-	ScKafkaConsumer *consumer;
-	WaitEventSet *wait_set;		/* latch, postmaster, consumer's wake-up pipe */
-	WaitEventSet *latch_set;	/* latch and postmaster only */
-	bool		fetch_idle;		/* consumer opened with librdkafka's fetch defaults */
-	bool		fetch_derived;	/* the open consumer's fetch settings are derived */
-	TimestampTz last_message_at;	/* last batch collected, or the consumer opened */
-	TimestampTz pace_since;		/* start of the count of batches below */
-	int			pace_batches;	/* batches collected since pace_since */
-
-	int			nparts;
-	int32	   *parts;
-	int		   *part_slot;		/* Kafka partition -> index in parts, -1 */
-	int32		part_slot_len;	/* entries of part_slot: max(parts) + 1 */
-	int64	   *positions;		/* committed: next offset to read */
-	int64	   *epochs;			/* assignment epoch of each partition */
-	int64	   *high;			/* last known high watermarks */
-	int64	   *eof;			/* end of partition seen at this offset, -1 */
-	int64	   *stops;			/* first offset not to read (a stop point), -1 */
-	int64	   *next_ts;		/* Kafka timestamp of the first message held, -1 */
-	int64	   *last_ts;		/* Kafka timestamp of the last message committed, -1 */
-	TimestampTz *caught_up_at;	/* last seen with nothing left to read; 0 */
-	bool		stop_told;		/* told the catalog that its partitions are there */
-	long		prepare_backoff_ms; /* waiting for what a batch needs (a registry); 0 */
-	long		row_backoff_ms; /* a batch waiting to write the cube's row; 0 */
-	int64		assignment_epoch;	/* the cube's, when the assignment was read */
-	TimestampTz assignment_changed_at;	/* last change of the consumer's partitions */
-	int			known_partitions;	/* partitions the cube knows (checkpoints) */
-
-	ScKafkaMessage *messages;
-	int			maxmessages;
-	int			carried;		/* messages kept from the last batch, at the front */
-	char		group[320];		/* the consumer's group.id */
-	int64		current_window;
-	bool		table_changed;	/* relcache invalidation of the cube's table */
-	MemoryContext cube_cxt;		/* holds cube; replaced when the table changes */
-	MemoryContext conn_cxt;		/* holds conn; replaced when the cluster changes */
-	TimestampTz metadata_at;	/* last look at the topic's partition count */
-	TimestampTz contact_at;		/* Kafka last answered: a fetch, a probe; 0 */
-	TimestampTz disconnected_since; /* Kafka stopped answering; 0 while it does */
-	TimestampTz paused_probe_at;	/* a paused receiver's last look at Kafka's ends */
-	TimestampTz topic_checked_at;	/* last look after "unknown topic" */
-	bool		topic_gone;		/* the consumer's topic was deleted */
-	int			topic_partitions;
-	uint64		tombstones_skipped;
-	uint64		rows_direct;
-	uint64		rows_copy;
-	uint64		batches;
-
-	/* throughput */
-	uint64		rows_total;
-	uint64		rate_rows;
-	TimestampTz rate_since;
-	double		rows_per_sec;
-	TimestampTz last_batch_at;
-} ScReceiver;
-
-static ScReceiver receiver;
-
-/*
- * Two changes of a consumer's partitions closer than this make the receiver
- * open a new consumer rather than ask librdkafka for the second: a removed
- * partition's stop may still be under way in librdkafka, and removing or
- * adding it again before it completes trips an assertion in 2.0.2.
- */
-#define SC_ASSIGNMENT_SETTLE_MS 250
-
-static void sc_receiver_close_consumer(void);
-static void sc_receiver_cube_gone(void);
-
-/* ----------------------------------------------------------------
- * Shared-memory slot
- * ----------------------------------------------------------------
- */
-static void
-sc_receiver_set_state(ScReceiverState state)
-{
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	sc_slot_transition(receiver.slot, state);
-	LWLockRelease(sc_shared->lock);
-}
-
-static void
-sc_receiver_detach(int code, Datum arg)
-{
-	ScReceiverSlot *slot = receiver.slot;
-
-	if (slot == NULL)
-		return;
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	if (slot->pid == MyProcPid)
-	{
-		slot->pid = 0;
-		if (code != 0 && slot->state != SC_RECEIVER_FAILED)
-			sc_slot_set_error(slot, "receiver was terminated (pg_terminate_backend, shutdown or a FATAL error; see the server log)");
-		if (slot->state != SC_RECEIVER_FAILED)
-			sc_slot_transition(slot, code == 0 ? SC_RECEIVER_STOPPED : SC_RECEIVER_FAILED);
-	}
-	LWLockRelease(sc_shared->lock);
-}
-
-static void sc_receiver_publish_stats(void);
-static void sc_receiver_reached_kafka(TimestampTz now);
-static int32 sc_receiver_advance_positions(const int64 *newpos);
 static bool sc_receiver_prepare(int n);
-
-/* Publish positions, watermarks (from the consumer's cache) and throughput. */
-static void
-sc_receiver_publish(void)
-{
-	if (receiver.consumer)
-		for (int i = 0; i < receiver.nparts; i++)
-		{
-			int64		hw = sc_kafka_consumer_high_watermark(receiver.consumer, receiver.parts[i]);
-
-			/*
-			 * At the end of a partition, its end is where a read_committed
-			 * consumer stops (the last stable offset), as streamcube_wait()
-			 * sees it; before that, the high watermark of the last fetch.
-			 */
-			if (receiver.eof[i] >= 0 && receiver.eof[i] == receiver.positions[i])
-				receiver.high[i] = receiver.eof[i];
-			else if (hw >= 0)
-				receiver.high[i] = hw;
-		}
-	sc_receiver_publish_stats();
-}
-
-/* Publish what the receiver knows now, as it is. */
-static void
-sc_receiver_publish_stats(void)
-{
-	ScReceiverSlot *slot = receiver.slot;
-	ScPartitionStat *parts = sc_slot_parts(slot);
-	int			n = receiver.nparts;	/* <= slot_partitions: see take_positions */
-	TimestampTz now = GetCurrentTimestamp();
-
-	/*
-	 * Nothing left to read, as far as Kafka's last answer says: every
-	 * message still to come is newer than now.  Lag in time counts from
-	 * here by the server's clock when a producer's does not hold
-	 * (consumers.c).  Not while Kafka does not answer: its ends are old.
-	 */
-	if (receiver.disconnected_since == 0)
-		for (int i = 0; i < n; i++)
-			if (receiver.high[i] >= 0 && receiver.positions[i] >= receiver.high[i])
-				receiver.caught_up_at[i] = now;
-
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	slot->npartitions = n;
-	for (int i = 0; i < n; i++)
-	{
-		parts[i].partition = receiver.parts[i];
-		parts[i].position = receiver.positions[i];
-		parts[i].high_watermark = receiver.high[i];
-		parts[i].oldest_ts = receiver.next_ts[i] >= 0 ? receiver.next_ts[i] : receiver.last_ts[i];
-		parts[i].caught_up_at = receiver.caught_up_at[i];
-	}
-	slot->contact_at = receiver.contact_at;
-	slot->disconnected_since = receiver.disconnected_since;
-	slot->rows_total = receiver.rows_total;
-	slot->rows_per_sec = receiver.rows_per_sec;
-	slot->last_batch_at = receiver.last_batch_at;
-	slot->topic_partitions = receiver.topic_partitions;
-	slot->tombstones_skipped = receiver.tombstones_skipped;
-	slot->rows_direct = receiver.rows_direct;
-	slot->rows_copy = receiver.rows_copy;
-	slot->batches = receiver.batches;
-	slot->epoch = receiver.assignment_epoch;
-	LWLockRelease(sc_shared->lock);
-}
-
-static void
-sc_receiver_warn(const char *message)
-{
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	sc_slot_set_error(receiver.slot, message);
-	LWLockRelease(sc_shared->lock);
-}
-
-/* ----------------------------------------------------------------
- * Catalog
- * ----------------------------------------------------------------
- */
-static void
-sc_receiver_begin(const char *activity)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-}
-
-/*
- * Commit, and hand the table statistics of what the transaction did to the
- * cumulative statistics (at most once a second; a backend does so when it
- * goes idle, a background worker only when asked): pg_stat_user_tables
- * counts the rows receivers insert, and autovacuum, which reads those
- * counts, analyzes active partitions.
- */
-static void
-sc_receiver_commit(void)
-{
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_activity(STATE_IDLE, NULL);
-	pgstat_report_stat(false);
-}
-
-/* The cube's table changed: columns, or the set of its partitions. */
-static void
-sc_receiver_relcache_cb(Datum arg, Oid relid)
-{
-	if (receiver.cube == NULL || relid == InvalidOid || relid == receiver.cube->relid)
-		receiver.table_changed = true;
-	if (receiver.ing != NULL)
-		sc_ingest_relcache_event(receiver.ing, relid);
-}
-
-/*
- * (Re)load the cube in the current transaction, into a memory context of
- * its own that replaces the previous one.  Returns false when the cube is
- * gone.
- */
-static bool
-sc_receiver_load_cube(void)
-{
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube cube",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	ScCube	   *cube = sc_cube_load(receiver.cube_id, true);
-
-	if (cube == NULL)
-	{
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(cxt);
-		return false;
-	}
-	if (receiver.conn == NULL)
-	{
-		receiver.conn_cxt = AllocSetContextCreate(TopMemoryContext, "streamcube cluster",
-												  ALLOCSET_SMALL_SIZES);
-		MemoryContextSwitchTo(receiver.conn_cxt);
-		receiver.conn = sc_cluster_conninfo(cube->cluster);
-	}
-	MemoryContextSwitchTo(old);
-
-	/*
-	 * What changed since the last load, for the reason of a pause: kept
-	 * with the cube, past this transaction.
-	 */
-	cube->broken = sc_cube_check_table(cube, receiver.cube);
-	if (cube->broken != NULL)
-		cube->broken = MemoryContextStrdup(cxt, cube->broken);
-
-	if (receiver.ing == NULL)
-		receiver.ing = sc_ingest_create(cube);
-	else
-		sc_ingest_set_cube(receiver.ing, cube);
-	if (receiver.cube_cxt != NULL)
-		MemoryContextDelete(receiver.cube_cxt);
-	receiver.cube_cxt = cxt;
-	receiver.cube = cube;
-	receiver.table_changed = false;
-	return true;
-}
-
-static int
-sc_receiver_part_index(int32 partition)
-{
-	return partition >= 0 && partition < receiver.part_slot_len ? receiver.part_slot[partition] : -1;
-}
-
-/*
- * Take a set of partitions, positions and epochs as the receiver's own,
- * replacing the previous one.
- */
-static void
-sc_receiver_take_positions(ScPositions *pos)
-{
-	int64	   *high;
-	int64	   *eof;
-	int64	   *next_ts;
-	int64	   *last_ts;
-	TimestampTz *caught_up_at;
-
-	/* What the slot cannot show, the receiver does not consume. */
-	if (pos->n > sc_shared->slot_partitions)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("replica set \"%s\" of cube %s has %d partitions, more than streamcube.max_receiver_partitions (%d)",
-						receiver.replica_set, receiver.cube->qualified, pos->n, sc_shared->slot_partitions),
-				 errhint("Raise streamcube.max_receiver_partitions and restart the server, or spread the partitions over more replica sets with streamcube_reassign().")));
-	high = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	eof = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	next_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	last_ts = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(pos->n, 1));
-	caught_up_at = MemoryContextAlloc(TopMemoryContext, sizeof(TimestampTz) * Max(pos->n, 1));
-
-	/* Kafka's watermarks stay known for partitions kept at their position. */
-	for (int i = 0; i < pos->n; i++)
-	{
-		int			p = sc_receiver_part_index(pos->partitions[i]);
-		bool		kept = p >= 0 && receiver.positions[p] == pos->positions[i];
-
-		high[i] = kept ? receiver.high[p] : -1;
-		eof[i] = kept && receiver.consumer != NULL ? receiver.eof[p] : -1;
-		next_ts[i] = kept && receiver.consumer != NULL ? receiver.next_ts[p] : -1;
-		last_ts[i] = kept ? receiver.last_ts[p] : -1;
-		caught_up_at[i] = kept ? receiver.caught_up_at[p] : 0;
-		if (pos->stops[i] >= 0)
-			eof[i] = Min(eof[i], pos->stops[i]);
-	}
-	if (receiver.parts)
-	{
-		pfree(receiver.parts);
-		pfree(receiver.positions);
-		pfree(receiver.epochs);
-		pfree(receiver.high);
-		pfree(receiver.eof);
-		pfree(receiver.stops);
-		pfree(receiver.next_ts);
-		pfree(receiver.last_ts);
-		pfree(receiver.caught_up_at);
-	}
-	receiver.nparts = pos->n;
-	receiver.parts = pos->partitions;
-
-	/* Every message asks for its partition's index: a table, not a search. */
-	if (receiver.part_slot)
-		pfree(receiver.part_slot);
-	receiver.part_slot_len = 0;
-	for (int i = 0; i < pos->n; i++)
-		receiver.part_slot_len = Max(receiver.part_slot_len, pos->partitions[i] + 1);
-	receiver.part_slot = MemoryContextAlloc(TopMemoryContext, sizeof(int) * Max(receiver.part_slot_len, 1));
-	memset(receiver.part_slot, -1, sizeof(int) * Max(receiver.part_slot_len, 1));
-	for (int i = 0; i < pos->n; i++)
-		receiver.part_slot[pos->partitions[i]] = i;
-	receiver.positions = pos->positions;
-	receiver.epochs = pos->epochs;
-	receiver.assignment_epoch = pos->assignment_epoch;
-	receiver.known_partitions = pos->known;
-	receiver.high = high;
-	receiver.eof = eof;
-	receiver.stops = pos->stops;
-	receiver.stop_told = false;
-	receiver.next_ts = next_ts;
-	receiver.last_ts = last_ts;
-	receiver.caught_up_at = caught_up_at;
-	pfree(pos->handed_at);
-	pfree(pos);
-}
-
-/* What an assignment changes for this receiver. */
-typedef struct ScAssignmentDiff
-{
-	int32	   *gained;			/* partitions to add to the consumer */
-	int64	   *gained_offsets;
-	int			ngained;
-	int32	   *lost;			/* partitions to remove from it */
-	int64	   *lost_offsets;
-	int			nlost;
-	bool		rekeyed;		/* a partition kept, at another epoch */
-	int32		moved;			/* a partition kept at its epoch whose position
-								 * someone else moved, or -1 */
-	int64		gained_epoch;	/* the newest epoch of a gained partition */
-	TimestampTz handed;			/* when that epoch's partitions were handed over */
-} ScAssignmentDiff;
-
-/* Compare the assignment in the catalog with what the receiver consumes. */
-static void
-sc_assignment_diff(const ScPositions *pos, ScAssignmentDiff *d)
-{
-	memset(d, 0, sizeof(*d));
-	d->moved = -1;
-	d->gained = palloc(sizeof(int32) * Max(pos->n, 1));
-	d->gained_offsets = palloc(sizeof(int64) * Max(pos->n, 1));
-	d->lost = palloc(sizeof(int32) * Max(receiver.nparts, 1));
-	d->lost_offsets = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-	for (int i = 0; i < pos->n; i++)
-	{
-		int			p = sc_receiver_part_index(pos->partitions[i]);
-
-		if (p >= 0 && receiver.epochs[p] == pos->epochs[i])
-		{
-			if (receiver.positions[p] != pos->positions[i] && d->moved < 0)
-				d->moved = pos->partitions[i];
-			continue;
-		}
-		d->rekeyed |= p >= 0;
-		d->gained_offsets[d->ngained] = pos->positions[i];
-		d->gained[d->ngained++] = pos->partitions[i];
-		if (pos->epochs[i] > d->gained_epoch)
-		{
-			d->gained_epoch = pos->epochs[i];
-			d->handed = pos->handed_at[i];
-		}
-	}
-	for (int p = 0; p < receiver.nparts; p++)
-	{
-		bool		kept = false;
-
-		for (int i = 0; i < pos->n && !kept; i++)
-			kept = pos->partitions[i] == receiver.parts[p] && pos->epochs[i] == receiver.epochs[p];
-		if (kept)
-			continue;
-		d->lost_offsets[d->nlost] = receiver.positions[p];
-		d->lost[d->nlost++] = receiver.parts[p];
-	}
-}
-
-/*
- * Journal the change in streamcube.reassign_log: "start" with what the
- * receiver starts from, "retire" when the replica set is left without
- * partitions.
- */
-static void
-sc_assignment_journal(const ScPositions *pos, const ScAssignmentDiff *d, bool final,
-					  TimestampTz now)
-{
-	List	   *gl = NIL;
-	List	   *ll = NIL;
-
-	for (int i = 0; i < d->ngained; i++)
-		gl = lappend_int(gl, d->gained[i]);
-	for (int i = 0; i < d->nlost; i++)
-		ll = lappend_int(ll, d->lost[i]);
-	if (gl != NIL && d->gained_epoch > 0 && !final)
-		sc_reassign_journal_receiver(receiver.cube_id, d->gained_epoch, "start", receiver.replica_set,
-									 gl, d->gained_offsets, d->handed != 0 ? d->handed : now,
-									 d->handed != 0 && d->handed <= now ? (double) (now - d->handed) / 1000.0 : -1);
-	if (ll != NIL && pos->n == 0)
-		sc_reassign_journal_receiver(receiver.cube_id, pos->assignment_epoch, "retire",
-									 receiver.replica_set, ll, d->lost_offsets, now, -1);
-}
-
-/*
- * A message at or past its partition's stop offset is not read: it shows
- * that nothing below the stop is left, as the end of the partition does.
- * Returns whether m is such a message.
- */
-static bool
-sc_receiver_past_stop(int p, const ScKafkaMessage *m)
-{
-	if (receiver.stops[p] < 0 || m->offset < receiver.stops[p])
-		return false;
-	receiver.eof[p] = Max(receiver.eof[p], receiver.stops[p]);
-	return true;
-}
-
-/* Messages kept for the next batch: only of partitions still ours, below their stops. */
-static void
-sc_receiver_drop_carried(const ScAssignmentDiff *d)
-{
-	int			kept = 0;
-
-	for (int i = 0; i < receiver.carried; i++)
-	{
-		ScKafkaMessage *m = &receiver.messages[i];
-		int			p = sc_receiver_part_index(m->partition);
-		bool		drop = p < 0 || sc_receiver_past_stop(p, m);
-
-		for (int j = 0; j < d->nlost && !drop; j++)
-			drop = d->lost[j] == m->partition;
-		if (drop)
-			sc_kafka_messages_release(m, 1);
-		else
-			receiver.messages[kept++] = *m;
-	}
-	receiver.carried = kept;
-}
-
-/*
- * librdkafka: lost partitions are removed and gained ones added, at exactly
- * their positions; the others fetch on undisturbed.  A partition given
- * back at another epoch, two changes in quick succession (the stop of a
- * removed partition may still be under way in librdkafka), or a change
- * librdkafka refuses: a new consumer instead, opened by the main loop at
- * the committed positions.
- */
-static void
-sc_receiver_change_consumer(const ScAssignmentDiff *d, TimestampTz now)
-{
-	char		errbuf[256] = "";
-	bool		ok = !d->rekeyed &&
-		TimestampDifferenceExceeds(receiver.assignment_changed_at, now, SC_ASSIGNMENT_SETTLE_MS);
-
-	if (ok)
-		ok = sc_kafka_consumer_change(receiver.consumer, false, d->nlost, d->lost, NULL,
-									  errbuf, sizeof(errbuf)) &&
-			sc_kafka_consumer_change(receiver.consumer, true, d->ngained, d->gained, d->gained_offsets,
-									 errbuf, sizeof(errbuf));
-	if (ok)
-	{
-		for (int p = 0; p < receiver.nparts; p++)
-			for (int i = 0; i < d->ngained; i++)
-				if (receiver.parts[p] == d->gained[i])
-					receiver.eof[p] = -1;
-	}
-	else
-	{
-		if (errbuf[0] != '\0')
-			ereport(LOG,
-					(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: %s",
-							receiver.cube->qualified, receiver.replica_set, errbuf)));
-		sc_receiver_close_consumer();
-	}
-	receiver.assignment_changed_at = now;
-}
-
-/*
- * Read the replica set's partitions, positions and epochs again, in a
- * transaction of its own, and follow them: at start, whenever a consumer
- * is opened (after a pause an operator may have set positions), when the
- * cube's catalog changed, and when a batch found a partition no longer
- * ours.  Partitions gained are added to the Kafka consumer at exactly the
- * offsets they were handed over at; partitions lost are dropped, with
- * whatever was fetched of them and not committed.  A partition handed over
- * by a reassignment is journalled (step start, with how long it went
- * unconsumed), and so is the receiver's retirement when it lost its last
- * partition.  With final, only the journal: the receiver is stopping.
- */
-static void
-sc_receiver_apply_assignment(bool final)
-{
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube assignment",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old;
-	ScPositions *pos;
-	ScAssignmentDiff d;
-	TimestampTz now;
-
-	sc_receiver_begin("reading assignment");
-	pos = sc_positions_load(receiver.cube_id, receiver.replica_set, TopMemoryContext);
-	now = GetCurrentTimestamp();
-	old = MemoryContextSwitchTo(cxt);
-	sc_assignment_diff(pos, &d);
-	MemoryContextSwitchTo(old);
-	if (d.ngained > 0 || d.nlost > 0)
-		sc_assignment_journal(pos, &d, final, now);
-	sc_receiver_commit();
-
-	if (d.nlost > 0 || (d.ngained > 0 && receiver.parts != NULL))
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s (%s) now consumes %d partitions: %d added, %d released (assignment epoch " INT64_FORMAT ")",
-						receiver.cube->qualified, receiver.replica_set, pos->n,
-						d.ngained, d.nlost, pos->assignment_epoch)));
-	sc_receiver_take_positions(pos);
-	sc_receiver_drop_carried(&d);
-
-	/*
-	 * A position moved under the consumer (streamcube_set_positions while
-	 * the receiver had not yet seen the pause it needs): what the consumer
-	 * fetched, and the ends it saw, are of the old position.  Taken as they
-	 * are, a partition set back would see its old end "ahead" and jump
-	 * there, skipping what lies between.  A new consumer opens at the
-	 * positions, as after a pause.
-	 */
-	if (receiver.consumer != NULL && !final && d.moved >= 0)
-	{
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s (%s) opens a new Kafka consumer: the position of partition %d was set while it was consuming",
-						receiver.cube->qualified, receiver.replica_set, d.moved)));
-		sc_receiver_close_consumer();
-	}
-	else if (receiver.consumer != NULL && !final && (d.nlost > 0 || d.ngained > 0))
-		sc_receiver_change_consumer(&d, now);
-	MemoryContextDelete(cxt);
-	sc_receiver_publish();
-}
-
-/* Load the cube and its assignment; false when the cube is gone. */
-static bool
-sc_receiver_load(void)
-{
-	bool		found;
-
-	sc_receiver_begin("loading cube");
-	found = sc_receiver_load_cube();
-	sc_receiver_commit();
-	if (found)
-		sc_receiver_apply_assignment(false);
-	return found;
-}
-
-static bool
-sc_conninfo_equal(const ScKafkaConnInfo *a, const ScKafkaConnInfo *b)
-{
-	ListCell   *la,
-			   *lb;
-
-	if (strcmp(a->bootstrap_servers, b->bootstrap_servers) != 0 ||
-		list_length(a->properties) != list_length(b->properties))
-		return false;
-	forboth(la, a->properties, lb, b->properties)
-	{
-		ScKafkaProperty *pa = lfirst(la);
-		ScKafkaProperty *pb = lfirst(lb);
-
-		if (strcmp(pa->name, pb->name) != 0 || strcmp(pa->value, pb->value) != 0)
-			return false;
-	}
-	return true;
-}
-
-/*
- * The cluster's configuration changed (streamcube_alter_cluster): take the
- * new one and close the consumer; the main loop opens a new one at the
- * committed positions.  Messages prefetched with the old one are dropped
- * unconsumed, so nothing is lost or read twice.
- */
-static void
-sc_receiver_reload_cluster(void)
-{
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube cluster",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	ScKafkaConnInfo *conn = sc_cluster_conninfo(receiver.cube->cluster);
-
-	MemoryContextSwitchTo(old);
-	if (sc_conninfo_equal(conn, receiver.conn))
-	{
-		MemoryContextDelete(cxt);
-		return;
-	}
-	ereport(LOG,
-			(errmsg("streamcube receiver of cube %s (%s) reconnects: the configuration of Kafka cluster \"%s\" changed",
-					receiver.cube->qualified, receiver.replica_set, receiver.cube->cluster)));
-	sc_receiver_close_consumer();
-	MemoryContextDelete(receiver.conn_cxt);
-	receiver.conn_cxt = cxt;
-	receiver.conn = conn;
-}
-
-/* Re-read what may change while the cube runs: pause and skip. */
-static void
-sc_receiver_reload(uint32 config_version)
-{
-	ScCube	   *fresh;
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube reload",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old;
-
-	sc_receiver_begin("reloading cube");
-	old = MemoryContextSwitchTo(cxt);
-	fresh = sc_cube_load(receiver.cube_id, true);
-	MemoryContextSwitchTo(receiver.cube_cxt);
-	if (fresh != NULL)
-	{
-		receiver.cube->paused = fresh->paused;
-		receiver.cube->stop_reached = fresh->stop_reached;
-		receiver.cube->skip_partition = fresh->skip_partition;
-		receiver.cube->skip_offset = fresh->skip_offset;
-		receiver.cube->skip_error = fresh->skip_error ? pstrdup(fresh->skip_error) : NULL;
-		receiver.cube->config_version = fresh->config_version;
-		receiver.cube->kafka_cluster_id = fresh->kafka_cluster_id ? pstrdup(fresh->kafka_cluster_id) : NULL;
-
-		/*
-		 * Options or roll-ups changed (streamcube_alter_cube,
-		 * streamcube_create_rollup): read the whole cube
-		 * again before the next batch, as after a change of its table.
-		 */
-		if (strcmp(fresh->options_text, receiver.cube->options_text) != 0 ||
-			strcmp(fresh->rollups_key, receiver.cube->rollups_key) != 0)
-			receiver.table_changed = true;
-	}
-	if (fresh != NULL)
-		sc_receiver_reload_cluster();
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
-	sc_receiver_commit();
-
-	/* A reassignment changes the config version too. */
-	if (fresh != NULL)
-		sc_receiver_apply_assignment(false);
-}
-
-/*
- * Lock the cube's catalog row for the rest of the transaction, so that
- * streamcube_drop_cube() waits for the batch in flight, and the cube's
- * table, so that DDL on it waits too; returns false when the cube is gone.
- * *version is the row's config_version as locked: a change that waited for
- * the batch before (a stop point, streamcube_resume) shows up here.  A
- * change of the table since the last batch is taken in here, before the
- * batch is built.  Locks 2 and 3 of "Lock order", docs/architecture.md.
- */
-static bool
-sc_receiver_lock_cube(int64 *version)
-{
-	Oid			type = INT4OID;
-	Datum		value = Int32GetDatum(receiver.cube_id);
-	bool		exists;
-
-	static SPIPlanPtr plan = NULL;	/* every batch runs it: planned once */
-
-	SPI_connect();
-	sc_catalog_exec_kept(&plan, "SELECT config_version FROM streamcube.cubes "
-						 "WHERE cube_id = $1 FOR KEY SHARE",
-						 1, &type, &value, NULL, false, 1);
-	exists = SPI_processed > 0;
-	if (exists)
-	{
-		bool		isnull;
-
-		*version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	SPI_finish();
-	if (!exists)
-		return false;
-
-	/* Takes in invalidations: a change of the table shows up now. */
-	LockRelationOid(receiver.cube->relid, RowExclusiveLock);
-	if (receiver.table_changed)
-	{
-		/*
-		 * The catalogs as the DDL we may have waited for left them: the
-		 * snapshot taken at the start of the transaction is older.
-		 */
-		PopActiveSnapshot();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		ereport(DEBUG1,
-				(errmsg_internal("streamcube receiver of cube %s reads its table again: it changed",
-								 receiver.cube->qualified)));
-		if (!sc_receiver_load_cube())
-			return false;
-		sc_ingest_table_changed(receiver.ing);
-	}
-	return true;
-}
-
-/*
- * Begin a transaction that works on the cube: lock it as above, and take
- * in a change of its table.  A cube that can no longer be ingested as its
- * catalog row says (its time column renamed, a column that "fields" maps
- * dropped or renamed, a metadata column retyped, a table attached in a
- * window's place: sc_cube_check_table)
- * is paused with that reason, in a transaction of its own, and false is
- * returned: the caller does nothing.  So it is when the cube's row changed
- * since the receiver last read it: the receiver reads it again first
- * (messages the caller kept in receiver.carried stay, as far as the new
- * assignment and stop point let them).  The cube being dropped ends the
- * receiver.
- */
-static bool
-sc_receiver_begin_work(const char *activity)
-{
-	int64		known = receiver.cube->config_version;
-	int64		version = 0;
-
-	sc_receiver_begin(activity);
-	if (!sc_receiver_lock_cube(&version))
-		sc_receiver_cube_gone();
-	if (version != known)
-	{
-		sc_receiver_commit();
-		sc_receiver_reload((uint32) version);
-		return false;
-	}
-	if (receiver.cube->broken == NULL)
-		return true;
-
-	/*
-	 * Writing the cube's row takes lock 2 up to FOR NO KEY UPDATE: not
-	 * while this transaction holds the table (lock 3).  A seal that wrote
-	 * the row (its sealed view) holds it until its compaction commits, and
-	 * the compaction's swap needs the table: it would retry for its whole
-	 * budget against our lock while we waited for its row.
-	 */
-	sc_receiver_commit();
-	sc_receiver_begin("pausing the cube");
-	SPI_connect();
-	sc_cube_row_pause_for(receiver.cube_id, receiver.cube->broken);
-	SPI_finish();
-	sc_receiver_commit();
-	receiver.cube->paused = true;
-	ereport(WARNING,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("cube %s paused: %s", receiver.cube->qualified, receiver.cube->broken)));
-	return false;
-}
-
-/*
- * An error that retrying cannot mend, because the cube's table or its
- * owner's code causes it for every batch: a trigger or an index expression
- * that fails (a column it names is gone, a function raises), a privilege
- * the owner lost, a feature the table uses that a receiver cannot.
- * Errors of the data are dead letters already; the others (a lock, the
- * network, the server shutting down) are worth a restart.
- */
-static bool
-sc_receiver_error_is_persistent(const ErrorData *edata)
-{
-	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
-
-	if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE)
-		return false;			/* a window dropped meanwhile: read again */
-	return class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
-		class == ERRCODE_FEATURE_NOT_SUPPORTED ||
-		class == ERRCODE_SQL_ROUTINE_EXCEPTION ||
-		class == ERRCODE_EXTERNAL_ROUTINE_EXCEPTION ||
-		class == ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION ||
-		class == ERRCODE_PLPGSQL_ERROR ||
-		class == ERRCODE_WITH_CHECK_OPTION_VIOLATION;
-}
-
-/*
- * After an error the receiver cannot retry past (above), pause the cube
- * with it as the reason, in a transaction of its own, instead of failing
- * and restarting for ever.  True when the cube is paused; the caller exits,
- * and the launcher starts a receiver that finds the cube paused.
- */
-static bool
-sc_receiver_pause_after(ErrorData *edata)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool paused = false;
-	char	   *reason;
-
-	if (receiver.cube == NULL || !sc_receiver_error_is_persistent(edata))
-		return false;
-	reason = psprintf("the receiver failed: %s%s%s; fix the cause (a trigger or an index expression of "
-					  "the table, a privilege of its owner, the cube's cluster), then call streamcube_resume('%s')",
-					  edata->message, edata->detail ? " " : "", edata->detail ? edata->detail : "",
-					  sc_cube_name_literal(receiver.cube));
-	AbortCurrentTransaction();
-	PG_TRY();
-	{
-		sc_receiver_begin("pausing cube");
-
-		/*
-		 * The table changed hands since this receiver connected (it lost
-		 * its rights with it): a receiver started as the new owner goes on.
-		 */
-		if (sc_relation_owner(receiver.cube->relid) != GetUserId())
-			sc_receiver_commit();
-		else
-		{
-			SPI_connect();
-			sc_cube_row_pause_for(receiver.cube_id, reason);
-			SPI_finish();
-			sc_receiver_commit();
-			paused = true;
-		}
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
-	if (paused)
-		ereport(WARNING,
-				(errcode(edata->sqlerrcode),
-				 errmsg("cube %s paused: %s", receiver.cube->qualified, reason)));
-	return paused;
-}
-
-/* The cube was dropped under us: nothing to keep, stop quietly. */
-static void
-sc_receiver_cube_gone(void)
-{
-	AbortCurrentTransaction();
-	ereport(LOG,
-			(errmsg("streamcube receiver stops: cube %s was dropped", receiver.cube->qualified)));
-	sc_receiver_set_state(SC_RECEIVER_STOPPED);
-	proc_exit(0);
-}
-
-/* ----------------------------------------------------------------
- * Kafka
- * ----------------------------------------------------------------
- */
-
-/*
- * Pause the cube in the catalog, for a reason an operator must act on, and
- * say so in the server log.  Only the cube's row is written (a cube gone
- * meanwhile has none): waiting for it is in lock order, as nothing else
- * of the cube is held.
- */
-static void
-sc_receiver_pause_for(const char *reason)
-{
-	sc_receiver_begin("pausing cube");
-	sc_cube_row_pause_for(receiver.cube_id, reason);
-	sc_receiver_commit();
-	receiver.cube->paused = true;
-	ereport(WARNING,
-			(errcode(ERRCODE_DATA_EXCEPTION),
-			 errmsg("cube %s paused: %s", receiver.cube->qualified, reason)));
-}
-
-/*
- * A cube created before streamcube knew cluster ids (or by a broker that
- * did not tell) learns the id of the cluster its positions come from.
- * Another receiver of the cube may have recorded one meanwhile: the id
- * stored is returned, the one to compare with.  NULL if the cube is gone.
- */
-static char *
-sc_receiver_note_cluster_id(const char *cluster_id)
-{
-	char	   *stored;
-
-	/* Only the row, as in sc_receiver_pause_for. */
-	sc_receiver_begin("recording the Kafka cluster id");
-	SPI_connect();
-	stored = sc_cube_row_set_kafka_cluster_id(receiver.cube_id, cluster_id);
-	if (stored != NULL)
-		stored = MemoryContextStrdup(receiver.cube_cxt, stored);
-	SPI_finish();
-	sc_receiver_commit();
-	if (stored != NULL)
-		receiver.cube->kafka_cluster_id = stored;
-	return stored;
-}
-
-/*
- * Partition i is below what Kafka holds (low): when the operator asked for
- * "earliest" and nothing was read since, that means low now
- * (sc_positions_earliest_again), and the receiver goes on from there.
- */
-static bool
-sc_receiver_earliest_again(int i, int64 low)
-{
-	bool		moved;
-	MemoryContext cxt = CurrentMemoryContext;
-
-	sc_receiver_begin("moving a position to \"earliest\" again");
-	SPI_connect();
-	moved = sc_positions_earliest_again(receiver.cube, receiver.parts[i], receiver.positions[i], low);
-	SPI_finish();
-	sc_receiver_commit();
-	MemoryContextSwitchTo(cxt);
-	if (moved)
-	{
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s starts partition %d at offset " INT64_FORMAT ", \"earliest\" now: retention deleted offsets " INT64_FORMAT " to " INT64_FORMAT " after streamcube_set_positions",
-						receiver.cube->qualified, receiver.parts[i], low, receiver.positions[i], low - 1)));
-		receiver.positions[i] = low;
-	}
-	return moved;
-}
-
-/*
- * Does Kafka still hold what the cube needs?  Compares every position with
- * the partition's watermarks, asked through the consumer via (not assigned
- * yet), or through a client of its own when via is NULL.  When it does
- * not, the cube is paused with a reason that names the partition, the
- * offsets and what to do, and false is returned.  Never skips anything.
- */
-static bool
-sc_receiver_check_kafka(ScKafkaConsumer *via)
-{
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube position check",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	bool		missing;
-	char	   *cluster_id = NULL;
-	List	   *partitions = via != NULL
-		? sc_kafka_consumer_describe(via, receiver.conn, receiver.cube->topic,
-									 sc_kafka_timeout_ms, &missing, &cluster_id)
-		: sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-							sc_kafka_timeout_ms, &missing, &cluster_id);
-	const char *cube = receiver.cube->qualified;
-	char	   *reason = NULL;
-	ListCell   *lc;
-	StringInfoData lost;
-	StringInfoData earliest;
-	int			nlost = 0;
-
-	initStringInfo(&lost);
-	initStringInfo(&earliest);
-	receiver.topic_gone = missing;
-
-	/*
-	 * Offsets mean something in one Kafka cluster only.  A bootstrap list
-	 * changed to another cluster (streamcube_alter_cluster) must not resume
-	 * the cube at offsets of the old one: whatever they point at there is
-	 * not what the cube has not read yet.
-	 */
-	if (cluster_id != NULL && receiver.cube->kafka_cluster_id == NULL)
-	{
-		sc_receiver_note_cluster_id(cluster_id);
-		MemoryContextSwitchTo(cxt);		/* the commit left it elsewhere */
-	}
-	if (cluster_id != NULL && receiver.cube->kafka_cluster_id != NULL &&
-		strcmp(cluster_id, receiver.cube->kafka_cluster_id) != 0)
-		reason = psprintf("Kafka cluster \"%s\" now reaches another Kafka cluster (id %s) than the one "
-						  "the cube's positions are offsets of (id %s). Nothing was read from it. If the "
-						  "cluster was changed by mistake, change it back with streamcube_alter_cluster() "
-						  "and call streamcube_resume('%s'); if the topic was moved there, set the "
-						  "positions it has there with streamcube_set_positions('%s', ...), then resume",
-						  receiver.cube->cluster, cluster_id, receiver.cube->kafka_cluster_id, cube, cube);
-	if (reason == NULL && missing)
-		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
-						  "Nothing was skipped. If it was deleted and created again, its offsets "
-						  "start over: check it, then call streamcube_set_positions('%s', '\"earliest\"') "
-						  "and streamcube_resume('%s')",
-						  receiver.cube->topic, receiver.cube->cluster, cube, cube);
-	receiver.topic_partitions = list_length(partitions);
-	for (int i = 0; i < receiver.nparts && reason == NULL && !missing; i++)
-	{
-		ScKafkaPartitionInfo *p = NULL;
-
-		foreach(lc, partitions)
-			if (((ScKafkaPartitionInfo *) lfirst(lc))->partition == receiver.parts[i])
-				p = lfirst(lc);
-		if (p == NULL)
-			reason = psprintf("partition %d of topic \"%s\" no longer exists: the topic was deleted "
-							  "and created with fewer partitions. Nothing was skipped. Recreate the "
-							  "cube, or the partition",
-							  receiver.parts[i], receiver.cube->topic);
-		else if (receiver.positions[i] < p->low_watermark &&
-				 sc_receiver_earliest_again(i, p->low_watermark))
-			receiver.high[i] = p->high_watermark;
-		else if (receiver.positions[i] < p->low_watermark)
-		{
-			/* every partition so far behind, named in one reason */
-			appendStringInfo(&lost, "%s" INT64_FORMAT " to " INT64_FORMAT " of partition %d",
-							 lost.len > 0 ? ", " : "", receiver.positions[i], p->low_watermark - 1,
-							 p->partition);
-			appendStringInfo(&earliest, "%s\"%d\": \"earliest\"", earliest.len > 0 ? ", " : "",
-							 p->partition);
-			nlost++;
-		}
-		else if (receiver.positions[i] > p->high_watermark)
-			reason = psprintf("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the "
-							  "cube's position " INT64_FORMAT ": the topic was probably deleted and created "
-							  "again, and its offsets started over. Nothing was skipped. Check the topic, "
-							  "then call streamcube_set_positions('%s', '\"earliest\"') and "
-							  "streamcube_resume('%s')",
-							  p->partition, receiver.cube->topic, p->high_watermark,
-							  receiver.positions[i], cube, cube);
-		else
-			receiver.high[i] = p->high_watermark;
-	}
-	if (reason == NULL && nlost > 0)
-		reason = psprintf("offsets %s of topic \"%s\" %s no longer in Kafka: retention deleted them "
-						  "before the cube read them (or read them again after a crash). Nothing was "
-						  "skipped. To accept the loss, call streamcube_set_positions('%s', '{%s}') and "
-						  "streamcube_resume('%s'), and raise the topic's retention.ms",
-						  lost.data, receiver.cube->topic, nlost > 1 ? "are all" : "are",
-						  cube, earliest.data, cube);
-	MemoryContextSwitchTo(old);
-	if (reason != NULL)
-		reason = pstrdup(reason);
-	MemoryContextDelete(cxt);
-
-	if (reason == NULL)
-		return true;
-	sc_receiver_pause_for(reason);
-	return false;
-}
-
-/*
- * The consumer's group.id: the cube's option progress_group, to which the
- * receiver commits its positions for Kafka's tools, or a name of its own
- * that nothing commits to (librdkafka's consumer needs one).
- */
-static void
-sc_receiver_group(char *buf, size_t size)
-{
-	if (receiver.cube->progress_group != NULL)
-		strlcpy(buf, receiver.cube->progress_group, size);
-	else
-		snprintf(buf, size, "streamcube-%u-%d-%s", MyDatabaseId, receiver.cube_id,
-				 receiver.replica_set);
-}
-
-/*
- * Option progress_group changed: close the consumer, so that the main loop
- * opens one of the new group at the committed positions.
- */
-static void
-sc_receiver_follow_group(void)
-{
-	char		group[sizeof(receiver.group)];
-
-	if (receiver.consumer == NULL)
-		return;
-	sc_receiver_group(group, sizeof(group));
-	if (strcmp(group, receiver.group) != 0)
-		sc_receiver_close_consumer();
-}
-
-/*
- * Open a Kafka consumer at the committed positions, read again from the
- * catalog; false (and the cube paused) when Kafka no longer holds them.
- */
-static bool
-sc_receiver_open_consumer(void)
-{
-	ScKafkaConsumer *consumer;
-
-	sc_receiver_apply_assignment(false);
-	/* Positions may have been set back below the sealed windows' marks. */
-	sc_ingest_forget_windows(receiver.ing);
-	sc_receiver_group(receiver.group, sizeof(receiver.group));
-	/* The check goes through the consumer: its connections are then up. */
-	consumer = sc_kafka_consumer_create(receiver.conn, receiver.group, sc_fetch_queue_kbytes,
-										receiver.fetch_idle ? 0 : sc_batch_max_ms);
-	if (!sc_receiver_check_kafka(consumer))
-	{
-		sc_kafka_consumer_destroy(consumer);	/* never assigned */
-		return false;
-	}
-	{
-		int			wait_ms,
-					min_bytes;
-		bool		derived;
-
-		sc_kafka_consumer_fetch_settings(consumer, &wait_ms, &min_bytes, &derived);
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s fetches with fetch.wait.max.ms %d and fetch.min.bytes %d%s, and holds a batch open %d ms",
-						receiver.cube->qualified, wait_ms, min_bytes,
-						derived ? " (from streamcube.batch_max_ms)" :
-						receiver.fetch_idle ? " (librdkafka's own while the topic is idle)" : "",
-						sc_kafka_consumer_batch_hold_ms(consumer, sc_batch_max_ms))));
-		receiver.fetch_derived = derived;
-		receiver.last_message_at = receiver.pace_since = GetCurrentTimestamp();
-		receiver.pace_batches = 0;
-	}
-	receiver.consumer = consumer;
-	sc_kafka_consumer_assign(receiver.consumer, receiver.cube->topic, receiver.nparts,
-							 receiver.parts, receiver.positions);
-	receiver.metadata_at = GetCurrentTimestamp();
-	receiver.assignment_changed_at = receiver.metadata_at;
-	return true;
-}
-
-static void
-sc_receiver_close_consumer(void)
-{
-	if (receiver.consumer == NULL)
-		return;
-
-	/*
-	 * librdkafka 2.0.2 cannot destroy a consumer whose topic was deleted
-	 * under it: rd_kafka_destroy() waits forever for a broker thread.  The
-	 * receiver exits instead (the cube is paused in the catalog already);
-	 * the launcher starts a new one, which stays paused.
-	 */
-	if (receiver.topic_gone)
-	{
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s exits: the Kafka consumer of a deleted topic cannot be closed in place",
-						receiver.cube->qualified)));
-		proc_exit(0);
-	}
-	sc_kafka_messages_release(receiver.messages, receiver.carried);
-	receiver.carried = 0;
-	if (receiver.wait_set != NULL)
-	{
-		/* it watches the consumer's pipe, whose descriptor is closed now */
-		FreeWaitEventSet(receiver.wait_set);
-		receiver.wait_set = NULL;
-	}
-	if (receiver.latch_set != NULL)
-	{
-		FreeWaitEventSet(receiver.latch_set);
-		receiver.latch_set = NULL;
-	}
-	sc_kafka_consumer_destroy(receiver.consumer);
-	receiver.consumer = NULL;
-	for (int p = 0; p < receiver.nparts; p++)
-		receiver.eof[p] = -1;
-	receiver.disconnected_since = 0;	/* looked at again by the next consumer */
-}
+static int32 sc_receiver_advance_positions(const int64 *newpos);
 
 /* ----------------------------------------------------------------
  * Batches
@@ -1264,28 +95,28 @@ sc_receiver_wait_for(long timeout_ms, bool latch_only)
 {
 	WaitEvent	event;
 
-	if (receiver.consumer == NULL)
+	if (MyReceiver->consumer == NULL)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		return;
 	}
-	if (receiver.wait_set == NULL)
+	if (MyReceiver->wait_set == NULL)
 	{
-		receiver.wait_set = CreateWaitEventSet(TopMemoryContext, 3);
-		AddWaitEventToSet(receiver.wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(receiver.wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		AddWaitEventToSet(receiver.wait_set, WL_SOCKET_READABLE,
-						  sc_kafka_consumer_wait_fd(receiver.consumer), NULL, NULL);
+		MyReceiver->wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(MyReceiver->wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(MyReceiver->wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(MyReceiver->wait_set, WL_SOCKET_READABLE,
+						  sc_kafka_consumer_wait_fd(MyReceiver->consumer), NULL, NULL);
 	}
-	if (latch_only && receiver.latch_set == NULL)
+	if (latch_only && MyReceiver->latch_set == NULL)
 	{
-		receiver.latch_set = CreateWaitEventSet(TopMemoryContext, 2);
-		AddWaitEventToSet(receiver.latch_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(receiver.latch_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		MyReceiver->latch_set = CreateWaitEventSet(TopMemoryContext, 2);
+		AddWaitEventToSet(MyReceiver->latch_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(MyReceiver->latch_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	}
-	(void) WaitEventSetWait(latch_only ? receiver.latch_set : receiver.wait_set,
+	(void) WaitEventSetWait(latch_only ? MyReceiver->latch_set : MyReceiver->wait_set,
 							timeout_ms, &event, 1, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 }
@@ -1311,10 +142,10 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 	if (res->status == SC_KAFKA_TOPIC_UNKNOWN)
 	{
 		/* Deleted?  Look at most every few seconds; else it is transient. */
-		if (TimestampDifferenceExceeds(receiver.topic_checked_at, GetCurrentTimestamp(),
+		if (TimestampDifferenceExceeds(MyReceiver->topic_checked_at, GetCurrentTimestamp(),
 									   SC_TOPIC_CHECK_INTERVAL_MS))
 		{
-			receiver.topic_checked_at = GetCurrentTimestamp();
+			MyReceiver->topic_checked_at = GetCurrentTimestamp();
 			if (!sc_receiver_check_kafka(NULL))
 				return;
 		}
@@ -1328,12 +159,12 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("offset out of range on partition %d of topic \"%s\": %s",
-						res->partition, receiver.cube->topic, res->message),
+						res->partition, MyReceiver->cube->topic, res->message),
 				 errhint("streamcube never skips messages silently; the receiver starts again from its committed position.")));
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("Kafka consumer of cube %s failed: %s", receiver.cube->qualified, res->message)));
+			 errmsg("Kafka consumer of cube %s failed: %s", MyReceiver->cube->qualified, res->message)));
 }
 
 /*
@@ -1345,26 +176,26 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 static int
 sc_receiver_batch_rows(void)
 {
-	if (receiver.cube != NULL && receiver.cube->rollups != NIL)
+	if (MyReceiver->cube != NULL && MyReceiver->cube->rollups != NIL)
 		return Max(sc_batch_max_rows, sc_rollup_batch_max_rows);
 	return sc_batch_max_rows;
 }
 
-/* Room for a batch of the current size in receiver.messages. */
+/* Room for a batch of the current size in MyReceiver->messages. */
 static void
 sc_receiver_size_messages(void)
 {
 	int			want = sc_receiver_batch_rows();
 
-	if (receiver.messages == NULL)
+	if (MyReceiver->messages == NULL)
 	{
-		receiver.messages = MemoryContextAllocZero(TopMemoryContext, sizeof(ScKafkaMessage) * want);
-		receiver.maxmessages = want;
+		MyReceiver->messages = MemoryContextAllocZero(TopMemoryContext, sizeof(ScKafkaMessage) * want);
+		MyReceiver->maxmessages = want;
 	}
-	else if (want > receiver.maxmessages)
+	else if (want > MyReceiver->maxmessages)
 	{
-		receiver.messages = repalloc(receiver.messages, sizeof(ScKafkaMessage) * want);
-		receiver.maxmessages = want;
+		MyReceiver->messages = repalloc(MyReceiver->messages, sizeof(ScKafkaMessage) * want);
+		MyReceiver->maxmessages = want;
 	}
 }
 
@@ -1381,38 +212,38 @@ sc_receiver_size_messages(void)
 static int
 sc_receiver_collect(void)
 {
-	int			max = Min(sc_receiver_batch_rows(), receiver.maxmessages);
+	int			max = Min(sc_receiver_batch_rows(), MyReceiver->maxmessages);
 	int64		max_bytes = (int64) sc_batch_max_kbytes * 1024;
 	int64		bytes = 0;
-	int			n = receiver.carried;
+	int			n = MyReceiver->carried;
 	TimestampTz first = n > 0 ? GetCurrentTimestamp() : 0;
-	int			hold_ms = sc_kafka_consumer_batch_hold_ms(receiver.consumer, sc_batch_max_ms);
+	int			hold_ms = sc_kafka_consumer_batch_hold_ms(MyReceiver->consumer, sc_batch_max_ms);
 
 	for (int i = 0; i < n; i++)
-		bytes += receiver.messages[i].len;
-	receiver.carried = 0;
+		bytes += MyReceiver->messages[i].len;
+	MyReceiver->carried = 0;
 
 	for (;;)
 	{
 		ScKafkaPollResult res;
 		int			got = n >= max ? 0 :
-			sc_kafka_consumer_poll(receiver.consumer, receiver.messages + n, max - n, &res);
+			sc_kafka_consumer_poll(MyReceiver->consumer, MyReceiver->messages + n, max - n, &res);
 
 		if (n >= max)
 			return n;
 		if (res.status == SC_KAFKA_TOPIC_UNKNOWN)
 		{
 			sc_receiver_poll_failure(&res);
-			if (receiver.cube->paused)
+			if (MyReceiver->cube->paused)
 			{
-				sc_kafka_messages_release(receiver.messages, n + got);
+				sc_kafka_messages_release(MyReceiver->messages, n + got);
 				return -1;
 			}
 			res.message[0] = '\0';
 		}
 		else if (res.status != SC_KAFKA_OK)
 		{
-			sc_kafka_messages_release(receiver.messages, n + got);
+			sc_kafka_messages_release(MyReceiver->messages, n + got);
 			sc_receiver_poll_failure(&res);
 			return -1;
 		}
@@ -1427,23 +258,23 @@ sc_receiver_collect(void)
 		 */
 		for (int i = n; i < n + got; i++)
 		{
-			ScKafkaMessage *m = &receiver.messages[i];
+			ScKafkaMessage *m = &MyReceiver->messages[i];
 			int			p = sc_receiver_part_index(m->partition);
 
 			if (p >= 0 && m->eof)
-				receiver.eof[p] = Max(receiver.eof[p], receiver.stops[p] >= 0
-									  ? Min(m->offset, receiver.stops[p]) : m->offset);
-			if (p < 0 || m->eof || m->offset < receiver.positions[p] || sc_receiver_past_stop(p, m))
+				MyReceiver->eof[p] = Max(MyReceiver->eof[p], MyReceiver->stops[p] >= 0
+									  ? Min(m->offset, MyReceiver->stops[p]) : m->offset);
+			if (p < 0 || m->eof || m->offset < MyReceiver->positions[p] || sc_receiver_past_stop(p, m))
 			{
 				sc_kafka_messages_release(m, 1);
-				*m = receiver.messages[n + got - 1];
-				receiver.messages[n + got - 1].handle = NULL;
+				*m = MyReceiver->messages[n + got - 1];
+				MyReceiver->messages[n + got - 1].handle = NULL;
 				got--;
 				i--;
 				continue;
 			}
-			if (receiver.next_ts[p] < 0)
-				receiver.next_ts[p] = m->timestamp;
+			if (MyReceiver->next_ts[p] < 0)
+				MyReceiver->next_ts[p] = m->timestamp;
 			bytes += m->len;
 		}
 		n += got;
@@ -1497,41 +328,41 @@ sc_receiver_follow_pace(int n)
 	TimestampTz now = GetCurrentTimestamp();
 
 	/* Not while Kafka does not answer: a new consumer could not start. */
-	if (receiver.consumer == NULL || receiver.disconnected_since != 0)
+	if (MyReceiver->consumer == NULL || MyReceiver->disconnected_since != 0)
 		return;
 	if (n > 0)
 	{
-		receiver.last_message_at = now;
-		receiver.pace_batches++;
+		MyReceiver->last_message_at = now;
+		MyReceiver->pace_batches++;
 	}
-	if (!receiver.fetch_idle)
+	if (!MyReceiver->fetch_idle)
 	{
-		if (receiver.fetch_derived &&
-			TimestampDifferenceExceeds(receiver.last_message_at, now, SC_IDLE_AFTER_MS))
+		if (MyReceiver->fetch_derived &&
+			TimestampDifferenceExceeds(MyReceiver->last_message_at, now, SC_IDLE_AFTER_MS))
 		{
-			receiver.fetch_idle = true;
+			MyReceiver->fetch_idle = true;
 			sc_receiver_close_consumer();	/* opened again at the top */
 		}
 		return;
 	}
-	if (!TimestampDifferenceExceeds(receiver.pace_since, now, SC_PACE_MS))
+	if (!TimestampDifferenceExceeds(MyReceiver->pace_since, now, SC_PACE_MS))
 		return;
-	if (receiver.pace_batches >= SC_STEADY_BATCHES)
+	if (MyReceiver->pace_batches >= SC_STEADY_BATCHES)
 	{
-		receiver.fetch_idle = false;
+		MyReceiver->fetch_idle = false;
 		sc_receiver_close_consumer();
 		return;
 	}
-	receiver.pace_since = now;
-	receiver.pace_batches = 0;
+	MyReceiver->pace_since = now;
+	MyReceiver->pace_batches = 0;
 }
 
 /* Does some partition end past its position (control records only)? */
 static bool
 sc_receiver_eof_ahead(void)
 {
-	for (int p = 0; p < receiver.nparts; p++)
-		if (receiver.eof[p] > receiver.positions[p])
+	for (int p = 0; p < MyReceiver->nparts; p++)
+		if (MyReceiver->eof[p] > MyReceiver->positions[p])
 			return true;
 	return false;
 }
@@ -1632,7 +463,7 @@ sc_receiver_sort_run(ScKafkaMessage *run, int n)
 static void
 sc_receiver_sort(ScKafkaMessage *messages, int n)
 {
-	int			np = receiver.nparts;
+	int			np = MyReceiver->nparts;
 	int		   *order;			/* partition indexes by partition number */
 	int		   *slot;			/* partition index -> rank in that order */
 	int		   *start;			/* rank -> first position in the output */
@@ -1658,7 +489,7 @@ sc_receiver_sort(ScKafkaMessage *messages, int n)
 		order[i] = i;
 	/* insertion sort: np is small */
 	for (int i = 1; i < np; i++)
-		for (int j = i; j > 0 && receiver.parts[order[j - 1]] > receiver.parts[order[j]]; j--)
+		for (int j = i; j > 0 && MyReceiver->parts[order[j - 1]] > MyReceiver->parts[order[j]]; j--)
 		{
 			int			t = order[j];
 
@@ -1711,11 +542,11 @@ sc_receiver_record_outcome_fn(void *arg)
 	ScBatchOutcome *outcome = arg;
 
 	SPI_connect();
-	sc_cube_row_lock_nowait(receiver.cube_id);
+	sc_cube_row_lock_nowait(MyReceiver->cube_id);
 	if (outcome->skip_used)
-		sc_cube_row_skip_done(receiver.cube_id);
+		sc_cube_row_skip_done(MyReceiver->cube_id);
 	if (outcome->paused)
-		sc_cube_row_pause_at(receiver.cube_id, outcome->bad_partition, outcome->bad_offset,
+		sc_cube_row_pause_at(MyReceiver->cube_id, outcome->bad_partition, outcome->bad_offset,
 							 outcome->bad_error);
 	SPI_finish();
 }
@@ -1725,7 +556,7 @@ static void
 sc_receiver_lock_row_fn(void *arg)
 {
 	SPI_connect();
-	sc_cube_row_lock_nowait(receiver.cube_id);
+	sc_cube_row_lock_nowait(MyReceiver->cube_id);
 	SPI_finish();
 }
 
@@ -1745,19 +576,19 @@ sc_receiver_row_busy(int n, bool written)
 	if (written)
 	{
 		AbortCurrentTransaction();
-		sc_ingest_end_batch(receiver.ing, false);
+		sc_ingest_end_batch(MyReceiver->ing, false);
 	}
 	else
 		sc_receiver_commit();
-	receiver.carried = n;
-	receiver.row_backoff_ms = Min(Max(receiver.row_backoff_ms * 2, 100), 1000);
+	MyReceiver->carried = n;
+	MyReceiver->row_backoff_ms = Min(Max(MyReceiver->row_backoff_ms * 2, 100), 1000);
 	ereport(DEBUG1,
 			(errmsg_internal("streamcube receiver of cube %s waits for the cube's row, held by another transaction; "
 							 "tries again in %ld ms",
-							 receiver.cube->qualified, receiver.row_backoff_ms)));
+							 MyReceiver->cube->qualified, MyReceiver->row_backoff_ms)));
 	pgstat_report_activity(STATE_RUNNING, "waiting for the cube's row");
 	/* the latch only: messages coming in would cut the wait short */
-	sc_receiver_wait_for(receiver.row_backoff_ms, true);
+	sc_receiver_wait_for(MyReceiver->row_backoff_ms, true);
 }
 
 /*
@@ -1770,17 +601,17 @@ static void
 sc_receiver_lost_partition(int32 partition, int n)
 {
 	AbortCurrentTransaction();
-	sc_ingest_end_batch(receiver.ing, false);
+	sc_ingest_end_batch(MyReceiver->ing, false);
 	ereport(LOG,
 			(errmsg("streamcube receiver of cube %s (%s) rolled back a batch: partition %d was reassigned",
-					receiver.cube->qualified, receiver.replica_set, partition)));
+					MyReceiver->cube->qualified, MyReceiver->replica_set, partition)));
 
 	/*
 	 * Nothing of the batch committed: all of it waits for the next batch,
 	 * and following the new assignment drops the messages of partitions
 	 * no longer ours.
 	 */
-	receiver.carried = n;
+	MyReceiver->carried = n;
 	sc_receiver_apply_assignment(false);
 }
 
@@ -1796,13 +627,13 @@ sc_receiver_drop_duplicates(int n)
 
 	for (int i = 1; i < n; i++)
 	{
-		ScKafkaMessage *prev = &receiver.messages[kept - 1];
-		ScKafkaMessage *m = &receiver.messages[i];
+		ScKafkaMessage *prev = &MyReceiver->messages[kept - 1];
+		ScKafkaMessage *m = &MyReceiver->messages[i];
 
 		if (m->partition == prev->partition && m->offset == prev->offset)
 			sc_kafka_messages_release(m, 1);
 		else
-			receiver.messages[kept++] = *m;
+			MyReceiver->messages[kept++] = *m;
 	}
 	return kept;
 }
@@ -1811,21 +642,21 @@ sc_receiver_drop_duplicates(int n)
 static void
 sc_receiver_new_positions(int64 *newpos, int n, const ScBatchOutcome *outcome)
 {
-	memcpy(newpos, receiver.positions, sizeof(int64) * receiver.nparts);
+	memcpy(newpos, MyReceiver->positions, sizeof(int64) * MyReceiver->nparts);
 	for (int i = 0; i < outcome->cut; i++)
 	{
-		int			p = sc_receiver_part_index(receiver.messages[i].partition);
+		int			p = sc_receiver_part_index(MyReceiver->messages[i].partition);
 
-		newpos[p] = Max(newpos[p], receiver.messages[i].offset + 1);
+		newpos[p] = Max(newpos[p], MyReceiver->messages[i].offset + 1);
 	}
 	/* Every message before a partition's end was in this batch or earlier. */
 	if (outcome->cut == n)
-		for (int p = 0; p < receiver.nparts; p++)
-			newpos[p] = Max(newpos[p], receiver.eof[p]);
+		for (int p = 0; p < MyReceiver->nparts; p++)
+			newpos[p] = Max(newpos[p], MyReceiver->eof[p]);
 	/* Never past a stop point (an end seen before it was set). */
-	for (int p = 0; p < receiver.nparts; p++)
-		if (receiver.stops[p] >= 0)
-			newpos[p] = Min(newpos[p], Max(receiver.stops[p], receiver.positions[p]));
+	for (int p = 0; p < MyReceiver->nparts; p++)
+		if (MyReceiver->stops[p] >= 0)
+			newpos[p] = Min(newpos[p], Max(MyReceiver->stops[p], MyReceiver->positions[p]));
 }
 
 /*
@@ -1836,16 +667,16 @@ sc_receiver_new_positions(int64 *newpos, int n, const ScBatchOutcome *outcome)
 static void
 sc_receiver_note_stamps(int n, int cut)
 {
-	for (int p = 0; p < receiver.nparts; p++)
-		receiver.next_ts[p] = -1;
+	for (int p = 0; p < MyReceiver->nparts; p++)
+		MyReceiver->next_ts[p] = -1;
 	for (int i = 0; i < n; i++)
 	{
-		int			p = sc_receiver_part_index(receiver.messages[i].partition);
+		int			p = sc_receiver_part_index(MyReceiver->messages[i].partition);
 
 		if (i < cut)
-			receiver.last_ts[p] = receiver.messages[i].timestamp;
-		else if (receiver.next_ts[p] < 0)
-			receiver.next_ts[p] = receiver.messages[i].timestamp;
+			MyReceiver->last_ts[p] = MyReceiver->messages[i].timestamp;
+		else if (MyReceiver->next_ts[p] < 0)
+			MyReceiver->next_ts[p] = MyReceiver->messages[i].timestamp;
 	}
 }
 
@@ -1858,52 +689,52 @@ sc_receiver_after_batch(int n, ScBatchOutcome *outcome)
 {
 	TimestampTz now;
 
-	sc_kafka_messages_release(receiver.messages, outcome->cut);
+	sc_kafka_messages_release(MyReceiver->messages, outcome->cut);
 	if (outcome->paused)
-		sc_kafka_messages_release(receiver.messages + outcome->cut, n - outcome->cut);
+		sc_kafka_messages_release(MyReceiver->messages + outcome->cut, n - outcome->cut);
 	else if (outcome->cut < n)
 	{
-		memmove(receiver.messages, receiver.messages + outcome->cut,
+		memmove(MyReceiver->messages, MyReceiver->messages + outcome->cut,
 				sizeof(ScKafkaMessage) * (n - outcome->cut));
-		receiver.carried = n - outcome->cut;
+		MyReceiver->carried = n - outcome->cut;
 		/* A window being sealed holds the rest back: do not spin. */
-		if (outcome->cut == 0 && sc_ingest_missing_windows(receiver.ing) == 0)
+		if (outcome->cut == 0 && sc_ingest_missing_windows(MyReceiver->ing) == 0)
 			sc_receiver_wait(100);
 	}
 
 	if (outcome->skip_used)
-		receiver.cube->skip_partition = -1;
+		MyReceiver->cube->skip_partition = -1;
 	if (outcome->paused)
 	{
-		receiver.cube->paused = true;
+		MyReceiver->cube->paused = true;
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("cube %s paused by a bad message at partition %d offset " INT64_FORMAT ": %s",
-						receiver.cube->qualified, outcome->bad_partition, outcome->bad_offset,
+						MyReceiver->cube->qualified, outcome->bad_partition, outcome->bad_offset,
 						outcome->bad_error),
 				 errhint("Fix the cause and call streamcube_resume('%s'), or skip the message with streamcube_resume('%s', skip_bad_message => true).",
-						 receiver.cube->qualified, receiver.cube->qualified)));
+						 MyReceiver->cube->qualified, MyReceiver->cube->qualified)));
 		pfree(outcome->bad_error);
 	}
 
 	/* Throughput over windows of at least a second. */
 	now = GetCurrentTimestamp();
-	receiver.rows_total += outcome->rows;
-	receiver.rate_rows += outcome->rows;
-	receiver.tombstones_skipped += outcome->tombstones_skipped;
-	receiver.rows_direct += outcome->rows_direct;
-	receiver.rows_copy += outcome->rows_copy;
+	MyReceiver->rows_total += outcome->rows;
+	MyReceiver->rate_rows += outcome->rows;
+	MyReceiver->tombstones_skipped += outcome->tombstones_skipped;
+	MyReceiver->rows_direct += outcome->rows_direct;
+	MyReceiver->rows_copy += outcome->rows_copy;
 	if (outcome->cut > 0)
-		receiver.batches++;
-	receiver.last_batch_at = now;
-	if (TimestampDifferenceExceeds(receiver.rate_since, now, 1000))
+		MyReceiver->batches++;
+	MyReceiver->last_batch_at = now;
+	if (TimestampDifferenceExceeds(MyReceiver->rate_since, now, 1000))
 	{
-		receiver.rows_per_sec = receiver.rate_rows * 1000000.0 / (double) (now - receiver.rate_since);
-		receiver.rate_rows = 0;
-		receiver.rate_since = now;
+		MyReceiver->rows_per_sec = MyReceiver->rate_rows * 1000000.0 / (double) (now - MyReceiver->rate_since);
+		MyReceiver->rate_rows = 0;
+		MyReceiver->rate_since = now;
 	}
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	receiver.slot->failures = 0;
+	MyReceiver->slot->failures = 0;
 	LWLockRelease(sc_shared->lock);
 	sc_receiver_publish();
 }
@@ -1919,39 +750,39 @@ static void
 sc_receiver_process(int n)
 {
 	ScBatchOutcome outcome;
-	int64	   *newpos = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int64	   *newpos = palloc(sizeof(int64) * Max(MyReceiver->nparts, 1));
 	int32		lost;
 
-	sc_receiver_sort(receiver.messages, n);
+	sc_receiver_sort(MyReceiver->messages, n);
 	n = sc_receiver_drop_duplicates(n);
 
-	if (!sc_ingest_ready(receiver.ing, receiver.messages, n) && !sc_receiver_prepare(n))
+	if (!sc_ingest_ready(MyReceiver->ing, MyReceiver->messages, n) && !sc_receiver_prepare(n))
 	{
 		pfree(newpos);
 		return;					/* the messages wait, carried */
 	}
 
-	receiver.carried = n;		/* kept if the cube changed: see begin_work */
+	MyReceiver->carried = n;		/* kept if the cube changed: see begin_work */
 	if (!sc_receiver_begin_work("ingesting a batch"))
 	{
 		/* Paused: the consumer starts again from the committed positions. */
-		if (receiver.cube->paused)
+		if (MyReceiver->cube->paused)
 		{
-			sc_kafka_messages_release(receiver.messages, receiver.carried);
-			receiver.carried = 0;
+			sc_kafka_messages_release(MyReceiver->messages, MyReceiver->carried);
+			MyReceiver->carried = 0;
 		}
 		pfree(newpos);
 		return;
 	}
 	/* The last try found the cube's row held: take it before writing again. */
-	if (receiver.row_backoff_ms > 0 && !sc_try_nowait(sc_receiver_lock_row_fn, NULL))
+	if (MyReceiver->row_backoff_ms > 0 && !sc_try_nowait(sc_receiver_lock_row_fn, NULL))
 	{
 		sc_receiver_row_busy(n, false);
 		pfree(newpos);
 		return;
 	}
-	receiver.carried = 0;
-	sc_ingest_batch(receiver.ing, receiver.messages, n, &outcome);
+	MyReceiver->carried = 0;
+	sc_ingest_batch(MyReceiver->ing, MyReceiver->messages, n, &outcome);
 	sc_receiver_new_positions(newpos, n, &outcome);
 
 	/*
@@ -1967,7 +798,7 @@ sc_receiver_process(int n)
 			pfree(outcome.bad_error);
 		return;
 	}
-	receiver.row_backoff_ms = 0;
+	MyReceiver->row_backoff_ms = 0;
 
 	lost = sc_receiver_advance_positions(newpos);
 	if (lost >= 0)
@@ -1979,26 +810,26 @@ sc_receiver_process(int n)
 		return;
 	}
 	sc_receiver_commit();
-	sc_ingest_end_batch(receiver.ing, true);
-	memcpy(receiver.positions, newpos, sizeof(int64) * receiver.nparts);
+	sc_ingest_end_batch(MyReceiver->ing, true);
+	memcpy(MyReceiver->positions, newpos, sizeof(int64) * MyReceiver->nparts);
 	pfree(newpos);
 	sc_receiver_note_stamps(n, outcome.cut);
 	/* Durable now: Kafka's tools may see them (option progress_group). */
-	if (receiver.cube->progress_group != NULL && receiver.consumer != NULL)
-		sc_kafka_consumer_commit_async(receiver.consumer, receiver.cube->topic, receiver.nparts,
-									   receiver.parts, receiver.positions);
+	if (MyReceiver->cube->progress_group != NULL && MyReceiver->consumer != NULL)
+		sc_kafka_consumer_commit_async(MyReceiver->consumer, MyReceiver->cube->topic, MyReceiver->nparts,
+									   MyReceiver->parts, MyReceiver->positions);
 	sc_receiver_after_batch(n, &outcome);
 
 	/* Windows the batch met that do not exist yet: their own transaction. */
-	if (sc_ingest_missing_windows(receiver.ing) > 0)
+	if (sc_ingest_missing_windows(MyReceiver->ing) > 0)
 	{
 		if (!sc_receiver_begin_work("creating windows"))
 			return;
 		SPI_connect();
-		sc_ingest_create_windows(receiver.ing);
+		sc_ingest_create_windows(MyReceiver->ing);
 		SPI_finish();
 		sc_receiver_commit();
-		sc_ingest_end_batch(receiver.ing, true);
+		sc_ingest_end_batch(MyReceiver->ing, true);
 	}
 }
 
@@ -2019,7 +850,7 @@ sc_receiver_prepare(int n)
 
 	sc_receiver_begin("resolving message schemas");
 	SPI_connect();
-	ready = sc_ingest_prepare(receiver.ing, receiver.messages, n, &why);
+	ready = sc_ingest_prepare(MyReceiver->ing, MyReceiver->messages, n, &why);
 	/* why is in SPI's memory, freed by SPI_finish: kept past the commit */
 	if (!ready)
 		why = MemoryContextStrdup(TopMemoryContext, why);
@@ -2027,17 +858,17 @@ sc_receiver_prepare(int n)
 	sc_receiver_commit();
 	if (ready)
 	{
-		receiver.prepare_backoff_ms = 0;
+		MyReceiver->prepare_backoff_ms = 0;
 		return true;
 	}
-	receiver.carried = n;
-	if (receiver.prepare_backoff_ms == 0)
+	MyReceiver->carried = n;
+	if (MyReceiver->prepare_backoff_ms == 0)
 		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s waits: %s", receiver.cube->qualified, why)));
+				(errmsg("streamcube receiver of cube %s waits: %s", MyReceiver->cube->qualified, why)));
 	sc_receiver_warn(why);
 	pfree(why);
-	receiver.prepare_backoff_ms = Min(Max(receiver.prepare_backoff_ms * 2, 250), 30000);
-	sc_receiver_wait(receiver.prepare_backoff_ms);
+	MyReceiver->prepare_backoff_ms = Min(Max(MyReceiver->prepare_backoff_ms * 2, 250), 30000);
+	sc_receiver_wait(MyReceiver->prepare_backoff_ms);
 	return false;
 }
 
@@ -2055,39 +886,39 @@ static int32
 sc_receiver_advance_positions(const int64 *newpos)
 {
 	int			n = 0;
-	int64	   *epochs = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-	int32	   *parts = palloc(sizeof(int32) * Max(receiver.nparts, 1));
-	int64	   *from = palloc(sizeof(int64) * Max(receiver.nparts, 1));
-	int64	   *to = palloc(sizeof(int64) * Max(receiver.nparts, 1));
+	int64	   *epochs = palloc(sizeof(int64) * Max(MyReceiver->nparts, 1));
+	int32	   *parts = palloc(sizeof(int32) * Max(MyReceiver->nparts, 1));
+	int64	   *from = palloc(sizeof(int64) * Max(MyReceiver->nparts, 1));
+	int64	   *to = palloc(sizeof(int64) * Max(MyReceiver->nparts, 1));
 	int32		lost;
 	TimestampTz asked = 0;
 	long		pause_ms = 100;	/* doubled up to 1 s: each try is a subtransaction */
 
 	/* parts[] ascends: the order in which receivers lock positions */
-	for (int p = 0; p < receiver.nparts; p++)
-		if (newpos[p] != receiver.positions[p])
+	for (int p = 0; p < MyReceiver->nparts; p++)
+		if (newpos[p] != MyReceiver->positions[p])
 		{
-			epochs[n] = receiver.epochs[p];
-			parts[n] = receiver.parts[p];
-			from[n] = receiver.positions[p];
+			epochs[n] = MyReceiver->epochs[p];
+			parts[n] = MyReceiver->parts[p];
+			from[n] = MyReceiver->positions[p];
 			to[n] = newpos[p];
 			n++;
 		}
-	while (!sc_positions_lock_advance(receiver.cube_id, receiver.cube->qualified,
-									  receiver.replica_set, n, epochs, parts, from, to, &lost))
+	while (!sc_positions_lock_advance(MyReceiver->cube_id, MyReceiver->cube->qualified,
+									  MyReceiver->replica_set, n, epochs, parts, from, to, &lost))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
 		pgstat_report_activity(STATE_RUNNING, "waiting for the positions (a reassignment in progress?)");
-		if (receiver.consumer != NULL && TimestampDifferenceExceeds(asked, now, 1000))
+		if (MyReceiver->consumer != NULL && TimestampDifferenceExceeds(asked, now, 1000))
 		{
-			for (int i = 0; i < receiver.nparts; i++)
+			for (int i = 0; i < MyReceiver->nparts; i++)
 			{
-				int64		hw = sc_kafka_consumer_query_high_watermark(receiver.consumer, receiver.parts[i],
+				int64		hw = sc_kafka_consumer_query_high_watermark(MyReceiver->consumer, MyReceiver->parts[i],
 																	   Min(sc_kafka_timeout_ms, 1000));
 
 				if (hw >= 0)
-					receiver.high[i] = Max(receiver.high[i], hw);
+					MyReceiver->high[i] = Max(MyReceiver->high[i], hw);
 			}
 			sc_receiver_publish_stats();
 			asked = now;
@@ -2112,248 +943,31 @@ sc_receiver_advance_positions(const int64 *newpos)
 static void
 sc_receiver_invalidate_again(void)
 {
-	if (!sc_ingest_invalidation_due(receiver.ing))
+	if (!sc_ingest_invalidation_due(MyReceiver->ing))
 		return;
 	sc_receiver_begin("invalidating the cube's table");
-	sc_ingest_send_invalidation(receiver.ing);
+	sc_ingest_send_invalidation(MyReceiver->ing);
 	sc_receiver_commit();
-	sc_ingest_end_batch(receiver.ing, true);
+	sc_ingest_end_batch(MyReceiver->ing, true);
 }
 
 /* Create the partitions of the current and next window when time moves on. */
 static void
 sc_receiver_windows_ahead(void)
 {
-	int64		now = sc_cube_time(receiver.cube, GetCurrentTimestamp());
-	int64		window = sc_window_start(receiver.cube, now);
+	int64		now = sc_cube_time(MyReceiver->cube, GetCurrentTimestamp());
+	int64		window = sc_window_start(MyReceiver->cube, now);
 
-	if (window == receiver.current_window && !receiver.table_changed)
+	if (window == MyReceiver->current_window && !MyReceiver->table_changed)
 		return;
 	if (!sc_receiver_begin_work("creating windows ahead"))
 		return;
 	SPI_connect();
-	sc_ingest_prepare_windows(receiver.ing, now);
+	sc_ingest_prepare_windows(MyReceiver->ing, now);
 	SPI_finish();
 	sc_receiver_commit();
-	sc_ingest_end_batch(receiver.ing, true);
-	receiver.current_window = window;
-}
-
-/*
- * Look at the topic's partition count every streamcube.metadata_interval,
- * so that partitions added to the topic are assigned (option
- * new_partitions = assign) or show in streamcube.consumers as
- * unassigned_partitions.
- */
-/* In a subtransaction: ask Kafka for the topic's partitions, assign the new ones. */
-static void
-sc_receiver_adopt_cb(void *arg)
-{
-	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-										  sc_kafka_timeout_ms, NULL, NULL);
-
-	/* the cube changed meanwhile: read it again, then look again */
-	if (sc_reassign_adopt_partitions(receiver.cube, kafka) >= 0)
-		receiver.known_partitions = Max(receiver.known_partitions, list_length(kafka));
-}
-
-static void
-sc_receiver_refresh_metadata(void)
-{
-	int			n;
-
-	if (!TimestampDifferenceExceeds(receiver.metadata_at, GetCurrentTimestamp(),
-									sc_metadata_interval_ms))
-		return;
-	n = sc_kafka_consumer_topic_partitions(receiver.consumer, Min(sc_kafka_timeout_ms, 2000));
-	if (n >= 0)
-		receiver.topic_partitions = n;
-	receiver.metadata_at = GetCurrentTimestamp();
-
-	/*
-	 * The topic grew: under new_partitions = assign, give the new
-	 * partitions to the cube's replica sets (the launcher then tells every
-	 * receiver of the cube, this one included).
-	 */
-	if (n > receiver.known_partitions && receiver.cube->assign_new_partitions)
-	{
-		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube new partitions",
-												  ALLOCSET_SMALL_SIZES);
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		ErrorData  *edata;
-
-		/*
-		 * Nothing of the cube held before: Kafka is asked for the topic's
-		 * partitions first, then the cube's row is taken to assign them
-		 * (lock 2), which would wait out of order while holding the table.
-		 */
-		sc_receiver_begin("assigning new partitions");
-		MemoryContextSwitchTo(cxt);
-		edata = sc_try(sc_receiver_adopt_cb, NULL);
-		sc_receiver_commit();
-		MemoryContextSwitchTo(old);
-		if (edata != NULL)
-		{
-			/* Kafka did not answer: look again at the next interval. */
-			sc_receiver_warn(edata->message);
-			ereport(LOG,
-					(errmsg("streamcube receiver of cube %s could not assign the partitions added to topic \"%s\": %s",
-							receiver.cube->qualified, receiver.cube->topic, edata->message)));
-		}
-		MemoryContextDelete(cxt);
-	}
-}
-
-/*
- * Is Kafka answering?  Fetches that bring messages (or a partition's end)
- * say it is.  When none came for SC_PROBE_MS, and at once when librdkafka
- * says every broker is down, the receiver asks the cluster for its topic's
- * metadata (at most one request a second per receiver, only while nothing
- * flows; librdkafka bounds its wait by the timeout, where a ListOffsets
- * request to a leader that went away waits out socket.timeout.ms, a
- * minute).  No answer within a second: the receiver is
- * disconnected from then until an answer or a message comes;
- * streamcube.consumers says so, and its lag_seconds counts at least from
- * the last answer (docs/operations.md, "When Kafka cannot be reached").
- */
-#define SC_PROBE_MS 2000
-
-/* Kafka answered at now. */
-static void
-sc_receiver_reached_kafka(TimestampTz now)
-{
-	receiver.contact_at = now;
-	if (receiver.disconnected_since != 0)
-	{
-		ereport(LOG,
-				(errmsg("streamcube receiver of cube %s reaches Kafka again, disconnected since %s",
-						receiver.cube->qualified, timestamptz_to_str(receiver.disconnected_since))));
-		receiver.disconnected_since = 0;
-	}
-}
-
-/*
- * An error the receiver got over moves from last_error to previous_error
- * once it has gone SC_ERROR_SETTLE_MS without a new one and a batch or an
- * answer from Kafka came after it: last_error says what is wrong now.
- */
-#define SC_ERROR_SETTLE_MS 10000
-
-static void
-sc_receiver_watch_health(void)
-{
-	ScReceiverSlot *slot = receiver.slot;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		all_down = sc_kafka_consumer_take_all_down(receiver.consumer);
-
-	if (all_down || TimestampDifferenceExceeds(receiver.contact_at, now, SC_PROBE_MS))
-	{
-		int			n = sc_kafka_consumer_topic_partitions(receiver.consumer,
-														   Min(sc_kafka_timeout_ms, 1000));
-
-		now = GetCurrentTimestamp();
-		if (n >= 0)
-		{
-			receiver.topic_partitions = n;
-			sc_receiver_reached_kafka(now);
-		}
-		else if (receiver.disconnected_since == 0)
-		{
-			receiver.disconnected_since = now;
-			ereport(LOG,
-					(errmsg("streamcube receiver of cube %s cannot reach Kafka: no answer since %s",
-							receiver.cube->qualified, timestamptz_to_str(receiver.contact_at))));
-		}
-	}
-	if (receiver.disconnected_since != 0)
-		return;
-	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
-	if (slot->last_error[0] != '\0' &&
-		Max(receiver.last_batch_at, receiver.contact_at) > slot->last_error_at &&
-		TimestampDifferenceExceeds(slot->last_error_at, now, SC_ERROR_SETTLE_MS))
-		sc_slot_retire_error(slot);
-	LWLockRelease(sc_shared->lock);
-}
-
-/*
- * A paused receiver has no consumer.  Every SC_PAUSED_PROBE_MS it asks
- * Kafka for the ends of its partitions through a short-lived client, so
- * that lag shows what waits while the cube is paused; when Kafka does not
- * answer, the ends are unknown (lag NULL), not the old ones.
- */
-#define SC_PAUSED_PROBE_MS 10000
-
-static void
-sc_receiver_paused_probe_cb(void *arg)
-{
-	List	   *kafka = sc_kafka_describe(receiver.conn, receiver.cube->topic, true,
-										  Min(sc_kafka_timeout_ms, 2000), NULL, NULL);
-	ListCell   *lc;
-
-	foreach(lc, kafka)
-	{
-		ScKafkaPartitionInfo *p = lfirst(lc);
-		int			i = sc_receiver_part_index(p->partition);
-
-		if (i >= 0)
-			receiver.high[i] = p->high_watermark;
-	}
-}
-
-static void
-sc_receiver_paused_probe(void)
-{
-	ErrorData  *edata;
-
-	if (!TimestampDifferenceExceeds(receiver.paused_probe_at, GetCurrentTimestamp(), SC_PAUSED_PROBE_MS))
-		return;
-	sc_receiver_begin("asking Kafka where the partitions of a paused cube end");
-	edata = sc_try(sc_receiver_paused_probe_cb, NULL);
-	sc_receiver_commit();
-	receiver.paused_probe_at = GetCurrentTimestamp();
-	if (edata != NULL)
-	{
-		for (int i = 0; i < receiver.nparts; i++)
-			receiver.high[i] = -1;
-		FreeErrorData(edata);
-	}
-	else
-		receiver.contact_at = receiver.paused_probe_at;
-	sc_receiver_publish_stats();
-}
-
-/* Has every partition of the receiver reached its stop offset? */
-static bool
-sc_receiver_at_stop(void)
-{
-	if (receiver.nparts == 0 || receiver.stops[0] < 0)
-		return false;
-	for (int p = 0; p < receiver.nparts; p++)
-		if (receiver.positions[p] < receiver.stops[p])
-			return false;
-	return true;
-}
-
-/*
- * The receiver's partitions reached their stop offsets: tell the catalog,
- * which pauses the cube when every other receiver's are there too.  Once
- * per arrival: the receiver then idles until its assignment changes.
- */
-static void
-sc_receiver_tell_stop(void)
-{
-	bool		paused;
-
-	sc_receiver_begin("reaching the stop point");
-	SPI_connect();
-	paused = sc_cube_row_stop_reached(receiver.cube_id);
-	SPI_finish();
-	sc_receiver_commit();
-	receiver.stop_told = true;
-	ereport(LOG,
-			(errmsg(paused ? "streamcube cube %s reached its stop point and paused"
-					: "streamcube receiver of cube %s (%s) reached its stop point",
-					receiver.cube->qualified, receiver.replica_set)));
+	sc_ingest_end_batch(MyReceiver->ing, true);
+	MyReceiver->current_window = window;
 }
 
 /* ----------------------------------------------------------------
@@ -2370,7 +984,7 @@ sc_receiver_run(void)
 	CacheRegisterRelcacheCallback(sc_receiver_relcache_cb, (Datum) 0);
 
 	sc_receiver_size_messages();
-	receiver.rate_since = GetCurrentTimestamp();
+	MyReceiver->rate_since = GetCurrentTimestamp();
 	sc_receiver_publish();
 
 	for (;;)
@@ -2387,9 +1001,9 @@ sc_receiver_run(void)
 		}
 
 		LWLockAcquire(sc_shared->lock, LW_SHARED);
-		stop = receiver.slot->stop_wanted;
-		pause = receiver.slot->pause_wanted;
-		config_version = receiver.slot->config_version;
+		stop = MyReceiver->slot->stop_wanted;
+		pause = MyReceiver->slot->pause_wanted;
+		config_version = MyReceiver->slot->config_version;
 		LWLockRelease(sc_shared->lock);
 
 		if (stop)
@@ -2403,10 +1017,10 @@ sc_receiver_run(void)
 			break;
 		}
 		/* Newer than what the receiver read (it may have read further). */
-		if ((int32) (config_version - (uint32) receiver.cube->config_version) > 0)
+		if ((int32) (config_version - (uint32) MyReceiver->cube->config_version) > 0)
 			sc_receiver_reload(config_version);
 
-		if (sc_receiver_at_stop() && !receiver.stop_told)
+		if (sc_receiver_at_stop() && !MyReceiver->stop_told)
 			sc_receiver_tell_stop();
 
 		/*
@@ -2414,16 +1028,16 @@ sc_receiver_run(void)
 		 * crash took its positions back to the checkpoints.
 		 */
 		if (pause || sc_receiver_at_stop() ||
-			(receiver.cube->paused && !receiver.cube->stop_reached))
+			(MyReceiver->cube->paused && !MyReceiver->cube->stop_reached))
 		{
-			if (receiver.consumer != NULL)
+			if (MyReceiver->consumer != NULL)
 			{
 				/* Kafka's ends are asked for again at once. */
 				sc_receiver_close_consumer();
-				receiver.rows_per_sec = 0;
-				receiver.paused_probe_at = 0;
+				MyReceiver->rows_per_sec = 0;
+				MyReceiver->paused_probe_at = 0;
 				ereport(LOG, (errmsg("streamcube receiver of cube %s paused",
-									 receiver.cube->qualified)));
+									 MyReceiver->cube->qualified)));
 			}
 			sc_receiver_set_state(SC_RECEIVER_PAUSED);
 			sc_receiver_paused_probe();
@@ -2431,7 +1045,7 @@ sc_receiver_run(void)
 			continue;
 		}
 		sc_receiver_follow_group();
-		if (receiver.consumer == NULL)
+		if (MyReceiver->consumer == NULL)
 		{
 			if (!sc_receiver_open_consumer())
 				continue;		/* paused: Kafka lost what the cube needs */
@@ -2441,7 +1055,7 @@ sc_receiver_run(void)
 		}
 
 		sc_receiver_windows_ahead();
-		if (receiver.consumer == NULL)
+		if (MyReceiver->consumer == NULL)
 			continue;			/* the cube changed: a new one opens at the top */
 		sc_receiver_invalidate_again();
 		sc_receiver_size_messages();	/* the settings or roll-ups changed */
@@ -2458,11 +1072,11 @@ sc_receiver_run(void)
 
 		if (TimestampDifferenceExceeds(last_publish, GetCurrentTimestamp(), 1000))
 		{
-			if (TimestampDifferenceExceeds(receiver.last_batch_at, GetCurrentTimestamp(), 2000))
-				receiver.rows_per_sec = 0;
-			if (receiver.consumer == NULL)
+			if (TimestampDifferenceExceeds(MyReceiver->last_batch_at, GetCurrentTimestamp(), 2000))
+				MyReceiver->rows_per_sec = 0;
+			if (MyReceiver->consumer == NULL)
 				continue;		/* a new one opens at the top of the loop */
-			sc_kafka_consumer_report(receiver.consumer);
+			sc_kafka_consumer_report(MyReceiver->consumer);
 			sc_receiver_watch_health();
 			sc_receiver_refresh_metadata();
 			sc_receiver_publish();
@@ -2522,14 +1136,14 @@ sc_receiver_main(Datum main_arg)
 	/* last_error stays: it tells why the previous attempt failed. */
 	dboid = slot->dboid;
 	owner = slot->owner;
-	receiver.slotno = slotno;
-	receiver.slot = slot;
-	receiver.cube_id = slot->cube_id;
-	receiver.topic_partitions = -1;
+	MyReceiver->slotno = slotno;
+	MyReceiver->slot = slot;
+	MyReceiver->cube_id = slot->cube_id;
+	MyReceiver->topic_partitions = -1;
 	slot->epoch = -1;
 	slot->contact_at = 0;
 	slot->disconnected_since = 0;
-	strlcpy(receiver.replica_set, slot->replica_set, NAMEDATALEN);
+	strlcpy(MyReceiver->replica_set, slot->replica_set, NAMEDATALEN);
 	LWLockRelease(sc_shared->lock);
 	before_shmem_exit(sc_receiver_detach, (Datum) 0);
 

@@ -42,7 +42,8 @@
  *	drops.c			dropping a large cube's table in steps
  *	reassign.c		replica sets, streamcube_reassign() and its journal
  * top
- *	receiver.c		the receiver worker: consume, batch, commit
+ *	receiver.c		the receiver worker: its batches and main loop
+ *	receiver_control.c	its control side: slot, catalog, the consumer's life, Kafka's health
  *	launcher.c		the launcher worker, reconciling receivers with the catalog
  *	maintenance.c	streamcube_seal_due (seal, compact, retention), the pg_cron job
  *	consumers.c		the monitoring functions behind streamcube.* views
