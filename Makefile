@@ -32,6 +32,7 @@ OBJS = \
 	src/segments.o \
 	src/rewrite.o \
 	src/sealed.o \
+	src/rollup_def.o \
 	src/rollups.o \
 	src/rollup_agg.o \
 	src/seal.o \

@@ -220,6 +220,35 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
 }
 
 /*
+ * The journal of configuration changes, streamcube.config_log, is written
+ * here only: a Kafka cluster's (cluster, secrets already masked in both
+ * values) or a cube's options (cube_id and the cube's table), by the
+ * current user.  The caller is connected to SPI.
+ */
+void
+sc_config_journal(const char *cluster, int32 cube_id, Oid cube_relid,
+				  Datum old_value, Datum new_value)
+{
+	Datum		who = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+
+	if (cluster != NULL)
+		sc_catalog_exec("INSERT INTO streamcube.config_log "
+						"(object_type, cluster, old_value, new_value, changed_by) "
+						"VALUES ('cluster', $1, $2, $3, $4)",
+						4, (Oid[]) {TEXTOID, JSONBOID, JSONBOID, NAMEOID},
+						(Datum[]) {CStringGetTextDatum(cluster), old_value, new_value, who},
+						NULL, false, 0);
+	else
+		sc_catalog_exec("INSERT INTO streamcube.config_log "
+						"(object_type, cube_id, cube, old_value, new_value, changed_by) "
+						"VALUES ('cube', $1, $2::oid::regclass, $3, $4, $5)",
+						5, (Oid[]) {INT4OID, OIDOID, JSONBOID, JSONBOID, NAMEOID},
+						(Datum[]) {Int32GetDatum(cube_id), ObjectIdGetDatum(cube_relid),
+						old_value, new_value, who},
+						NULL, false, 0);
+}
+
+/*
  * sc_catalog_exec() of a statement that runs again and again (per window,
  * per batch): parsed and planned once per process, into *plan, which the
  * caller keeps in a static variable; executed from the second call on.

@@ -30,6 +30,7 @@
 
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
+#include "cube_catalog.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -716,6 +717,10 @@ sc_alter_cluster_check_secrets(const char *name, const char *stored_by, const ch
 static void
 sc_alter_cluster_store(const char *name, Oid *argtypes, Datum *args)
 {
+	bool		isnull;
+	Datum		old_value,
+				new_value;
+
 	if (sc_catalog_exec("WITH old AS ("
 						"  SELECT jsonb_build_object('bootstrap_servers', bootstrap_servers, 'properties', "
 						"         properties || coalesce((SELECT jsonb_object_agg(key, '********') "
@@ -726,19 +731,19 @@ sc_alter_cluster_store(const char *name, Oid *argtypes, Datum *args)
 						"         secrets = coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each($3) "
 						"                             WHERE key = ANY ($4)), '{}'), "
 						"         created_by = $5 "
-						"  WHERE name = $1 RETURNING 1), "
-						"cubes AS ("
-						"  UPDATE streamcube.cubes SET config_version = config_version + 1 "
-						"  WHERE cluster_name = $1 RETURNING 1) "
-						"INSERT INTO streamcube.config_log (object_type, cluster, old_value, new_value, changed_by) "
-						"SELECT 'cluster', $1, old.v, "
+						"  WHERE name = $1 RETURNING 1) "
+						"SELECT old.v, "
 						"       jsonb_build_object('bootstrap_servers', $2, 'properties', "
 						"         ($3 - $4) || coalesce((SELECT jsonb_object_agg(key, '********') "
-						"                                FROM unnest($4) AS key), '{}')), $5 "
-						"FROM old, (SELECT count(*) FROM upd) u, (SELECT count(*) FROM cubes) c",
-						5, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
+						"                                FROM unnest($4) AS key), '{}')) "
+						"FROM old, (SELECT count(*) FROM upd) u",
+						5, argtypes, args, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "could not alter Kafka cluster \"%s\"", name);
-	sc_launcher_wakeup_at_commit();
+	old_value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	new_value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	sc_config_journal(name, 0, InvalidOid, old_value, new_value);
+	sc_cube_rows_touch_cluster(name);
 }
 
 /*

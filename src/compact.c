@@ -533,26 +533,6 @@ sc_compact_swap_fn(void *arg)
 	sc_seal_exec(sql.data);
 }
 
-/* Journal a built bucket. */
-static void
-sc_compact_record(ScCompactJob *job)
-{
-	ScPrivilegeSave save;
-
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("INSERT INTO streamcube.segment_log "
-							  "(cube_id, cube, window_start, window_end, action, rows, done_by) "
-							  "SELECT $1, c.relid, $2, $3, 'compacted', $4, $5 "
-							  "FROM streamcube.cubes c WHERE c.cube_id = $1",
-							  5, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, NAMEOID},
-							  (Datum[]) {Int32GetDatum(job->cube->cube_id), TimestampTzGetDatum(job->start),
-								  TimestampTzGetDatum(job->end), Int64GetDatum(job->rows),
-							  DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
-							  NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not journal the compaction");
-	sc_catalog_leave(&save);
-}
-
 static void
 sc_compact_swap_try_fn(void *arg)
 {
@@ -563,7 +543,7 @@ sc_compact_swap_try_fn(void *arg)
 									 sc_bound_literal(job->cube, job->start),
 									 sc_bound_literal(job->cube, job->end)));
 	SPI_connect();
-	sc_compact_record(job);
+	sc_segment_journal(job->cube, job->start, job->end, "compacted", job->rows);
 	SPI_finish();
 }
 

@@ -184,6 +184,10 @@ extern bool sc_segment_history_span(const ScCube *cube, int64 start, int64 *buck
 extern void sc_segment_lock_windows(const ScCube *cube);
 extern void sc_segment_set_partition(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern void sc_segment_mark_sealed(const ScCube *cube, int64 start);
+extern void sc_segment_journal(const ScCube *cube, TimestampTz start, TimestampTz end,
+							   const char *action, int64 rows);
+extern Oid *sc_segment_partitions_before(const ScCube *cube, TimestampTz before, int max, int *n);
+extern void sc_segment_journal_drops(const ScCube *cube, const Oid *parts, int n);
 extern void sc_segment_set_compacted(const ScCube *cube, int64 start, int64 end, Oid relid);
 extern char *sc_bound_literal(const ScCube *cube, int64 ts);
 extern bool sc_partition_range(Oid part, int64 *lo, int64 *hi);

@@ -317,3 +317,16 @@ sc_cube_row_touch(int32 cube_id)
 					1, t, v, NULL, false, 0);
 	sc_launcher_wakeup_at_commit();
 }
+
+/*
+ * A Kafka cluster's configuration changed (streamcube_alter_cluster): every
+ * cube of it gets a new config_version, so its receivers open a new
+ * consumer with the new configuration.
+ */
+void
+sc_cube_rows_touch_cluster(const char *cluster)
+{
+	sc_catalog_exec("UPDATE streamcube.cubes SET config_version = config_version + 1 WHERE cluster_name = $1",
+					1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(cluster)}, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}

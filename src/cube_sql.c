@@ -37,6 +37,7 @@
 #include "avro.h"
 #include "format.h"
 #include "positions.h"
+#include "reassign.h"
 #include "protobuf.h"
 #include "registry.h"
 #include "stops.h"
@@ -288,11 +289,6 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 
 	cube->cube_id = sc_cube_row_insert(cube->relid, cube->cluster, cube->topic, time_column,
 									   interval, format, options, kafka_cluster_id);
-	foreach(lc, cube->replica_sets)
-		sc_catalog_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
-						"ON CONFLICT DO NOTHING",
-						1, (Oid[]) {TEXTOID},
-						(Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
 	if (list_length(cube->replica_sets) > list_length(partitions))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -300,23 +296,12 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 						name, list_length(cube->replica_sets), cube->topic, list_length(partitions)),
 				 errhint("Each replica set needs at least one partition to consume.")));
 
+	sc_reassign_first_assignment(cube->cube_id, cube->replica_sets, partitions);
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 		int64		start = starts[foreach_current_index(lc)];
 
-		if (cube->replica_sets != NIL)
-		{
-			Oid			t[3] = {INT4OID, INT4OID, TEXTOID};
-			Datum		v[3];
-
-			v[0] = Int32GetDatum(cube->cube_id);
-			v[1] = Int32GetDatum(p->partition);
-			v[2] = CStringGetTextDatum(list_nth(cube->replica_sets,
-												foreach_current_index(lc) % list_length(cube->replica_sets)));
-			sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
-							"VALUES ($1, $2, $3)", 3, t, v, NULL, false, 0);
-		}
 		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
 	}
 }
@@ -1095,16 +1080,8 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	}
 	if (changed)
 	{
-		Oid			jtypes[5] = {INT4OID, JSONBOID, JSONBOID, OIDOID, TEXTOID};
-		Datum		jvalues[5] = {Int32GetDatum(cube_id), old_options, new_options,
-			ObjectIdGetDatum(relid),
-		CStringGetTextDatum(GetUserNameFromId(GetUserId(), false))};
-
 		sc_cube_row_set_options(cube_id, new_options);
-		sc_catalog_exec("INSERT INTO streamcube.config_log "
-						"(object_type, cube_id, cube, old_value, new_value, changed_by) "
-						"VALUES ('cube', $1, $4::oid::regclass, $2, $3, $5)",
-						5, jtypes, jvalues, NULL, false, 0);
+		sc_config_journal(NULL, cube_id, relid, old_options, new_options);
 	}
 	/*
 	 * new_options may live in SPI's memory (each SPI call leaves SPI's

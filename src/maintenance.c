@@ -59,61 +59,20 @@ sc_seal_drop_fn(void *arg)
 static int
 sc_due_retention(ScCube *cube, int max_partitions)
 {
-	ScPrivilegeSave save;
-	Oid			types[4] = {INT4OID, TIMESTAMPTZOID, NAMEOID, OIDARRAYOID};
-	Datum		values[4];
-	uint64		n;
-	SPITupleTable *tab;
+	TimestampTz before;
 	Oid		   *parts;
+	int			n;
 
 	if (cube->retention < 0 || max_partitions <= 0)
 		return 0;
-	values[0] = Int32GetDatum(cube->cube_id);
-	values[1] = TimestampTzGetDatum(sc_seal_now(cube) - cube->retention);
-	values[2] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
-
-	sc_catalog_enter(&save);
-	/*
-	 * A partition goes when all of it is past: a compacted one holds many
-	 * windows.  The oldest first, a bounded number per call (locks).
-	 */
-	if (SPI_execute_with_args(psprintf("SELECT s.relid::oid FROM streamcube.segment_catalog s "
-									   "WHERE s.cube_id = $1 "
-									   "GROUP BY s.relid "
-									   "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2 "
-									   "ORDER BY min(s.window_start) LIMIT %d", max_partitions),
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamcube.segment_catalog");
-	n = SPI_processed;
-	tab = SPI_tuptable;
-	parts = palloc(sizeof(Oid) * Max(n, 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		parts[i] = DatumGetObjectId(SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull));
-	}
-	{
-		Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-		for (uint64 i = 0; i < n; i++)
-			d[i] = ObjectIdGetDatum(parts[i]);
-		values[3] = PointerGetDatum(construct_array(d, (int) n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
-	}
-	if (n > 0 &&
-		SPI_execute_with_args("INSERT INTO streamcube.segment_log "
-							  "(cube_id, cube, window_start, window_end, action, done_by) "
-							  "SELECT s.cube_id, c.relid, min(s.window_start), max(s.window_end), 'dropped', $3 "
-							  "FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
-							  "WHERE s.cube_id = $1 AND s.relid::oid = ANY ($4) "
-							  "GROUP BY s.cube_id, c.relid, s.relid",
-							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not journal retention");
-	sc_catalog_leave(&save);
+	before = sc_seal_now(cube) - cube->retention;
+	parts = sc_segment_partitions_before(cube, before, max_partitions, &n);
+	if (n > 0)
+		sc_segment_journal_drops(cube, parts, n);
 	/* The view must not hold what is dropped next. */
 	if (n > 0)
-		sc_seal_refresh_view(cube, DatumGetTimestampTz(values[1]), NULL, 0);
-	for (uint64 i = 0; i < n; i++)
+		sc_seal_refresh_view(cube, before, NULL, 0);
+	for (int i = 0; i < n; i++)
 	{
 		Oid			part = parts[i];
 		char	   *relname = get_rel_name(part);
@@ -127,7 +86,7 @@ sc_due_retention(ScCube *cube, int max_partitions)
 																	relname)),
 								"drop a window past its retention");
 	}
-	return (int) n;
+	return n;
 }
 
 

@@ -475,6 +475,38 @@ sc_create_replica_set(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * A new cube's replica sets (made if they do not exist) and the first
+ * assignment of its partitions (ScKafkaPartitionInfo), dealt round the
+ * sets in their order, at epoch 0 (streamcube_create_cube).  With no
+ * sets, nothing is written.
+ */
+void
+sc_reassign_first_assignment(int32 cube_id, List *replica_sets, List *partitions)
+{
+	ListCell   *lc;
+
+	foreach(lc, replica_sets)
+		sc_catalog_exec("INSERT INTO streamcube.replica_sets (name) VALUES ($1) "
+						"ON CONFLICT DO NOTHING",
+						1, (Oid[]) {TEXTOID},
+						(Datum[]) {CStringGetTextDatum(lfirst(lc))}, NULL, false, 0);
+	if (replica_sets == NIL)
+		return;
+	foreach(lc, partitions)
+	{
+		ScKafkaPartitionInfo *p = lfirst(lc);
+		const char *set = list_nth(replica_sets,
+								   foreach_current_index(lc) % list_length(replica_sets));
+
+		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
+						"VALUES ($1, $2, $3)",
+						3, (Oid[]) {INT4OID, INT4OID, TEXTOID},
+						(Datum[]) {Int32GetDatum(cube_id), Int32GetDatum(p->partition),
+						CStringGetTextDatum(set)}, NULL, false, 0);
+	}
+}
+
 /* streamcube_drop_replica_set(name text): an error while it is assigned. */
 Datum
 sc_drop_replica_set(PG_FUNCTION_ARGS)

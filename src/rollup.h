@@ -88,24 +88,29 @@ extern void sc_rollup_agg_free(ScRollupAgg *agg);
 extern void sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 							  Datum **values, bool **nulls, const bool *use, bool fill);
 
-/* rollups.c */
+/* rollup_def.c */
+extern bool sc_rollup_catalog_current(void);
 extern List *sc_rollups_load(ScCube *cube);
 extern List *sc_cube_rollup_tables(int32 cube_id);
-extern void sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty);
-extern void sc_rollup_drop_views(int32 cube_id, Oid only);
 extern void sc_rollup_parse_measure(const ScCube *cube, const char *name, const char *text,
 									ScMeasure *out, bool missing_ok);
 extern int	sc_rollup_column(const ScCube *cube, const char *name);
 extern const char *sc_rollup_problem(const ScCube *cube, const ScRollup *r);
 extern const char *sc_measure_function(ScMeasureKind kind);
 extern char *sc_rollup_extension_schema(ScMeasureKind kind, const char *measure);
+extern char *sc_cube_column_type(const ScCube *cube, int c);
+extern char *sc_rollup_dim_sql(const ScCube *cube, const ScRollup *r, int d, const char *alias);
+
+/* rollups.c */
+extern int32 sc_rollup_catalog_insert(const ScCube *cube, Oid relid, Interval *granularity,
+									  const ScRollup *r, Jsonb *measures, Interval *retention);
+extern void sc_rollup_catalog_delete(Oid relid);
+extern void sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty);
+extern void sc_rollup_drop_views(int32 cube_id, Oid only);
 extern char *sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char *target, bool upsert);
 extern void sc_rollup_key_create(const ScRollup *r, Oid part);
 extern bool sc_index_is_unique(Oid indexoid);
-extern bool sc_rollup_catalog_current(void);
 extern void sc_rollup_merged_view_create(const ScRollup *r);
-extern char *sc_cube_column_type(const ScCube *cube, int c);
-extern char *sc_rollup_dim_sql(const ScCube *cube, const ScRollup *r, int d, const char *alias);
 extern char *sc_rollup_select_list(const ScCube *cube, const ScRollup *r, const char *from_alias);
 extern void sc_rollup_windows_create(const ScCube *cube, int64 start, bool sealed);
 extern void sc_rollup_window_create(const ScCube *cube, int32 rollup_id, Oid rollup_relid,

@@ -239,59 +239,6 @@ sc_rollup_create_table(const ScCube *cube, const ScRollup *r, Oid nsp, const cha
 	return relid;
 }
 
-/* The roll-up's catalog row; returns its id. */
-static int32
-sc_rollup_row_insert(const ScCube *cube, Oid relid, Interval *granularity, const ScRollup *r,
-					 Jsonb *measures, Interval *retention)
-{
-	bool		isnull;
-	char		nulls[8] = "       ";
-	Datum	   *names = palloc(sizeof(Datum) * Max(r->ndims, 1));
-	Datum	   *exprs = palloc(sizeof(Datum) * Max(r->ndims, 1));
-	bool	   *exprnulls = palloc(sizeof(bool) * Max(r->ndims, 1));
-	bool		any_expr = false;
-	int			dims[1] = {r->ndims};
-	int			lbs[1] = {1};
-
-	for (int d = 0; d < r->ndims; d++)
-	{
-		names[d] = CStringGetTextDatum(r->dim_names[d]);
-		exprnulls[d] = r->dim_exprs[d] == NULL;
-		exprs[d] = exprnulls[d] ? (Datum) 0 : CStringGetTextDatum(r->dim_exprs[d]);
-		any_expr |= !exprnulls[d];
-	}
-	if (retention == NULL)
-		nulls[5] = 'n';
-	if (!any_expr)
-		nulls[6] = 'n';
-	if (!sc_rollup_catalog_current())
-	{
-		/* 0.3.0's catalog: no expression dimensions (refused before) */
-		sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
-						"(cube_id, relid, granularity, dimensions, measures, retention) "
-						"VALUES ($1, $2, $3, $4::name[], $5, $6) RETURNING rollup_id",
-						6, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID},
-						(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
-							IntervalPGetDatum(granularity),
-							PointerGetDatum(construct_array(names, r->ndims, TEXTOID, -1, false, TYPALIGN_INT)),
-						JsonbPGetDatum(measures), IntervalPGetDatum(retention)},
-						nulls, false, 1);
-	}
-	else
-		sc_catalog_exec("INSERT INTO streamcube.rollup_catalog "
-						"(cube_id, relid, granularity, dimensions, measures, retention, dimension_exprs) "
-						"VALUES ($1, $2, $3, $4::name[], $5, $6, $7) RETURNING rollup_id",
-						7, (Oid[]) {INT4OID, OIDOID, INTERVALOID, TEXTARRAYOID, JSONBOID, INTERVALOID, TEXTARRAYOID},
-						(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(relid),
-							IntervalPGetDatum(granularity),
-							PointerGetDatum(construct_array(names, r->ndims, TEXTOID, -1, false, TYPALIGN_INT)),
-							JsonbPGetDatum(measures), IntervalPGetDatum(retention),
-							any_expr ? PointerGetDatum(construct_md_array(exprs, exprnulls, 1, dims, lbs, TEXTOID,
-																		  -1, false, TYPALIGN_INT)) : (Datum) 0},
-						nulls, false, 1);
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
 /*
  * A partition of the roll-up per partition of the cube: per window, sealed
  * where the cube's is, and one for all the windows of a sealed partition
@@ -589,6 +536,100 @@ sc_rollup_options(Jsonb *options, const ScCube *cube)
 }
 
 /*
+ * The dimensions of a new roll-up into r: columns of the cube (not its
+ * time column), or named expressions of them; each name once among
+ * colnames, the roll-up's columns so far.
+ */
+static void
+sc_rollup_parse_dimensions(const ScCube *cube, const char *cube_name, ArrayType *dims_arr,
+						   ScRollup *r, List **colnames)
+{
+	Datum	   *dims;
+	bool	   *dimnulls;
+	int			ndims;
+
+	deconstruct_array(dims_arr, TEXTOID, -1, false, TYPALIGN_INT, &dims, &dimnulls, &ndims);
+	r->ndims = ndims;
+	r->dims = palloc(sizeof(int) * Max(ndims, 1));
+	r->dim_names = palloc(sizeof(char *) * Max(ndims, 1));
+	r->dim_exprs = palloc0(sizeof(char *) * Max(ndims, 1));
+	for (int d = 0; d < ndims; d++)
+	{
+		char	   *dim = dimnulls[d] ? NULL : TextDatumGetCString(dims[d]);
+
+		if (dim != NULL && (r->dims[d] = sc_rollup_column(cube, dim)) < 0 &&
+			sc_rollup_dimension_expression(dim, &r->dim_exprs[d], &r->dim_names[d]))
+		{
+			if (!sc_rollup_catalog_current())
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("dimension \"%s\" is an expression, which the extension streamcube %s does not know",
+								dim, "0.3.0"),
+						 errhint("Run ALTER EXTENSION streamcube UPDATE.")));
+			r->dims[d] = -1;
+			sc_rollup_check_name(colnames, r->dim_names[d], "dimension");
+			continue;
+		}
+		if (dim == NULL || r->dims[d] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("dimension \"%s\" is not a column of cube \"%s\"", dim ? dim : "NULL", cube_name),
+					 errhint("Dimensions are columns of the cube's table, named exactly, or expressions of them with a name: 'lower(country) AS country_lc'.")));
+		if (r->dims[d] == cube->time_index)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dimension \"%s\" is the time column of cube \"%s\"", dim, cube_name),
+					 errhint("The time column is the roll-up's bucket: choose its granularity instead.")));
+		r->dim_names[d] = dim;
+		sc_rollup_check_name(colnames, dim, "dimension");
+	}
+}
+
+/*
+ * The measures of a new roll-up into r: a JSON object of names and
+ * aggregates as text; an avg takes two columns, <name>_sum and <name>_count.
+ */
+static void
+sc_rollup_parse_measures(const ScCube *cube, Jsonb *measures, ScRollup *r, List **colnames)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+
+	if (!JB_ROOT_IS_OBJECT(measures) || JB_ROOT_IS_SCALAR(measures))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("measures must be a JSON object of names and aggregates"),
+				 errhint("For example '{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}'.")));
+	r->measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
+	it = JsonbIteratorInit(&measures->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+		{
+			ScMeasure  *m = &r->measures[r->nmeasures++];
+
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("measure \"%s\" must be an aggregate as a string", key),
+						 errhint("For example \"sum(amount)\".")));
+			sc_rollup_parse_measure(cube, key, pnstrdup(v.val.string.val, v.val.string.len), m, false);
+			if (m->kind == SC_MEASURE_AVG)
+			{
+				sc_rollup_check_name(colnames, psprintf("%s_sum", key), "measure");
+				sc_rollup_check_name(colnames, psprintf("%s_count", key), "measure");
+			}
+			else
+				sc_rollup_check_name(colnames, key, "measure");
+		}
+	}
+}
+
+/*
  * streamcube_create_rollup(cube text, name text, granularity interval,
  *							dimensions text[], measures jsonb,
  *							options jsonb DEFAULT '{}') RETURNS regclass
@@ -614,13 +655,6 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 	List	   *qname;
 	List	   *colnames = list_make1("bucket");
 	char	   *relname;
-	Datum	   *dims;
-	bool	   *dimnulls;
-	int			ndims;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	char	   *key = NULL;
 	TupleDesc	types;
 	ListCell   *lc;
 	ScRollup   *loaded = NULL;
@@ -667,74 +701,8 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 				 errhint("Give a granularity that the window is a whole multiple of (1 minute for windows of an hour), or a whole multiple of the window (1 day).")));
 	r.coarse = r.granularity > cube->width;
 
-	/* dimensions: columns of the cube, not its time column */
-	deconstruct_array(dims_arr, TEXTOID, -1, false, TYPALIGN_INT, &dims, &dimnulls, &ndims);
-	r.ndims = ndims;
-	r.dims = palloc(sizeof(int) * Max(ndims, 1));
-	r.dim_names = palloc(sizeof(char *) * Max(ndims, 1));
-	r.dim_exprs = palloc0(sizeof(char *) * Max(ndims, 1));
-	for (int d = 0; d < ndims; d++)
-	{
-		char	   *dim = dimnulls[d] ? NULL : TextDatumGetCString(dims[d]);
-
-		if (dim != NULL && (r.dims[d] = sc_rollup_column(cube, dim)) < 0 &&
-			sc_rollup_dimension_expression(dim, &r.dim_exprs[d], &r.dim_names[d]))
-		{
-			if (!sc_rollup_catalog_current())
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("dimension \"%s\" is an expression, which the extension streamcube %s does not know",
-								dim, "0.3.0"),
-						 errhint("Run ALTER EXTENSION streamcube UPDATE.")));
-			r.dims[d] = -1;
-			sc_rollup_check_name(&colnames, r.dim_names[d], "dimension");
-			continue;
-		}
-		if (dim == NULL || r.dims[d] < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("dimension \"%s\" is not a column of cube \"%s\"", dim ? dim : "NULL", cube_name),
-					 errhint("Dimensions are columns of the cube's table, named exactly, or expressions of them with a name: 'lower(country) AS country_lc'.")));
-		if (r.dims[d] == cube->time_index)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("dimension \"%s\" is the time column of cube \"%s\"", dim, cube_name),
-					 errhint("The time column is the roll-up's bucket: choose its granularity instead.")));
-		r.dim_names[d] = dim;
-		sc_rollup_check_name(&colnames, dim, "dimension");
-	}
-
-	/* measures */
-	if (!JB_ROOT_IS_OBJECT(measures) || JB_ROOT_IS_SCALAR(measures))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("measures must be a JSON object of names and aggregates"),
-				 errhint("For example '{\"n\": \"count(*)\", \"amount\": \"sum(amount)\"}'.")));
-	r.measures = palloc0(sizeof(ScMeasure) * Max(JB_ROOT_COUNT(measures), 1));
-	it = JsonbIteratorInit(&measures->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-			key = pnstrdup(v.val.string.val, v.val.string.len);
-		else if (tok == WJB_VALUE)
-		{
-			ScMeasure  *m = &r.measures[r.nmeasures++];
-
-			if (v.type != jbvString)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("measure \"%s\" must be an aggregate as a string", key),
-						 errhint("For example \"sum(amount)\".")));
-			sc_rollup_parse_measure(cube, key, pnstrdup(v.val.string.val, v.val.string.len), m, false);
-			if (m->kind == SC_MEASURE_AVG)
-			{
-				sc_rollup_check_name(&colnames, psprintf("%s_sum", key), "measure");
-				sc_rollup_check_name(&colnames, psprintf("%s_count", key), "measure");
-			}
-			else
-				sc_rollup_check_name(&colnames, key, "measure");
-		}
-	}
+	sc_rollup_parse_dimensions(cube, cube_name, dims_arr, &r, &colnames);
+	sc_rollup_parse_measures(cube, measures, &r, &colnames);
 	retention = sc_rollup_options(options, cube);
 
 	/* the name: in the cube's schema unless qualified */
@@ -762,7 +730,7 @@ sc_create_rollup(PG_FUNCTION_ARGS)
 
 	types = sc_rollup_result_types(cube, &r);
 	relid = sc_rollup_create_table(cube, &r, nsp, relname, types);
-	rollup_id = sc_rollup_row_insert(cube, relid, granularity, &r, measures, retention);
+	rollup_id = sc_rollup_catalog_insert(cube, relid, granularity, &r, measures, retention);
 	sc_rollup_create_windows(cube, rollup_id, relid);
 
 	/* the definition as receivers will read it, and the rows the cube has */
@@ -813,8 +781,7 @@ sc_drop_rollup(PG_FUNCTION_ARGS)
 	(void) sc_cube_rollup_tables(cube_id);
 	/* its view first: it depends on the roll-up's sealed partitions */
 	sc_rollup_drop_views(cube_id, relid);
-	sc_catalog_exec("DELETE FROM streamcube.rollup_catalog WHERE relid = $1",
-					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(relid)}, NULL, false, 0);
+	sc_rollup_catalog_delete(relid);
 	sc_cube_row_touch(cube_id);
 	sc_drop_table(relid, sc_relation_owner(relid), psprintf("roll-up \"%s\"", name));
 	SPI_finish();

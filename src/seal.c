@@ -215,30 +215,13 @@ static void
 sc_seal_record(ScSealJob *job)
 {
 	ScCube	   *cube = job->cube;
-	ScPrivilegeSave save;
-	Oid			types[5] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, NAMEOID};
-	Datum		values[5];
-
-	values[0] = Int32GetDatum(cube->cube_id);
-	values[1] = TimestampTzGetDatum(job->start);
-	values[2] = TimestampTzGetDatum(job->end);
-	values[3] = Int64GetDatum(job->rows);
-	values[4] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 
 	for (int64 w = job->start; w < job->end; w += cube->width)
 	{
 		sc_segment_mark_sealed(cube, w);
 		sc_positions_seal(cube->cube_id, w);
 	}
-
-	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("INSERT INTO streamcube.segment_log "
-							  "(cube_id, cube, window_start, window_end, action, rows, done_by) "
-							  "SELECT $1, c.relid, $2, $3, 'sealed', $4, $5 "
-							  "FROM streamcube.cubes c WHERE c.cube_id = $1",
-							  5, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not journal the seal");
-	sc_catalog_leave(&save);
+	sc_segment_journal(cube, job->start, job->end, "sealed", job->rows);
 }
 
 

@@ -34,6 +34,7 @@
 #include "cube.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -644,6 +645,83 @@ sc_segment_set_partition(const ScCube *cube, int64 start, int64 end, Oid relid)
 		SPI_processed != (uint64) ((end - start) / cube->width))
 		elog(ERROR, "could not point window %s of cube %s at its sealed partition",
 			 sc_bound_literal(cube, start), cube->qualified);
+}
+
+/*
+ * The journal of a cube's windows, streamcube.segment_log, is written here
+ * only: a seal or a compaction of [start, end) with the rows it moved, by
+ * the current user.
+ */
+void
+sc_segment_journal(const ScCube *cube, TimestampTz start, TimestampTz end,
+				   const char *action, int64 rows)
+{
+	if (sc_catalog_exec("INSERT INTO streamcube.segment_log "
+						"(cube_id, cube, window_start, window_end, action, rows, done_by) "
+						"SELECT $1, c.relid, $2, $3, $4, $5, $6 "
+						"FROM streamcube.cubes c WHERE c.cube_id = $1",
+						6, (Oid[]) {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT8OID, NAMEOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(start),
+							TimestampTzGetDatum(end), CStringGetTextDatum(action), Int64GetDatum(rows),
+						DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)))},
+						NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not journal windows %s to %s of cube %s as %s",
+			 sc_bound_literal(cube, start), sc_bound_literal(cube, end), cube->qualified, action);
+}
+
+/*
+ * The partitions of a cube that lie wholly before "before" and are sealed,
+ * the oldest first, at most max of them (each drop takes locks); *n is how
+ * many.  A compacted partition holds many windows: it goes when all of
+ * them are past.
+ */
+Oid *
+sc_segment_partitions_before(const ScCube *cube, TimestampTz before, int max, int *n)
+{
+	Oid		   *parts;
+
+	sc_catalog_exec(psprintf("SELECT s.relid::oid FROM streamcube.segment_catalog s "
+							 "WHERE s.cube_id = $1 "
+							 "GROUP BY s.relid "
+							 "HAVING bool_and(s.state = 'sealed') AND max(s.window_end) <= $2 "
+							 "ORDER BY min(s.window_start) LIMIT %d", max),
+					2, (Oid[]) {INT4OID, TIMESTAMPTZOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), TimestampTzGetDatum(before)},
+					NULL, false, 0);
+	*n = (int) SPI_processed;
+	parts = palloc(sizeof(Oid) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+	{
+		bool		isnull;
+
+		parts[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	return parts;
+}
+
+/*
+ * Retention's journal, before it drops the partitions parts[0..n): one
+ * "dropped" entry per partition, over the windows it holds.
+ */
+void
+sc_segment_journal_drops(const ScCube *cube, const Oid *parts, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = ObjectIdGetDatum(parts[i]);
+	if (sc_catalog_exec("INSERT INTO streamcube.segment_log "
+						"(cube_id, cube, window_start, window_end, action, done_by) "
+						"SELECT s.cube_id, c.relid, min(s.window_start), max(s.window_end), 'dropped', $2 "
+						"FROM streamcube.segment_catalog s JOIN streamcube.cubes c USING (cube_id) "
+						"WHERE s.cube_id = $1 AND s.relid::oid = ANY ($3) "
+						"GROUP BY s.cube_id, c.relid, s.relid",
+						3, (Oid[]) {INT4OID, NAMEOID, OIDARRAYOID},
+						(Datum[]) {Int32GetDatum(cube->cube_id),
+							DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false))),
+						PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT))},
+						NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not journal retention of cube %s", cube->qualified);
 }
 
 /* A seal's record: the window is sealed. */

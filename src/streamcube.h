@@ -15,7 +15,8 @@
  * low
  *	guc.c			the streamcube.* settings
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
- *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner
+ *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner;
+ *					the one writer of streamcube.config_log
  *	kafka.c			the only file that includes librdkafka
  *	json_text.c		what both decoders write: JSON strings, hex, base64, floats, dates, failures
  *	avro.c			Avro binary decoding by a writer schema (avro.h)
@@ -32,7 +33,8 @@
  *	segments.c		window arithmetic and active partitions
  *	sealed.c		what a sealed partition is: twins, guard, DDL with lock retries
  *	rewrite.c		moving rows with their tuple headers (seals, compaction)
- *	rollups.c		roll-ups: definitions, catalog, partitions, the merge at seal (rollup.h)
+ *	rollup_def.c	what a roll-up is: measures and dimensions parsed, definitions loaded
+ *	rollups.c		roll-ups: the one writer of their catalog, views, partitions, the merge at seal (rollup.h)
  *	rollup_agg.c	a batch aggregated in C into a roll-up's partial rows, appended
  * upper
  *	format*.c		message formats (format.h): json, jsonb, csv, Kafka metadata
@@ -344,6 +346,8 @@ extern void sc_catalog_enter(ScPrivilegeSave *save);
 extern void sc_as_owner_enter(ScAsOwner *save, Oid owner);
 extern void sc_as_owner_leave(ScAsOwner *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
+extern void sc_config_journal(const char *cluster, int32 cube_id, Oid cube_relid,
+							  Datum old_value, Datum new_value);
 extern int	sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values,
 							const char *nulls, bool read_only, long count);
 struct _SPI_plan;				/* executor/spi.h's SPIPlanPtr points to one */
