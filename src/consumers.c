@@ -480,6 +480,73 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum 
 #define SC_LAG_COLS 11
 
 /*
+ * One row of streamcube.lag() from one row of its catalog query (tup):
+ * behind is the partition's index in stamps (the Kafka timestamp at its
+ * position: -1 unknown, -2 nothing there), or -1 when it is not behind.
+ */
+static void
+sc_lag_row(HeapTuple tup, TupleDesc desc, bool uncommitted, int behind, const int64 *stamps,
+		   TimestampTz now, Datum *values, bool *nulls)
+{
+	Datum		in[8];
+	bool		innull[8];
+
+	for (int c = 0; c < 8; c++)
+		in[c] = SPI_getbinval(tup, desc, c + 1, &innull[c]);
+
+	values[0] = in[0];		/* partition */
+	nulls[0] = innull[0];
+	values[1] = innull[1] ? (Datum) 0 : PointerGetDatum(DatumGetTextPCopy(in[1]));
+	nulls[1] = innull[1];	/* replica set; NULL: unassigned */
+	values[2] = in[2];		/* position; NULL: never consumed */
+	nulls[2] = innull[2];
+	values[3] = in[3];		/* checkpoint */
+	nulls[3] = innull[3];
+	values[4] = in[4];		/* high watermark */
+	nulls[4] = innull[4] || DatumGetInt64(in[4]) < 0;
+	values[5] = in[5];		/* last stable offset */
+	nulls[5] = innull[5] || DatumGetInt64(in[5]) < 0;
+	{
+		int			end = uncommitted ? 4 : 5;
+
+		nulls[6] = nulls[2] || nulls[end];
+		values[6] = nulls[6] ? (Datum) 0 :
+			Int64GetDatum(Max(DatumGetInt64(in[end]) - DatumGetInt64(in[2]), 0));
+	}
+	values[7] = in[6];		/* when the position last moved */
+	nulls[7] = innull[6];
+	values[8] = innull[7] ? (Datum) 0 :
+		PointerGetDatum(DatumGetIntervalP(datumCopy(in[7], false, sizeof(Interval))));
+	nulls[8] = innull[7];
+
+	/*
+	 * The oldest message not consumed and its age: none, 0 s, when
+	 * caught up (or nothing could be read past the position after all).
+	 */
+	nulls[9] = nulls[10] = true;
+	if (!nulls[6] && behind < 0)
+	{
+		values[10] = Float8GetDatum(0.0);
+		nulls[10] = false;
+	}
+	else if (!nulls[6] && stamps[behind] == -2)
+	{
+		values[10] = Float8GetDatum(0.0);
+		nulls[10] = false;
+	}
+	else if (!nulls[6] && stamps[behind] >= 0)
+	{
+		TimestampTz at = sc_kafka_ms_timestamptz(stamps[behind]);
+
+		/* a stamp ahead of the server's clock tells no age: NULL */
+		values[9] = TimestampTzGetDatum(at);
+		values[10] = Float8GetDatum((double) (now - at) / USECS_PER_SEC);
+		nulls[9] = false;
+		nulls[10] = at > now;
+	}
+}
+
+/*
  * streamcube.lag(cube text): one row per partition of the cube's topic, as
  * Kafka and the catalog see it now: replica set, committed position,
  * checkpoint, high watermark, last stable offset, lag in messages (to the
@@ -598,66 +665,11 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 
 	for (int r = 0; r < nrows; r++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
 		Datum		values[SC_LAG_COLS];
 		bool		nulls[SC_LAG_COLS];
-		Datum		in[8];
-		bool		innull[8];
 
-		for (int c = 0; c < 8; c++)
-			in[c] = SPI_getbinval(tup, desc, c + 1, &innull[c]);
-
-		values[0] = in[0];		/* partition */
-		nulls[0] = innull[0];
-		values[1] = innull[1] ? (Datum) 0 : PointerGetDatum(DatumGetTextPCopy(in[1]));
-		nulls[1] = innull[1];	/* replica set; NULL: unassigned */
-		values[2] = in[2];		/* position; NULL: never consumed */
-		nulls[2] = innull[2];
-		values[3] = in[3];		/* checkpoint */
-		nulls[3] = innull[3];
-		values[4] = in[4];		/* high watermark */
-		nulls[4] = innull[4] || DatumGetInt64(in[4]) < 0;
-		values[5] = in[5];		/* last stable offset */
-		nulls[5] = innull[5] || DatumGetInt64(in[5]) < 0;
-		{
-			int			end = uncommitted ? 4 : 5;
-
-			nulls[6] = nulls[2] || nulls[end];
-			values[6] = nulls[6] ? (Datum) 0 :
-				Int64GetDatum(Max(DatumGetInt64(in[end]) - DatumGetInt64(in[2]), 0));
-		}
-		values[7] = in[6];		/* when the position last moved */
-		nulls[7] = innull[6];
-		values[8] = innull[7] ? (Datum) 0 :
-			PointerGetDatum(DatumGetIntervalP(datumCopy(in[7], false, sizeof(Interval))));
-		nulls[8] = innull[7];
-
-		/*
-		 * The oldest message not consumed and its age: none, 0 s, when
-		 * caught up (or nothing could be read past the position after all).
-		 */
-		nulls[9] = nulls[10] = true;
-		if (!nulls[6] && behind[r] < 0)
-		{
-			values[10] = Float8GetDatum(0.0);
-			nulls[10] = false;
-		}
-		else if (!nulls[6] && stamps[behind[r]] == -2)
-		{
-			values[10] = Float8GetDatum(0.0);
-			nulls[10] = false;
-		}
-		else if (!nulls[6] && stamps[behind[r]] >= 0)
-		{
-			TimestampTz at = sc_kafka_ms_timestamptz(stamps[behind[r]]);
-
-			/* a stamp ahead of the server's clock tells no age: NULL */
-			values[9] = TimestampTzGetDatum(at);
-			values[10] = Float8GetDatum((double) (now - at) / USECS_PER_SEC);
-			nulls[9] = false;
-			nulls[10] = at > now;
-		}
+		sc_lag_row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, uncommitted, behind[r], stamps, now,
+				   values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();

@@ -917,6 +917,49 @@ sc_rollup_agg_write(ScRollupAgg *agg, const ScCube *cube, HeapTuple *rows, const
 }
 
 /*
+ * The values of each dimension of the lines a batch hands the roll-up
+ * (those use[] says, or all): a column's as the batch captured them, an
+ * expression's evaluated per line, into *dv and *dn.
+ */
+static void
+sc_rollup_agg_dims(const ScCube *cube, ScRollupAgg *agg, int n, Datum **values, bool **nulls,
+				   const bool *use, Datum ***dv_out, bool ***dn_out)
+{
+	Datum	  **dv = palloc(sizeof(Datum *) * Max(agg->ndims, 1));
+	bool	  **dn = palloc(sizeof(bool *) * Max(agg->ndims, 1));
+
+	for (int d = 0; d < agg->ndims; d++)
+	{
+		if (agg->dim_col[d] >= 0)
+		{
+			dv[d] = values[agg->dim_col[d]];
+			dn[d] = nulls[agg->dim_col[d]];
+			continue;
+		}
+		dv[d] = palloc(sizeof(Datum) * Max(n, 1));
+		dn[d] = palloc(sizeof(bool) * Max(n, 1));
+	}
+	for (int d = 0; d < agg->ndims; d++)
+	{
+		if (agg->dim_col[d] >= 0)
+			continue;
+		for (int l = 0; l < n; l++)
+		{
+			Datum		v;
+
+			if (use != NULL && !use[l])
+				continue;
+			sc_rollup_agg_row(agg, cube->ncolumns, values, nulls, l);
+			v = ExecEvalExpr(agg->dim_expr[d], agg->econtext, &dn[d][l]);
+			dv[d][l] = dn[d][l] ? (Datum) 0 : datumCopy(v, agg->dim_byval[d], agg->dim_len[d]);
+			ResetExprContext(agg->econtext);
+		}
+	}
+	*dv_out = dv;
+	*dn_out = dn;
+}
+
+/*
  * Aggregate lines [0, n) where use[l] (all when use is NULL) into partial
  * rows of the roll-up, and write them: ts[l] the lines' time values,
  * values[c][l] and nulls[c][l] the value of cube column c (NULL arrays for
@@ -952,36 +995,8 @@ sc_rollup_agg_run(const ScCube *cube, ScRollupAgg *agg, int n, const int64 *ts,
 	for (int i = 0; i < size; i++)
 		table[i].group = -1;
 
-	/* 0. The dimensions' values: a column's as captured, an expression's evaluated. */
-	dv = palloc(sizeof(Datum *) * Max(agg->ndims, 1));
-	dn = palloc(sizeof(bool *) * Max(agg->ndims, 1));
-	for (int d = 0; d < agg->ndims; d++)
-	{
-		if (agg->dim_col[d] >= 0)
-		{
-			dv[d] = values[agg->dim_col[d]];
-			dn[d] = nulls[agg->dim_col[d]];
-			continue;
-		}
-		dv[d] = palloc(sizeof(Datum) * Max(n, 1));
-		dn[d] = palloc(sizeof(bool) * Max(n, 1));
-	}
-	for (int d = 0; d < agg->ndims; d++)
-	{
-		if (agg->dim_col[d] >= 0)
-			continue;
-		for (int l = 0; l < n; l++)
-		{
-			Datum		v;
-
-			if (use != NULL && !use[l])
-				continue;
-			sc_rollup_agg_row(agg, cube->ncolumns, values, nulls, l);
-			v = ExecEvalExpr(agg->dim_expr[d], agg->econtext, &dn[d][l]);
-			dv[d][l] = dn[d][l] ? (Datum) 0 : datumCopy(v, agg->dim_byval[d], agg->dim_len[d]);
-			ResetExprContext(agg->econtext);
-		}
-	}
+	/* 0. The dimensions' values. */
+	sc_rollup_agg_dims(cube, agg, n, values, nulls, use, &dv, &dn);
 
 	/* 1. Each line's group: hash of the bucket and dimensions, then equality. */
 	for (int l = 0; l < n; l++)
