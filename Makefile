@@ -16,6 +16,7 @@ OBJS = \
 	src/shmem.o \
 	src/kafka.o \
 	src/json_text.o \
+	src/avro_schema.o \
 	src/avro.o \
 	src/protobuf.o \
 	src/registry.o \
