@@ -15,7 +15,9 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/kafka.o \
+	src/kafka_consumer.o \
 	src/json_text.o \
+	src/avro_schema.o \
 	src/avro.o \
 	src/protobuf.o \
 	src/registry.o \

@@ -10,9 +10,9 @@
  * what PostgreSQL's input functions take (avro.c says which text for which
  * type); arrays, maps and records taken whole are JSON.
  *
- * The schema and the plan are built once per writer schema, in
- * CurrentMemoryContext; the plan points into the schema, which must live
- * as long as it.  Decoding allocates nothing but the growth of the
+ * The schema and the plan are built once per writer schema (avro_schema.c),
+ * in CurrentMemoryContext; the plan points into the schema, which must live
+ * as long as it.  Decoding (avro.c) allocates nothing but the growth of the
  * caller's StringInfos (and the error, on failure), raises no error for
  * bad data, and keeps no state between calls.
  *
@@ -59,8 +59,9 @@ extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathle
  * is set.  False and *error (palloc'd: the field, what was wrong and the
  * byte) when the bytes are not one valid datum of the schema, more than
  * 64 MB, read as more values than the message's budget or making more than
- * 32 MB of text (avro.c: SC_AVRO_BUDGET_*, SC_AVRO_MAX_TEXT); values may
- * then hold part of a message.  Interrupts are served while it reads.
+ * 32 MB of text (SC_AVRO_BUDGET_* in avro_internal.h, SC_AVRO_MAX_TEXT in
+ * avro.c); values may then hold part of a message.  Interrupts are served
+ * while it reads.
  */
 extern bool sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 						   StringInfo *values, bool *isnull, char **error);

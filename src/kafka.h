@@ -3,11 +3,12 @@
  * kafka.h
  *		streamcube's narrow interface to librdkafka.
  *
- * kafka.c is the only file that includes librdkafka.  Everything it hands
- * out is either a plain C value or an opaque handle, so the rest of the
- * extension never sees a librdkafka type and never runs on a librdkafka
- * thread.  Functions that talk to the network take a timeout and never
- * block longer than it.
+ * kafka*.c are the only files that include librdkafka: kafka.c the
+ * configuration, handles and metadata, kafka_consumer.c the consumer.
+ * Everything they hand out is either a plain C value or an opaque handle,
+ * so the rest of the extension never sees a librdkafka type and never runs
+ * on a librdkafka thread.  Functions that talk to the network take a
+ * timeout and never block longer than it.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,7 +54,7 @@ typedef struct ScKafkaMessage
 	int64		timestamp;		/* milliseconds since 1970; -1 when none */
 	char		timestamp_type; /* 'C' CreateTime, 'L' LogAppendTime, 0 none */
 	bool		eof;			/* no message: the partition ends at offset */
-	void	   *handle;			/* owned by kafka.c */
+	void	   *handle;			/* owned by kafka_consumer.c */
 } ScKafkaMessage;
 
 /* What a poll saw besides messages. */

@@ -17,9 +17,10 @@
  *	shmem.c			shared memory: launcher state, receiver slots, the wake-up at COMMIT
  *	catalog.c		who may do what; SQL as the catalog owner; the switch to a cube's owner;
  *					the one writer of streamcube.config_log
- *	kafka.c			the only file that includes librdkafka
+ *	kafka*.c		the only files that include librdkafka: kafka.c handles and metadata, kafka_consumer.c the consumer
  *	json_text.c		what both decoders write: JSON strings, hex, base64, floats, dates, failures
- *	avro.c			Avro binary decoding by a writer schema (avro.h)
+ *	avro_schema.c	Avro writer schemas parsed, and the plan of the columns (avro.h)
+ *	avro.c			Avro binary decoding by a writer schema's plan (avro_internal.h)
  *	protobuf.c		Protobuf decoding by a schema file and its imports (protobuf.h)
  *	registry.c		the only file that includes curl: schema registry requests
  * middle
