@@ -19,6 +19,12 @@ OBJS = \
 	src/json_text.o \
 	src/avro_schema.o \
 	src/avro.o \
+	src/protobuf_build.o \
+	src/protobuf_descriptor.o \
+	src/protobuf_text.o \
+	src/protobuf_schema.o \
+	src/protobuf_plan.o \
+	src/protobuf_wire.o \
 	src/protobuf.o \
 	src/registry.o \
 	src/catalog.o \

@@ -21,7 +21,13 @@
  *	json_text.c		what both decoders write: JSON strings, hex, base64, floats, dates, failures
  *	avro_schema.c	Avro writer schemas parsed, and the plan of the columns (avro.h)
  *	avro.c			Avro binary decoding by a writer schema's plan (avro_internal.h)
- *	protobuf.c		Protobuf decoding by a schema file and its imports (protobuf.h)
+ *	protobuf_build.c	building a Protobuf schema: what its two parsers share
+ *	protobuf_descriptor.c	a Protobuf schema file from a FileDescriptorProto
+ *	protobuf_text.c	a Protobuf schema file from .proto text
+ *	protobuf_schema.c	a Protobuf schema with its imports: names resolved, defaults
+ *	protobuf_plan.c	which fields of a Protobuf message type feed which columns
+ *	protobuf_wire.c	Protobuf's wire format: tags, values, checks, where fields came
+ *	protobuf.c		Protobuf decoding: a message into its columns' text (protobuf.h, protobuf_internal.h)
  *	registry.c		the only file that includes curl: schema registry requests
  * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
