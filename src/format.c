@@ -10,7 +10,7 @@
  */
 #include "streamcube.h"
 
-#include "ingest_internal.h"
+#include "format.h"
 
 /* The routine of a cube's format. */
 const ScFormatRoutine *

@@ -32,7 +32,60 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 
-typedef struct ScIngest ScIngest;
+/*
+ * How the cube's columns map to the fields of a line (ingest.c, built once
+ * per cube): a JSON line holds every column in table order, metadata
+ * columns in their place; a CSV line is the record, which fills the payload
+ * columns, followed by the metadata columns.  Every line then ends with
+ * _partition and _offset.
+ */
+typedef struct ScLayout
+{
+	List	   *attnames;		/* String nodes: columns + _partition, _offset */
+	AttrNumber *attnums;		/* of the cube's table, same order */
+	int			nattrs;
+	List	   *line_attnames;	/* the same in the order of a line's fields */
+	int		   *line_pos;		/* per column: its field in a line */
+	int		   *line_col;		/* per field of a line: its column */
+	int			npayload;		/* columns the payload fills (not metadata) */
+	Oid		   *meta_base;		/* per metadata column: its base type */
+	bool	   *json_column;	/* per column: type json or jsonb */
+	int			doc_index;		/* the jsonb column of the whole document; -1 */
+	bool	   *format_datum;	/* per column: the format's datum() makes its value;
+								 * NULL when it makes none */
+} ScLayout;
+
+/*
+ * Where the fields of the batch's lines end, for formats that say so
+ * (sc_line_field_ends()): a column's worth of offsets per such line.  The
+ * batch (ingest.c) owns it; a format only asks for room for its line.
+ */
+typedef struct ScFieldEnds
+{
+	int		   *ends;
+	int			nends;			/* entries taken by the lines kept */
+	int			maxends;
+	int			asked;			/* the current line's first entry; -1: none */
+} ScFieldEnds;
+
+typedef struct ScFormatRoutine ScFormatRoutine;
+
+/*
+ * What a format sees of the batch: the cube, how its columns map to a
+ * line's fields, its own state, the buffers the line writers share, and
+ * where the batch keeps field ends.  ScIngest holds it; nothing else of
+ * the hot path (ingest_internal.h) reaches a format.
+ */
+typedef struct ScFormatContext
+{
+	ScCube	   *cube;
+	ScLayout   *layout;
+	const ScFormatRoutine *format;
+	void	   *state;			/* the format's own, from its setup() */
+	StringInfoData meta_buf;	/* format_meta.c: a metadata value being built */
+	StringInfoData hex_buf;		/* format_line.c: a bytea value's hex form */
+	ScFieldEnds *ends;			/* the batch's */
+} ScFormatContext;
 
 /* How a line is written, and so read by COPY and split by the direct path. */
 typedef enum ScLineEncoding
@@ -41,17 +94,17 @@ typedef enum ScLineEncoding
 	SC_LINE_CSV					/* COPY csv, with the cube's delimiter, quote and null */
 } ScLineEncoding;
 
-typedef struct ScFormatRoutine
+struct ScFormatRoutine
 {
 	const char *name;
 	ScLineEncoding encoding;
 
 	/*
-	 * Build what the format keeps for the cube of ing (ing->layout is
+	 * Build what the format keeps for the cube of fc (fc->layout is
 	 * built), in the current memory context, which lives as long as the
-	 * cube's set-up.  Returns it; the format finds it in ing->format_state.
+	 * cube's set-up.  Returns it; the format finds it in fc->state.
 	 */
-	void	   *(*setup) (ScIngest *ing);
+	void	   *(*setup) (ScFormatContext *fc);
 
 	/*
 	 * Optional: before a batch is built, make ready what its messages need
@@ -60,13 +113,13 @@ typedef struct ScFormatRoutine
 	 * wait: not the messages' fault.  Runs in a transaction of its own,
 	 * connected to SPI.
 	 */
-	bool		(*prepare) (ScIngest *ing, const ScKafkaMessage *messages, int n, char **why);
+	bool		(*prepare) (ScFormatContext *fc, const ScKafkaMessage *messages, int n, char **why);
 
 	/*
 	 * With prepare: has everything the messages need been made ready
 	 * already?  Runs on every batch, outside any transaction: memory only.
 	 */
-	bool		(*ready) (ScIngest *ing, const ScKafkaMessage *messages, int n);
+	bool		(*ready) (ScFormatContext *fc, const ScKafkaMessage *messages, int n);
 
 	/*
 	 * Append message m to out as one line, ending with "\n".  *ts receives
@@ -74,7 +127,7 @@ typedef struct ScFormatRoutine
 	 * row; out may then hold part of a line, which the caller drops.  May
 	 * raise errors about the data (the caller makes the message bad then).
 	 */
-	bool		(*line) (ScIngest *ing, const ScKafkaMessage *m, StringInfo out,
+	bool		(*line) (ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out,
 						 int64 *ts, char **error);
 
 	/*
@@ -82,15 +135,15 @@ typedef struct ScFormatRoutine
 	 * in place, as COPY reads it: NULL for a null field.  Returns the number
 	 * of fields found (fields beyond maxfields are counted, not stored).
 	 */
-	int			(*split) (ScIngest *ing, char *line, int len, char **fields, int maxfields);
+	int			(*split) (ScFormatContext *fc, char *line, int len, char **fields, int maxfields);
 
 	/*
 	 * Optional: column c's datum made from its field faster than its input
 	 * function would, with the same result; false to use the input
 	 * function.
 	 */
-	bool		(*datum) (ScIngest *ing, int c, const char *field, Datum *value);
-} ScFormatRoutine;
+	bool		(*datum) (ScFormatContext *fc, int c, const char *field, Datum *value);
+};
 
 extern const ScFormatRoutine sc_format_json;
 extern const ScFormatRoutine sc_format_jsonb;
@@ -107,11 +160,11 @@ extern const ScFormatRoutine *sc_format_routine(ScFormat format);
 
 /* Writing values into a line (format.c), in the routine's encoding. */
 extern void sc_line_text_bytes(StringInfo out, const char *value, size_t len);
-extern bool sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len,
+extern bool sc_line_value_bytes(ScFormatContext *fc, StringInfo out, const char *p, size_t len,
 								bool bytea, char **error);
-extern void sc_line_null(ScIngest *ing, StringInfo out);
-extern void sc_line_short(ScIngest *ing, StringInfo out, const char *value);
-extern int	sc_line_split_text(ScIngest *ing, char *line, int len, char **fields, int maxfields);
+extern void sc_line_null(ScFormatContext *fc, StringInfo out);
+extern void sc_line_short(ScFormatContext *fc, StringInfo out, const char *value);
+extern int	sc_line_split_text(ScFormatContext *fc, char *line, int len, char **fields, int maxfields);
 
 /*
  * Append "<sep>partition<sep>offset\n", the two columns every line ends
@@ -141,11 +194,11 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
  * its bitwise complement for a NULL field.  Once called, line() must fill
  * every entry before it returns true (format_line.c).
  */
-extern int *sc_line_field_ends(ScIngest *ing);
+extern int *sc_line_field_ends(ScFormatContext *fc);
 
 /* Values from the message's metadata (format_meta.c). */
-extern bool sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m,
+extern bool sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage *m,
 						   char **error);
-extern bool sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error);
+extern bool sc_meta_time(ScFormatContext *fc, const ScKafkaMessage *m, int64 *ts, char **error);
 
 #endif							/* SC_FORMAT_H */

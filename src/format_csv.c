@@ -10,7 +10,7 @@
  */
 #include "streamcube.h"
 
-#include "ingest_internal.h"
+#include "format.h"
 
 typedef struct ScCsvFormat
 {
@@ -25,15 +25,15 @@ typedef struct ScCsvFormat
 
 /* The metadata columns of a CSV line, after the record (if any). */
 static bool
-sc_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first, char **error)
+sc_csv_meta(ScFormatContext *fc, StringInfo out, const ScKafkaMessage *m, bool first, char **error)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 
-	for (int f = ing->layout.npayload; f < cube->ncolumns; f++)
+	for (int f = fc->layout->npayload; f < cube->ncolumns; f++)
 	{
 		if (!first || f > 0)
 			appendStringInfoChar(out, cube->csv_delimiter);
-		if (!sc_meta_append(ing, out, ing->layout.line_col[f], m, error))
+		if (!sc_meta_append(fc, out, fc->layout->line_col[f], m, error))
 			return false;
 	}
 	return true;
@@ -47,7 +47,7 @@ sc_csv_meta(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, bool first, 
  * p (complemented for the null string), for sc_line_field_ends().
  */
 static inline int
-sc_csv_scan_plain(ScIngest *ing, ScCsvFormat *cf, const char *p, size_t len, char delim,
+sc_csv_scan_plain(ScFormatContext *fc, ScCsvFormat *cf, const char *p, size_t len, char delim,
 				  int *ends, int maxends)
 {
 	const char *f = p;
@@ -68,7 +68,7 @@ sc_csv_scan_plain(ScIngest *ing, ScCsvFormat *cf, const char *p, size_t len, cha
 		}
 		if (ends != NULL && field < maxends)
 			ends[field] = fend - f == cf->null_len &&
-				memcmp(f, ing->cube->csv_null, cf->null_len) == 0
+				memcmp(f, fc->cube->csv_null, cf->null_len) == 0
 				? ~(int) (fend - p) : (int) (fend - p);
 		if (d == NULL)
 			return field + 1;
@@ -130,14 +130,14 @@ sc_csv_scan_quoted(ScCsvFormat *cf, const char *p, size_t len, char delim, char 
 
 /* The record's time value (or the Kafka timestamp's), into *ts. */
 static bool
-sc_csv_time(ScIngest *ing, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted,
+sc_csv_time(ScFormatContext *fc, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted,
 			int64 *ts, char **error)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	const char *nul;
 
 	if (cf->time_field < 0)
-		return sc_meta_time(ing, m, ts, error);
+		return sc_meta_time(fc, m, ts, error);
 	/* The value is a C string: a NUL byte ends it, as it always did. */
 	if ((nul = memchr(cf->time_value, '\0', cf->time_len)) != NULL)
 		cf->time_len = nul - cf->time_value;
@@ -161,10 +161,10 @@ sc_csv_time(ScIngest *ing, ScCsvFormat *cf, const ScKafkaMessage *m, bool quoted
  * check guarantees that it sees one line per message.
  */
 static bool
-sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+sc_csv_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
-	ScCube	   *cube = ing->cube;
-	ScCsvFormat *cf = ing->format_state;
+	ScCube	   *cube = fc->cube;
+	ScCsvFormat *cf = fc->state;
 	const char *p = m->payload;
 	size_t		len = m->len;
 	char		delim = cube->csv_delimiter;
@@ -172,11 +172,11 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	bool		quoted = false;
 	int		   *ends = NULL;
 
-	if (ing->layout.npayload == 0 && p != NULL)
+	if (fc->layout->npayload == 0 && p != NULL)
 	{
 		/* Every column takes metadata: the record is not read at all. */
-		if (!sc_meta_time(ing, m, ts, error) ||
-			!sc_csv_meta(ing, out, m, true, error))
+		if (!sc_meta_time(fc, m, ts, error) ||
+			!sc_csv_meta(fc, out, m, true, error))
 			return false;
 		sc_line_position(out, delim, m);
 		return true;
@@ -206,9 +206,9 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 	}
 	else
 	{
-		if (ing->layout.npayload == cube->ncolumns)
-			ends = sc_line_field_ends(ing);
-		nfields = sc_csv_scan_plain(ing, cf, p, len, delim, ends, cube->ncolumns);
+		if (fc->layout->npayload == cube->ncolumns)
+			ends = sc_line_field_ends(fc);
+		nfields = sc_csv_scan_plain(fc, cf, p, len, delim, ends, cube->ncolumns);
 	}
 	if (nfields == -1)
 	{
@@ -220,20 +220,20 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
 		*error = "unterminated quoted field in CSV message";
 		return false;
 	}
-	if (nfields != ing->layout.npayload)
+	if (nfields != fc->layout->npayload)
 	{
 		*error = psprintf("CSV message has %d fields, cube %s expects %d",
-						  nfields, cube->qualified, ing->layout.npayload);
+						  nfields, cube->qualified, fc->layout->npayload);
 		return false;
 	}
-	if (!sc_csv_time(ing, cf, m, quoted, ts, error))
+	if (!sc_csv_time(fc, cf, m, quoted, ts, error))
 		return false;
 
 	if (ends != NULL)
 		for (int f = 0; f < cube->ncolumns; f++)
 			ends[f] += ends[f] >= 0 ? out->len : -out->len;	/* ~(x + len) = ~x - len */
 	appendBinaryStringInfo(out, p, len);
-	if (!sc_csv_meta(ing, out, m, false, error))
+	if (!sc_csv_meta(fc, out, m, false, error))
 		return false;
 	sc_line_position(out, delim, m);
 	return true;
@@ -248,10 +248,10 @@ sc_csv_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, c
  * sc_csv_line() checked the record already, so it is well formed.
  */
 static int
-sc_csv_split(ScIngest *ing, char *buf, int len, char **fields, int maxfields)
+sc_csv_split(ScFormatContext *fc, char *buf, int len, char **fields, int maxfields)
 {
-	ScCube	   *cube = ing->cube;
-	ScCsvFormat *cf = ing->format_state;
+	ScCube	   *cube = fc->cube;
+	ScCsvFormat *cf = fc->state;
 	char		delim = cube->csv_delimiter;
 	char		quote = cube->csv_quote;
 	const char *null_print = cube->csv_null;
@@ -345,13 +345,13 @@ endfield:
 }
 
 static void *
-sc_csv_setup(ScIngest *ing)
+sc_csv_setup(ScFormatContext *fc)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	ScCsvFormat *cf = palloc0(sizeof(ScCsvFormat));
 
 	cf->time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
-		? ing->layout.line_pos[cube->time_index] : -1;
+		? fc->layout->line_pos[cube->time_index] : -1;
 	cf->null_len = strlen(cube->csv_null);
 	initStringInfo(&cf->time_text);
 	initStringInfo(&cf->time_copy);

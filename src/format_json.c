@@ -16,9 +16,10 @@
  */
 #include "streamcube.h"
 
+#include "format.h"
+
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
-#include "ingest_internal.h"
 #include "mb/pg_wchar.h"
 #include "port/pg_bitutils.h"
 #include "utils/builtins.h"
@@ -64,7 +65,7 @@ typedef struct ScJsonFormat
 
 typedef struct ScJsonState
 {
-	ScIngest   *ing;
+	ScFormatContext *fc;
 	ScJsonFormat *jf;
 	JsonLexContext *lex;
 	int			depth;			/* nesting of the current position */
@@ -82,7 +83,7 @@ static inline bool
 sc_json_targets(ScJsonState *st, int level, int c)
 {
 	return level >= 1 && level <= st->jf->max_pathlen &&
-		st->jf->match[level][c] && st->ing->cube->columns[c].pathlen == level;
+		st->jf->match[level][c] && st->fc->cube->columns[c].pathlen == level;
 }
 
 static void
@@ -90,7 +91,7 @@ sc_json_begin_nested(ScJsonState *st)
 {
 	if (st->depth > 0 && st->field_level == st->depth)
 	{
-		for (int c = 0; c < st->ing->cube->ncolumns; c++)
+		for (int c = 0; c < st->fc->cube->ncolumns; c++)
 			if (sc_json_targets(st, st->depth, c))
 			{
 				st->capture_start[c] = st->lex->token_start;
@@ -103,7 +104,7 @@ sc_json_begin_nested(ScJsonState *st)
 static void
 sc_json_end_nested(ScJsonState *st)
 {
-	for (int c = 0; c < st->ing->cube->ncolumns; c++)
+	for (int c = 0; c < st->fc->cube->ncolumns; c++)
 		if (st->capture_start[c] != NULL && st->capture_depth[c] == st->depth)
 		{
 			const char *end = st->lex->prev_token_terminator;
@@ -148,7 +149,7 @@ sc_json_field_start(void *state, char *fname, bool isnull)
 {
 	ScJsonState *st = state;
 	ScJsonFormat *jf = st->jf;
-	ScCube	   *cube = st->ing->cube;
+	ScCube	   *cube = st->fc->cube;
 	int			level = st->depth;
 
 	st->field_level = level;
@@ -177,14 +178,14 @@ sc_json_scalar(void *state, char *token, JsonTokenType tokentype)
 		return;					/* an array element */
 	st->field_level = -1;
 
-	for (int c = 0; c < st->ing->cube->ncolumns; c++)
+	for (int c = 0; c < st->fc->cube->ncolumns; c++)
 	{
 		if (!sc_json_targets(st, st->depth, c))
 			continue;
 		st->present[c] = true;
 		if (tokentype == JSON_TOKEN_NULL)
 			st->values[c] = NULL;
-		else if (tokentype == JSON_TOKEN_STRING && st->ing->layout.json_column[c])
+		else if (tokentype == JSON_TOKEN_STRING && st->fc->layout->json_column[c])
 		{
 			StringInfoData quoted;
 
@@ -465,9 +466,9 @@ sc_flat_take(ScJsonFormat *jf, int c, const ScFlatPair *pair)
 }
 
 static ScFlatResult
-sc_json_flat_scan(ScIngest *ing, ScJsonFormat *jf, const char *p, const char *end)
+sc_json_flat_scan(ScFormatContext *fc, ScJsonFormat *jf, const char *p, const char *end)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	ScFlatIter	it = {p, end, true};
 	ScFlatPair	pair;
 	ScFlatStep	step;
@@ -619,15 +620,15 @@ sc_flat_jsonb(ScJsonFormat *jf, const char *p, Datum *result)
 
 /* The line from a successful flat scan; false for a bad message. */
 static bool
-sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, StringInfo out,
+sc_json_flat_line(ScFormatContext *fc, ScJsonFormat *jf, const ScKafkaMessage *m, StringInfo out,
 				  int64 *ts, char **error)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	int			t = cube->time_index;
 
 	if (cube->columns[t].meta == SC_META_TIMESTAMP)
 	{
-		if (!sc_meta_time(ing, m, ts, error))
+		if (!sc_meta_time(fc, m, ts, error))
 			return false;
 	}
 	else if (jf->flat_value[t] == NULL)
@@ -647,14 +648,14 @@ sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, Stri
 	}
 
 	/* No escapes and no control characters: the bytes go to COPY as they are. */
-	if (ing->layout.npayload == cube->ncolumns)
+	if (fc->layout->npayload == cube->ncolumns)
 	{
 		/*
 		 * No metadata columns: size the line once, then copy the values
 		 * in, noting where each ends (the direct path cuts the line there).
 		 */
 		int			need = cube->ncolumns;	/* the tabs */
-		int		   *ends = sc_line_field_ends(ing);
+		int		   *ends = sc_line_field_ends(fc);
 		char	   *d;
 
 		for (int c = 0; c < cube->ncolumns; c++)
@@ -688,7 +689,7 @@ sc_json_flat_line(ScIngest *ing, ScJsonFormat *jf, const ScKafkaMessage *m, Stri
 				appendStringInfoChar(out, '\t');
 			if (cube->columns[c].meta != SC_META_NONE)
 			{
-				if (!sc_meta_append(ing, out, c, m, error))
+				if (!sc_meta_append(fc, out, c, m, error))
 					return false;
 			}
 			else if (jf->flat_value[c] == NULL)
@@ -740,10 +741,10 @@ sc_json_too_deep(const char *p, size_t len)
  * set for a bad message; *ts receives the time value.
  */
 static bool
-sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+sc_json_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
-	ScCube	   *cube = ing->cube;
-	ScJsonFormat *jf = ing->format_state;
+	ScCube	   *cube = fc->cube;
+	ScJsonFormat *jf = fc->state;
 	ScJsonState st;
 	JsonLexContext lex;
 	JsonSemAction sem;
@@ -765,11 +766,11 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	}
 
 	if (m->payload != NULL && jf->flat &&
-		sc_json_flat_scan(ing, jf, m->payload, m->payload + m->len) == SC_FLAT_OK)
-		return sc_json_flat_line(ing, jf, m, out, ts, error);
+		sc_json_flat_scan(fc, jf, m->payload, m->payload + m->len) == SC_FLAT_OK)
+		return sc_json_flat_line(fc, jf, m, out, ts, error);
 
 	memset(&st, 0, sizeof(st));
-	st.ing = ing;
+	st.fc = fc;
 	st.jf = jf;
 	st.field_level = -1;
 	st.values = jf->values;
@@ -823,7 +824,7 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 	time_value = st.values[cube->time_index];
 	if (cube->columns[cube->time_index].meta == SC_META_TIMESTAMP)
 	{
-		if (!sc_meta_time(ing, m, ts, error))
+		if (!sc_meta_time(fc, m, ts, error))
 			return false;
 	}
 	else if (time_value == NULL)
@@ -844,7 +845,7 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
 			appendStringInfoChar(out, '\t');
 		if (cube->columns[c].meta != SC_META_NONE)
 		{
-			if (!sc_meta_append(ing, out, c, m, error))
+			if (!sc_meta_append(fc, out, c, m, error))
 				return false;
 		}
 		else if (st.values[c] == NULL)
@@ -861,9 +862,9 @@ sc_json_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, 
  * ----------------------------------------------------------------
  */
 static void *
-sc_json_setup(ScIngest *ing)
+sc_json_setup(ScFormatContext *fc)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	int			n = Max(cube->ncolumns, 1);
 	ScJsonFormat *jf = palloc0(sizeof(ScJsonFormat));
 
@@ -892,7 +893,7 @@ sc_json_setup(ScIngest *ing)
 			continue;
 		}
 		jf->name_len[c] = strlen(cube->columns[c].path[0]);
-		if (cube->columns[c].pathlen != 1 || ing->layout.json_column[c])
+		if (cube->columns[c].pathlen != 1 || fc->layout->json_column[c])
 			jf->flat = false;
 	}
 	jf->keys_unique = true;
@@ -921,21 +922,21 @@ sc_json_setup(ScIngest *ing)
 }
 
 static void *
-sc_jsonb_setup(ScIngest *ing)
+sc_jsonb_setup(ScFormatContext *fc)
 {
 	/* the document column's jsonb is built by sc_jsonb_datum() */
-	if (ing->layout.doc_index >= 0)
+	if (fc->layout->doc_index >= 0)
 	{
-		ing->layout.format_datum = palloc0(sizeof(bool) * ing->cube->ncolumns);
-		ing->layout.format_datum[ing->layout.doc_index] = true;
+		fc->layout->format_datum = palloc0(sizeof(bool) * fc->cube->ncolumns);
+		fc->layout->format_datum[fc->layout->doc_index] = true;
 	}
-	return sc_json_setup(ing);
+	return sc_json_setup(fc);
 }
 
 static bool
-sc_jsonb_datum(ScIngest *ing, int c, const char *field, Datum *value)
+sc_jsonb_datum(ScFormatContext *fc, int c, const char *field, Datum *value)
 {
-	return sc_flat_jsonb(ing->format_state, field, value);
+	return sc_flat_jsonb(fc->state, field, value);
 }
 
 const ScFormatRoutine sc_format_json = {

@@ -9,7 +9,8 @@
  */
 #include "streamcube.h"
 
-#include "ingest_internal.h"
+#include "format.h"
+
 #include "utils/memutils.h"
 
 /* ----------------------------------------------------------------
@@ -55,9 +56,9 @@ sc_line_text_bytes(StringInfo out, const char *value, size_t len)
 
 /* A value in a CSV line, quoted when COPY could read it otherwise. */
 static void
-sc_line_csv_value(ScIngest *ing, StringInfo out, const char *p, size_t len)
+sc_line_csv_value(ScFormatContext *fc, StringInfo out, const char *p, size_t len)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	char		quote = cube->csv_quote;
 	bool		quoted = len == strlen(cube->csv_null) && memcmp(p, cube->csv_null, len) == 0;
 
@@ -88,12 +89,12 @@ sc_line_csv_value(ScIngest *ing, StringInfo out, const char *p, size_t len)
  * so none can be read as the null string or split the line.
  */
 bool
-sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bool bytea,
+sc_line_value_bytes(ScFormatContext *fc, StringInfo out, const char *p, size_t len, bool bytea,
 					  char **error)
 {
 	static const char hex[] = "0123456789abcdef";
-	bool		csv = ing->format->encoding == SC_LINE_CSV;
-	StringInfo	hexbuf = &ing->hex_buf;
+	bool		csv = fc->format->encoding == SC_LINE_CSV;
+	StringInfo	hexbuf = &fc->hex_buf;
 
 	if (len > SC_MAX_META_VALUE)
 	{
@@ -103,7 +104,7 @@ sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bo
 	if (!bytea)
 	{
 		if (csv)
-			sc_line_csv_value(ing, out, p, len);
+			sc_line_csv_value(fc, out, p, len);
 		else
 			sc_line_text_bytes(out, p, len);
 		return true;
@@ -120,27 +121,27 @@ sc_line_value_bytes(ScIngest *ing, StringInfo out, const char *p, size_t len, bo
 	}
 	hexbuf->data[hexbuf->len] = '\0';
 	if (csv)
-		sc_line_csv_value(ing, out, hexbuf->data, hexbuf->len);
+		sc_line_csv_value(fc, out, hexbuf->data, hexbuf->len);
 	else
 		appendBinaryStringInfo(out, hexbuf->data, hexbuf->len);
 	return true;
 }
 
 void
-sc_line_null(ScIngest *ing, StringInfo out)
+sc_line_null(ScFormatContext *fc, StringInfo out)
 {
-	if (ing->format->encoding == SC_LINE_CSV)
-		appendStringInfoString(out, ing->cube->csv_null);
+	if (fc->format->encoding == SC_LINE_CSV)
+		appendStringInfoString(out, fc->cube->csv_null);
 	else
 		appendBinaryStringInfo(out, "\\N", 2);
 }
 
 /* A short value (a time, a number, a word): quoted in CSV if need be. */
 void
-sc_line_short(ScIngest *ing, StringInfo out, const char *value)
+sc_line_short(ScFormatContext *fc, StringInfo out, const char *value)
 {
-	if (ing->format->encoding == SC_LINE_CSV)
-		sc_line_csv_value(ing, out, value, strlen(value));
+	if (fc->format->encoding == SC_LINE_CSV)
+		sc_line_csv_value(fc, out, value, strlen(value));
 	else
 		appendStringInfoString(out, value);
 }
@@ -152,20 +153,20 @@ sc_line_short(ScIngest *ing, StringInfo out, const char *value)
  * is why there is room for one line more than the batch has messages.
  */
 int *
-sc_line_field_ends(ScIngest *ing)
+sc_line_field_ends(ScFormatContext *fc)
 {
-	ScBatch    *b = &ing->batch;
-	int			need = b->nends + Max(ing->cube->ncolumns, 1);
+	ScFieldEnds *fe = fc->ends;
+	int			need = fe->nends + Max(fc->cube->ncolumns, 1);
 
-	if (need > b->maxends)
+	if (need > fe->maxends)
 	{
-		b->maxends = Max(need, 2 * b->maxends);
-		b->ends = b->ends == NULL
-			? MemoryContextAlloc(TopMemoryContext, sizeof(int) * b->maxends)
-			: repalloc(b->ends, sizeof(int) * b->maxends);
+		fe->maxends = Max(need, 2 * fe->maxends);
+		fe->ends = fe->ends == NULL
+			? MemoryContextAlloc(TopMemoryContext, sizeof(int) * fe->maxends)
+			: repalloc(fe->ends, sizeof(int) * fe->maxends);
 	}
-	b->line_ends[b->nlines] = b->nends;
-	return b->ends + b->nends;
+	fe->asked = fe->nends;
+	return fe->ends + fe->nends;
 }
 
 /* ----------------------------------------------------------------
@@ -181,7 +182,7 @@ static const bool sc_split_stop[256] = {['\0'] = true, ['\t'] = true, ['\n'] = t
  * escapes) into fields, in place in buf.  Returns the number of fields.
  */
 int
-sc_line_split_text(ScIngest *ing, char *buf, int len, char **fields, int maxfields)
+sc_line_split_text(ScFormatContext *fc, char *buf, int len, char **fields, int maxfields)
 {
 	int			n = 0;
 	char	   *in = buf;

@@ -11,8 +11,9 @@
  */
 #include "streamcube.h"
 
+#include "format.h"
+
 #include "catalog/pg_type.h"
-#include "ingest_internal.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
@@ -54,12 +55,12 @@ sc_kafka_usecs(int64 ms)
 
 /* The time value of a message whose time column is its Kafka timestamp. */
 bool
-sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
+sc_meta_time(ScFormatContext *fc, const ScKafkaMessage *m, int64 *ts, char **error)
 {
 	if (m->timestamp < 0)
 	{
 		*error = psprintf("time column \"%s\" takes the Kafka timestamp, and the message has none",
-						  ing->cube->columns[ing->cube->time_index].name);
+						  fc->cube->columns[fc->cube->time_index].name);
 		return false;
 	}
 	if (m->timestamp > SC_KAFKA_MS_MAX)
@@ -74,7 +75,7 @@ sc_meta_time(ScIngest *ing, const ScKafkaMessage *m, int64 *ts, char **error)
 
 /* The last value of one header name, as Kafka's lastHeader(); NULL if none. */
 static bool
-sc_meta_header(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, const char *header,
+sc_meta_header(ScFormatContext *fc, StringInfo out, const ScKafkaMessage *m, const char *header,
 			   bool bytea, char **error)
 {
 	const char *name;
@@ -94,17 +95,17 @@ sc_meta_header(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, const cha
 	}
 	if (found == NULL)
 	{
-		sc_line_null(ing, out);
+		sc_line_null(fc, out);
 		return true;
 	}
-	return sc_line_value_bytes(ing, out, found, found_size, bytea, error);
+	return sc_line_value_bytes(fc, out, found, found_size, bytea, error);
 }
 
 /* Every header, as a JSON object of strings (a header without value: null). */
 static bool
-sc_meta_headers(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, char **error)
+sc_meta_headers(ScFormatContext *fc, StringInfo out, const ScKafkaMessage *m, char **error)
 {
-	StringInfo	buf = &ing->meta_buf;
+	StringInfo	buf = &fc->meta_buf;
 	const char *name;
 	const char *value;
 	size_t		size;
@@ -130,7 +131,7 @@ sc_meta_headers(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, char **e
 		return false;
 	}
 	appendStringInfoChar(buf, '}');
-	return sc_line_value_bytes(ing, out, buf->data, buf->len, false, error);
+	return sc_line_value_bytes(fc, out, buf->data, buf->len, false, error);
 }
 
 /*
@@ -140,10 +141,10 @@ sc_meta_headers(ScIngest *ing, StringInfo out, const ScKafkaMessage *m, char **e
  * cannot parse, a value too large).
  */
 bool
-sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, char **error)
+sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage *m, char **error)
 {
-	ScColumn   *col = &ing->cube->columns[c];
-	bool		bytea = ing->layout.meta_base[c] == BYTEAOID;
+	ScColumn   *col = &fc->cube->columns[c];
+	bool		bytea = fc->layout->meta_base[c] == BYTEAOID;
 
 	switch (col->meta)
 	{
@@ -151,21 +152,21 @@ sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, ch
 			break;
 		case SC_META_KEY:
 			if (m->key == NULL)
-				sc_line_null(ing, out);
+				sc_line_null(fc, out);
 			else
-				return sc_line_value_bytes(ing, out, m->key, m->key_len, bytea, error);
+				return sc_line_value_bytes(fc, out, m->key, m->key_len, bytea, error);
 			break;
 		case SC_META_VALUE:
-			return sc_line_value_bytes(ing, out, m->payload, m->len, bytea, error);
+			return sc_line_value_bytes(fc, out, m->payload, m->len, bytea, error);
 		case SC_META_TIMESTAMP:
 			if (m->timestamp < 0 || m->timestamp > SC_KAFKA_MS_MAX)
-				sc_line_null(ing, out);
-			else if (ing->layout.meta_base[c] == INT8OID)
+				sc_line_null(fc, out);
+			else if (fc->layout->meta_base[c] == INT8OID)
 			{
 				char		digits[MAXINT8LEN + 1];
 
 				pg_lltoa(m->timestamp, digits);
-				sc_line_short(ing, out, digits);
+				sc_line_short(fc, out, digits);
 			}
 			else
 			{
@@ -175,29 +176,29 @@ sc_meta_append(ScIngest *ing, StringInfo out, int c, const ScKafkaMessage *m, ch
 
 				/* ISO 8601, read the same under every DateStyle; UTC */
 				if (timestamp2tm(sc_kafka_usecs(m->timestamp), NULL, &tm, &fsec, NULL, NULL) != 0)
-					sc_line_null(ing, out);
+					sc_line_null(fc, out);
 				else
 				{
 					snprintf(text, sizeof(text), "%04d-%02d-%02d %02d:%02d:%02d.%06d%s",
 							 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
 							 tm.tm_sec, (int) fsec,
-							 ing->layout.meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
-					sc_line_short(ing, out, text);
+							 fc->layout->meta_base[c] == TIMESTAMPTZOID ? "+00" : "");
+					sc_line_short(fc, out, text);
 				}
 			}
 			break;
 		case SC_META_TIMESTAMP_TYPE:
 			if (m->timestamp_type == 'C')
-				sc_line_short(ing, out, "CreateTime");
+				sc_line_short(fc, out, "CreateTime");
 			else if (m->timestamp_type == 'L')
-				sc_line_short(ing, out, "LogAppendTime");
+				sc_line_short(fc, out, "LogAppendTime");
 			else
-				sc_line_null(ing, out);
+				sc_line_null(fc, out);
 			break;
 		case SC_META_HEADER:
-			return sc_meta_header(ing, out, m, col->header, bytea, error);
+			return sc_meta_header(fc, out, m, col->header, bytea, error);
 		case SC_META_HEADERS:
-			return sc_meta_headers(ing, out, m, error);
+			return sc_meta_headers(fc, out, m, error);
 	}
 	return true;
 }

@@ -37,7 +37,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "format.h"
-#include "ingest_internal.h"
 #include "registry.h"
 #include "catalog/pg_type_d.h"
 #include "utils/hsearch.h"
@@ -183,14 +182,14 @@ sc_schema_misfit(const ScCube *cube, const ScAvroSchema *avro, const ScProtoSche
  * about a third of what writing a row's values into its line costs.
  */
 static bool *
-sc_plain_columns(ScIngest *ing, ScRegFormat *rf, const ScAvroSchema *avro,
+sc_plain_columns(ScFormatContext *fc, ScRegFormat *rf, const ScAvroSchema *avro,
 				 const ScProtoSchema *proto, const int *indexes, int nindexes)
 {
 	bool	   *plain = palloc0(sizeof(bool) * Max(rf->ndecoded, 1));
 
 	for (int k = 0; k < rf->ndecoded; k++)
 	{
-		ScColumn   *col = &ing->cube->columns[rf->decoded_col[k]];
+		ScColumn   *col = &fc->cube->columns[rf->decoded_col[k]];
 		int			pathlen = col->meta == SC_META_VALUE ? 0 : col->pathlen;
 		char	   *type_name;
 		int			classes;
@@ -211,10 +210,10 @@ sc_plain_columns(ScIngest *ing, ScRegFormat *rf, const ScAvroSchema *avro,
  * which column.
  */
 static ScAvroPlan *
-sc_avro_make_plan(ScIngest *ing, ScRegFormat *rf, const char *schema_text, bool **plain,
+sc_avro_make_plan(ScFormatContext *fc, ScRegFormat *rf, const char *schema_text, bool **plain,
 				  char **error)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	ScAvroSchema *schema = sc_avro_parse(schema_text, error);
 	char	 ***paths = palloc(sizeof(char **) * Max(1, rf->ndecoded));
 	int		   *pathlens = palloc(sizeof(int) * Max(1, rf->ndecoded));
@@ -233,14 +232,14 @@ sc_avro_make_plan(ScIngest *ing, ScRegFormat *rf, const char *schema_text, bool 
 		paths[k] = col->path;
 		pathlens[k] = col->meta == SC_META_VALUE ? 0 : col->pathlen;
 	}
-	*plain = sc_plain_columns(ing, rf, schema, NULL, NULL, 0);
+	*plain = sc_plain_columns(fc, rf, schema, NULL, NULL, 0);
 	return sc_avro_plan(schema, rf->ndecoded, paths, pathlens, error);
 }
 
 static void *
-sc_framed_setup(ScIngest *ing)
+sc_framed_setup(ScFormatContext *fc)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	ScRegFormat *rf = palloc0(sizeof(ScRegFormat));
 	HASHCTL		ctl = {.keysize = sizeof(int32), .entrysize = sizeof(ScWriter),
 	.hcxt = CurrentMemoryContext};
@@ -269,7 +268,7 @@ sc_framed_setup(ScIngest *ing)
 	rf->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
 	if (!rf->framed)
 	{
-		rf->own.plan = sc_avro_make_plan(ing, rf, cube->avro_schema, &rf->own.plain,
+		rf->own.plan = sc_avro_make_plan(fc, rf, cube->avro_schema, &rf->own.plain,
 										 &rf->own.error);
 		if (rf->own.plan == NULL)
 			rf->own.error = psprintf("the cube's option \"schema\": %s", rf->own.error);
@@ -408,7 +407,7 @@ sc_schema_fetch_refs(ScRegFormat *rf, int32 id, const char *references, Datum *r
  * from what the id is (prepare made it known; nothing is asked here).
  */
 static ScWriter *
-sc_writer(ScIngest *ing, ScRegFormat *rf, int32 id)
+sc_writer(ScFormatContext *fc, ScRegFormat *rf, int32 id)
 {
 	bool		found;
 	ScWriter   *w;
@@ -443,7 +442,7 @@ sc_writer(ScIngest *ing, ScRegFormat *rf, int32 id)
 		if (w->proto == NULL)
 			w->error = psprintf("schema id %d: not a valid Protobuf schema: %s", id, error);
 	}
-	else if ((w->plan = sc_avro_make_plan(ing, rf, t->text, &w->plain, &error)) == NULL)
+	else if ((w->plan = sc_avro_make_plan(fc, rf, t->text, &w->plain, &error)) == NULL)
 		w->error = psprintf("schema id %d: %s", id, error);
 	MemoryContextSwitchTo(old);
 	return w;
@@ -454,10 +453,10 @@ sc_writer(ScIngest *ing, ScRegFormat *rf, int32 id)
  * once per writer and type.  NULL with *error when it cannot be.
  */
 static ScProtoPlan *
-sc_proto_type_plan(ScIngest *ing, ScRegFormat *rf, ScWriter *w, int32 id, const int *indexes,
+sc_proto_type_plan(ScFormatContext *fc, ScRegFormat *rf, ScWriter *w, int32 id, const int *indexes,
 				   int nindexes, const bool **plain, char **error)
 {
-	ScCube	   *cube = ing->cube;
+	ScCube	   *cube = fc->cube;
 	ScProtoType *pt;
 	MemoryContext old;
 	char	 ***paths;
@@ -487,7 +486,7 @@ sc_proto_type_plan(ScIngest *ing, ScRegFormat *rf, ScWriter *w, int32 id, const 
 		if (pt->plan == NULL)
 			pt->error = psprintf("schema id %d: %s", id, err);
 		else
-			pt->plain = sc_plain_columns(ing, rf, NULL, w->proto, indexes, nindexes);
+			pt->plain = sc_plain_columns(fc, rf, NULL, w->proto, indexes, nindexes);
 		pt->next = w->types;
 		w->types = pt;
 		MemoryContextSwitchTo(old);
@@ -499,9 +498,9 @@ sc_proto_type_plan(ScIngest *ing, ScRegFormat *rf, ScWriter *w, int32 id, const 
 
 /* Is every schema id of the batch known already? */
 static bool
-sc_framed_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
+sc_framed_ready(ScFormatContext *fc, const ScKafkaMessage *messages, int n)
 {
-	ScRegFormat *rf = ing->format_state;
+	ScRegFormat *rf = fc->state;
 	int32		last = -1;
 
 	if (!rf->framed)
@@ -527,9 +526,9 @@ sc_framed_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
  * registry gives is kept in streamcube.schemas at its COMMIT).
  */
 static bool
-sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why)
+sc_framed_prepare(ScFormatContext *fc, const ScKafkaMessage *messages, int n, char **why)
 {
-	ScRegFormat *rf = ing->format_state;
+	ScRegFormat *rf = fc->state;
 
 	if (!rf->framed)
 		return true;
@@ -549,7 +548,7 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 		if (!rf->has_registry)
 		{
 			*why = psprintf("message at partition %d offset " INT64_FORMAT " carries schema id %d, but Kafka cluster \"%s\" has no schema.registry.url",
-							messages[i].partition, messages[i].offset, id, ing->cube->cluster);
+							messages[i].partition, messages[i].offset, id, fc->cube->cluster);
 			return false;
 		}
 		args[0] = CStringGetTextDatum(rf->registry.urls);
@@ -576,7 +575,7 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 		if (st != SC_REGISTRY_OK)
 		{
 			*why = psprintf("schema registry of Kafka cluster \"%s\" %s (schema id %d): %s",
-							ing->cube->cluster,
+							fc->cube->cluster,
 							st == SC_REGISTRY_UNAVAILABLE ? "does not answer" : "refuses the request",
 							id, errbuf);
 			return false;
@@ -598,10 +597,10 @@ sc_framed_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **w
 }
 
 static bool
-sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
+sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
-	ScCube	   *cube = ing->cube;
-	ScRegFormat *rf = ing->format_state;
+	ScCube	   *cube = fc->cube;
+	ScRegFormat *rf = fc->state;
 	ScWriter   *w = &rf->own;
 	const char *datum = m->payload;
 	size_t		len = m->len;
@@ -619,7 +618,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			*error = "message is not in the Confluent wire format (a 0 byte, then a 4-byte schema id)";
 			return false;
 		}
-		w = sc_writer(ing, rf, id);
+		w = sc_writer(fc, rf, id);
 		datum += 5;
 		len -= 5;
 	}
@@ -642,7 +641,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			*error = psprintf("invalid Protobuf message (schema id %d): its message-index array is malformed", id);
 			return false;
 		}
-		if ((plan = sc_proto_type_plan(ing, rf, w, id, indexes, nindexes, &plain, error)) == NULL)
+		if ((plan = sc_proto_type_plan(fc, rf, w, id, indexes, nindexes, &plain, error)) == NULL)
 			return false;
 		if (!sc_proto_decode(plan, datum + consumed, len - consumed, rf->values, rf->isnull,
 							 rf->times, &err))
@@ -666,7 +665,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 	/* The time value. */
 	if (cube->columns[cube->time_index].meta == SC_META_TIMESTAMP)
 	{
-		if (!sc_meta_time(ing, m, ts, error))
+		if (!sc_meta_time(fc, m, ts, error))
 			return false;
 	}
 	else
@@ -701,7 +700,7 @@ sc_framed_line(ScIngest *ing, const ScKafkaMessage *m, StringInfo out, int64 *ts
 			appendStringInfoChar(out, '\t');
 		if (k < 0)
 		{
-			if (!sc_meta_append(ing, out, c, m, error))
+			if (!sc_meta_append(fc, out, c, m, error))
 				return false;
 		}
 		else if (rf->isnull[k])

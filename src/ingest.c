@@ -132,8 +132,10 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 
 	ing->cube = cube;
 	sc_layout_build(&ing->layout, cube);
-	ing->format = sc_format_routine(cube->format);
-	ing->format_state = ing->format->setup(ing);
+	ing->fc.cube = cube;
+	ing->fc.layout = &ing->layout;
+	ing->fc.format = sc_format_routine(cube->format);
+	ing->fc.state = ing->fc.format->setup(&ing->fc);
 	sc_copy_setup(ing);
 	sc_direct_reset(ing);		/* input functions: looked up again when needed */
 	sc_rollup_ingest_setup(ing);
@@ -152,8 +154,9 @@ sc_ingest_create(ScCube *cube)
 										   8 * 1024 * 1024);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	initStringInfo(&ing->batch.lines);
-	initStringInfo(&ing->meta_buf);
-	initStringInfo(&ing->hex_buf);
+	initStringInfo(&ing->fc.meta_buf);
+	initStringInfo(&ing->fc.hex_buf);
+	ing->fc.ends = &ing->batch.ends;
 	MemoryContextSwitchTo(old);
 	sc_windows_init(ing);
 	sc_ingest_set_cube(ing, cube);
@@ -176,16 +179,16 @@ sc_ingest_create(ScCube *cube)
 bool
 sc_ingest_prepare(ScIngest *ing, const ScKafkaMessage *messages, int n, char **why)
 {
-	if (ing->format->prepare == NULL)
+	if (ing->fc.format->prepare == NULL)
 		return true;
-	return ing->format->prepare(ing, messages, n, why);
+	return ing->fc.format->prepare(&ing->fc, messages, n, why);
 }
 
 /* Is the batch ready without sc_ingest_prepare()?  Memory only. */
 bool
 sc_ingest_ready(ScIngest *ing, const ScKafkaMessage *messages, int n)
 {
-	return ing->format->prepare == NULL || ing->format->ready(ing, messages, n);
+	return ing->fc.format->prepare == NULL || ing->fc.format->ready(&ing->fc, messages, n);
 }
 
 /*
@@ -233,9 +236,10 @@ sc_message_line(ScIngest *ing, const ScKafkaMessage *m, int64 now, int64 *window
 
 	if (m->payload == NULL)
 		return "tombstone: the message has no value (a NULL payload)";
-	ing->batch.line_ends[ing->batch.nlines] = -1;
-	if (!ing->format->line(ing, m, &ing->batch.lines, &ts, &error))
+	ing->batch.ends.asked = -1;
+	if (!ing->fc.format->line(&ing->fc, m, &ing->batch.lines, &ts, &error))
 		return error;
+	ing->batch.line_ends[ing->batch.nlines] = ing->batch.ends.asked;
 	if (cube->reject_early >= 0 && ts > now && ts - now > cube->reject_early)
 		return psprintf("time value is more than early_rejection_period (%s) after now",
 						sc_usecs_text(cube->reject_early));
@@ -532,7 +536,7 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				b->line_window[b->nlines] = window;
 				b->line_ts[b->nlines] = ts;
 				if (b->line_ends[b->nlines] >= 0)
-					b->nends += cube->ncolumns;
+					b->ends.nends += cube->ncolumns;
 				b->nlines++;
 			}
 		}
@@ -596,7 +600,7 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 	memset(b->bad_error, 0, sizeof(char *) * n);
 	memset(b->fate, 0, sizeof(uint8) * n);
 	b->nlines = 0;
-	b->nends = 0;
+	b->ends.nends = 0;
 	b->nlate = 0;
 	b->rows_direct = 0;
 	b->rows_copy = 0;
@@ -706,6 +710,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 
 	memset(outcome, 0, sizeof(*outcome));
 	sc_batch_begin(b, messages, n);
+	sc_writers_choose(ing);
 	sc_windows_begin(ing);
 
 	SPI_connect();

@@ -60,8 +60,8 @@ sc_insert_parsestate(ScIngest *ing, Relation rel)
 	return pstate;
 }
 
-/* Write lines [lo, hi) with COPY FROM. */
-void
+/* Write lines [lo, hi) with COPY FROM: it takes any line. */
+static bool
 sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 {
 	ScCube	   *cube = ing->cube;
@@ -82,11 +82,18 @@ sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 	EndCopyFrom(cstate);
 	free_parsestate(pstate);
 	table_close(rel, NoLock);
+	return true;
 }
+
+const ScLineWriter sc_writer_copy = {
+	.name = "copy",
+	.run = sc_copy_lines_run,
+	.counter = offsetof(ScBatch, rows_copy)
+};
 
 /* COPY's options for the lines of the cube's format; with its set-up. */
 void
 sc_copy_setup(ScIngest *ing)
 {
-	ing->copy_options = ing->format->encoding == SC_LINE_CSV ? sc_cube_copy_options(ing->cube) : NIL;
+	ing->copy_options = ing->fc.format->encoding == SC_LINE_CSV ? sc_cube_copy_options(ing->cube) : NIL;
 }

@@ -551,7 +551,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	if (b->line_ends[l] >= 0)
 	{
 		/* The format said where the fields end: cut the line there. */
-		const int  *ends = b->ends + b->line_ends[l];
+		const int  *ends = b->ends.ends + b->line_ends[l];
 		int			start = 0;
 
 		for (int f = 0; f < cube->ncolumns; f++)
@@ -565,7 +565,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	}
 	else
 	{
-		nf = ing->format->split(ing, run->buf.data, run->buf.len, fields, layout->nattrs + 1);
+		nf = ing->fc.format->split(&ing->fc, run->buf.data, run->buf.len, fields, layout->nattrs + 1);
 		if (nf != layout->nattrs)
 			ereport(ERROR,
 					(errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
@@ -589,7 +589,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 		run->ctx.attname = cube->columns[c].name;
 		run->ctx.value = field;
 		if (format_datum != NULL && format_datum[c] && field != NULL &&
-			ing->format->datum(ing, c, field, &slot->tts_values[at - 1]))
+			ing->fc.format->datum(&ing->fc, c, field, &slot->tts_values[at - 1]))
 		{
 			slot->tts_isnull[at - 1] = false;
 			continue;
@@ -705,7 +705,7 @@ sc_direct_run(ScIngest *ing, ScDirectRun *run, int lo, int hi, const bool *only)
  * checks every line (late ones too), and writes none: its roll-ups take
  * the values.
  */
-bool
+static bool
 sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 {
 	ScDirectRun run;
@@ -717,6 +717,12 @@ sc_direct_lines_run(ScIngest *ing, int lo, int hi)
 	sc_direct_run(ing, &run, lo, hi, NULL);
 	return true;
 }
+
+const ScLineWriter sc_writer_direct = {
+	.name = "direct",
+	.run = sc_direct_lines_run,
+	.counter = offsetof(ScBatch, rows_direct)
+};
 
 /*
  * The values of lines [0, n) where use[l] that no run captured (the COPY

@@ -20,7 +20,9 @@
  *	ingest_direct.c		the direct path: rows formed and multi-inserted here
  *	ingest_copy.c		the COPY fallback: PostgreSQL's COPY FROM, fed from memory
  *
- * Each part owns its piece of ScIngest; the others only read it.
+ * Each part owns its piece of ScIngest; the others only read it.  The
+ * formats see none of it: only their context (ScFormatContext, format.h),
+ * which ScIngest holds.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,29 +39,6 @@
 #include "storage/itemptr.h"
 #include "utils/hsearch.h"
 #include "utils/relcache.h"
-
-/*
- * How the cube's columns map to the fields of a line (ingest.c, built once
- * per cube): a JSON line holds every column in table order, metadata
- * columns in their place; a CSV line is the record, which fills the payload
- * columns, followed by the metadata columns.  Every line then ends with
- * _partition and _offset.
- */
-typedef struct ScLayout
-{
-	List	   *attnames;		/* String nodes: columns + _partition, _offset */
-	AttrNumber *attnums;		/* of the cube's table, same order */
-	int			nattrs;
-	List	   *line_attnames;	/* the same in the order of a line's fields */
-	int		   *line_pos;		/* per column: its field in a line */
-	int		   *line_col;		/* per field of a line: its column */
-	int			npayload;		/* columns the payload fills (not metadata) */
-	Oid		   *meta_base;		/* per metadata column: its base type */
-	bool	   *json_column;	/* per column: type json or jsonb */
-	int			doc_index;		/* the jsonb column of the whole document; -1 */
-	bool	   *format_datum;	/* per column: the format's datum() makes its value;
-								 * NULL when it makes none */
-} ScLayout;
 
 /* What one message of the batch became, besides a row into an active window. */
 typedef enum ScFate
@@ -83,10 +62,8 @@ typedef struct ScBatch
 	int64	   *line_window;	/* per line: its window */
 	int64	   *line_ts;		/* per line: its time value */
 	int		   *line_ends;		/* per line: its first entry in ends, or -1 */
-	int		   *ends;			/* where fields end, a column's worth per line
+	ScFieldEnds ends;			/* where fields end, a column's worth per line
 								 * whose format said (sc_line_field_ends()) */
-	int			nends;
-	int			maxends;
 	int			nlines;
 	int			nlate;			/* lines into sealed windows */
 	int			maxbatch;		/* capacity of the per-message arrays */
@@ -232,6 +209,24 @@ typedef struct ScRollupIngest
 	ScRollupAgg **aggs;			/* per roll-up of cube->rollups, made when first used */
 } ScRollupIngest;
 
+/*
+ * A writer of the batch's lines into the cube, as pglogical's apply has
+ * backends: the direct path (ingest_direct.c) or COPY FROM (ingest_copy.c).
+ * run() writes lines [lo, hi) and returns true, or returns false having
+ * written nothing when it cannot take one of them; the next writer of the
+ * batch's chain (ingest_write.c, chosen once per batch) takes the range
+ * then.  Each counts what it wrote in its own field of ScBatch.
+ */
+typedef struct ScLineWriter
+{
+	const char *name;
+	bool		(*run) (ScIngest *ing, int lo, int hi);
+	size_t		counter;		/* offsetof(ScBatch, the int64 it counts in) */
+} ScLineWriter;
+
+extern const ScLineWriter sc_writer_direct;
+extern const ScLineWriter sc_writer_copy;
+
 struct ScIngest
 {
 	ScCube	   *cube;
@@ -239,15 +234,14 @@ struct ScIngest
 	MemoryContext cube_cxt;		/* what sc_ingest_set_cube() builds */
 
 	ScLayout	layout;
-	const ScFormatRoutine *format;
-	void	   *format_state;	/* the format's own, from its setup() */
-	StringInfoData meta_buf;	/* format_meta.c: a metadata value being built */
-	StringInfoData hex_buf;		/* format_line.c: a bytea value's hex form */
+	ScFormatContext fc;			/* what the format sees: cube, layout, its state */
 
 	ScWindowCache windows;
 	ScBatch		batch;
 	ScDirect	direct;
 	ScRollupIngest rollup;
+	const ScLineWriter *writers[2];	/* the batch's chain (ingest_write.c) */
+	int			nwriters;
 	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
 };
@@ -298,17 +292,16 @@ extern int	sc_ingest_missing_partitions(ScIngest *ing);
 extern void sc_windows_end_batch(ScIngest *ing, bool committed);
 
 /* ingest_write.c */
+extern void sc_writers_choose(ScIngest *ing);
 extern int	sc_write_lines(ScIngest *ing, int lo, int hi, bool stop_first);
 extern void sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error);
 
 /* ingest_copy.c */
 extern ParseState *sc_insert_parsestate(ScIngest *ing, Relation rel);
 extern void sc_copy_setup(ScIngest *ing);
-extern void sc_copy_lines_run(ScIngest *ing, int lo, int hi);
 
 /* ingest_direct.c */
 extern void sc_direct_reset(ScIngest *ing);
-extern bool sc_direct_lines_run(ScIngest *ing, int lo, int hi);
 extern void sc_direct_capture_lines(ScIngest *ing, int n, const bool *use);
 
 /* ingest_rollup.c */

@@ -13,9 +13,9 @@
  * (out of disk, permissions, shutdown) are rethrown: the whole batch aborts
  * and nothing is lost.
  *
- * Each range goes to the direct path when it can take all of it
- * (streamcube.direct_insert on), else to the COPY fallback; the batch
- * counts the rows each wrote.
+ * Each range goes to the first writer of the batch's chain that can take
+ * all of it (sc_writers_choose: the direct path, then COPY FROM); the
+ * batch counts the rows each wrote.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,17 +38,36 @@ static void
 sc_write_work(void *arg)
 {
 	ScWriteWork *w = arg;
-	ScBatch    *b = &w->ing->batch;
+	ScIngest   *ing = w->ing;
 
-	/* A cube without raw rows writes none: the direct path only forms them. */
-	if ((sc_direct_insert || !w->ing->cube->keep_rows) &&
-		sc_direct_lines_run(w->ing, w->lo, w->hi))
-		b->rows_direct += w->hi - w->lo;
-	else
+	for (int i = 0; i < ing->nwriters; i++)
 	{
-		sc_copy_lines_run(w->ing, w->lo, w->hi);
-		b->rows_copy += w->hi - w->lo;
+		const ScLineWriter *writer = ing->writers[i];
+
+		if (writer->run(ing, w->lo, w->hi))
+		{
+			*(int64 *) ((char *) &ing->batch + writer->counter) += w->hi - w->lo;
+			return;
+		}
 	}
+	elog(ERROR, "no writer took lines %d to %d of the batch", w->lo, w->hi);
+}
+
+/*
+ * The writers of this batch, in the order they are asked: the direct path
+ * first when streamcube.direct_insert is on, or when the cube keeps no raw
+ * rows (it forms them for the roll-ups and writes none, which only the
+ * direct path can); COPY FROM for what the direct path cannot take (late
+ * rows into sealed windows, partitions with triggers), or for every line
+ * when direct_insert is off.
+ */
+void
+sc_writers_choose(ScIngest *ing)
+{
+	ing->nwriters = 0;
+	if (sc_direct_insert || !ing->cube->keep_rows)
+		ing->writers[ing->nwriters++] = &sc_writer_direct;
+	ing->writers[ing->nwriters++] = &sc_writer_copy;
 }
 
 /* Try lines [lo, hi) in a subtransaction; on a data error return it. */
