@@ -91,6 +91,8 @@ typedef struct ScAvroDecoder
 	int64		text_limit;		/* the JSON being written may grow to this */
 	StringInfo *values;
 	bool	   *isnull;
+	int64	   *times;			/* per column: its instant, or SC_NO_TIME; NULL */
+	int64		instant;		/* of the last timestamp written as text */
 
 	ScDecodeFailure fail;		/* the first failure (json_text.c) */
 } ScAvroDecoder;
@@ -595,6 +597,8 @@ sc_avro_datetime(ScAvroDecoder *d, ScAvroLogical lt, int64 v, StringInfo out, bo
 				{
 					memcpy(o, "+00", 3);
 					o += 3;
+					if (!json)
+						d->instant = us;
 				}
 			}
 			break;
@@ -1007,14 +1011,16 @@ sc_avro_plan_field(ScAvroDecoder *d, const ScAvroPlanField *f)
 	out = d->values[f->cols[0]];
 	outlen = out->len;
 	d->text_limit = outlen + (SC_AVRO_MAX_TEXT - d->text);
+	d->instant = SC_NO_TIME;
 	if (!sc_avro_text(d, f->type, out, &isnull) ||
 		!sc_avro_text_done(d, out->len - outlen, f->ncols))
 		return false;
-	d->isnull[f->cols[0]] = isnull;
-	for (int k = 1; k < f->ncols; k++)
+	for (int k = 0; k < f->ncols; k++)
 	{
 		d->isnull[f->cols[k]] = isnull;
-		if (!isnull)
+		if (d->times != NULL)
+			d->times[f->cols[k]] = isnull ? SC_NO_TIME : d->instant;
+		if (k > 0 && !isnull)
 			appendBinaryStringInfo(d->values[f->cols[k]], out->data + outlen, out->len - outlen);
 	}
 	return true;
@@ -1041,7 +1047,7 @@ sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr)
 
 bool
 sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
-			   StringInfo *values, bool *isnull, char **error)
+			   StringInfo *values, bool *isnull, int64 *times, char **error)
 {
 	ScAvroDecoder d;
 
@@ -1053,10 +1059,15 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 	d.text_limit = SC_AVRO_MAX_TEXT;
 	d.values = values;
 	d.isnull = isnull;
+	d.times = times;
+	d.instant = SC_NO_TIME;
 	d.fail.what = NULL;
 	d.fail.where = NIL;
 	for (int c = 0; c < plan->ncolumns; c++)
 		isnull[c] = true;
+	if (times != NULL)
+		for (int c = 0; c < plan->ncolumns; c++)
+			times[c] = SC_NO_TIME;
 
 	/*
 	 * A value's text may be several times its bytes (hex, JSON escapes), and

@@ -56,7 +56,10 @@ extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathle
 /*
  * Decode one datum (the bytes after the Confluent header): the text of
  * column c is appended to values[c] (which the caller reset), or isnull[c]
- * is set.  False and *error (palloc'd: the field, what was wrong and the
+ * is set.  With times, times[c] is the instant the text of column c says
+ * when it is a timestamp-millis or timestamp-micros (in microseconds since
+ * 1970-01-01 00:00 UTC), else SC_NO_TIME: a time column takes it without
+ * parsing the text again.  False and *error (palloc'd: the field, what was wrong and the
  * byte) when the bytes are not one valid datum of the schema, more than
  * 64 MB, read as more values than the message's budget or making more than
  * 32 MB of text (SC_AVRO_BUDGET_* in avro_internal.h, SC_AVRO_MAX_TEXT in
@@ -64,6 +67,6 @@ extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathle
  * while it reads.
  */
 extern bool sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
-						   StringInfo *values, bool *isnull, char **error);
+						   StringInfo *values, bool *isnull, int64 *times, char **error);
 
 #endif							/* SC_AVRO_H */

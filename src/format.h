@@ -159,7 +159,7 @@ extern char *sc_schema_misfit(const ScCube *cube, const struct ScAvroSchema *avr
 extern const ScFormatRoutine *sc_format_routine(ScFormat format);
 
 /* Writing values into a line (format.c), in the routine's encoding. */
-extern void sc_line_text_bytes(StringInfo out, const char *value, size_t len);
+extern bool sc_line_text_bytes(StringInfo out, const char *value, size_t len);
 extern bool sc_line_value_bytes(ScFormatContext *fc, StringInfo out, const char *p, size_t len,
 								bool bytea, char **error);
 extern void sc_line_null(ScFormatContext *fc, StringInfo out);
@@ -195,6 +195,7 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
  * every entry before it returns true (format_line.c).
  */
 extern int *sc_line_field_ends(ScFormatContext *fc);
+extern void sc_line_field_ends_cancel(ScFormatContext *fc);
 
 /* Values from the message's metadata (format_meta.c). */
 extern bool sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage *m,

@@ -18,8 +18,11 @@
  * ----------------------------------------------------------------
  */
 
-/* Bytes as a field of COPY's text format: backslash, tab and line ends escaped. */
-void
+/*
+ * Bytes as a field of COPY's text format: backslash, tab and line ends
+ * escaped.  Returns whether any was.
+ */
+bool
 sc_line_text_bytes(StringInfo out, const char *value, size_t len)
 {
 	const char *start = value;
@@ -52,6 +55,7 @@ sc_line_text_bytes(StringInfo out, const char *value, size_t len)
 		start = p + 1;
 	}
 	appendBinaryStringInfo(out, start, p - start);
+	return start != value;
 }
 
 /* A value in a CSV line, quoted when COPY could read it otherwise. */
@@ -167,6 +171,16 @@ sc_line_field_ends(ScFormatContext *fc)
 	}
 	fe->asked = fe->nends;
 	return fe->ends + fe->nends;
+}
+
+/*
+ * The line being written does not say where its fields end after all (a
+ * field had to be escaped): the direct path splits it.
+ */
+void
+sc_line_field_ends_cancel(ScFormatContext *fc)
+{
+	fc->ends->asked = -1;
 }
 
 /* ----------------------------------------------------------------

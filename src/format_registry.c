@@ -101,7 +101,7 @@ typedef struct ScRegFormat
 	int		   *col_decoded;	/* cube column -> decoded index, -1 */
 	StringInfo *values;
 	bool	   *isnull;
-	int64	   *times;			/* protobuf: what sc_proto_decode says */
+	int64	   *times;			/* the decoded columns' instants (avro.h, protobuf.h) */
 } ScRegFormat;
 
 /*
@@ -596,6 +596,21 @@ sc_framed_prepare(ScFormatContext *fc, const ScKafkaMessage *messages, int n, ch
 	return true;
 }
 
+/*
+ * A decoder's instant (microseconds since 1970-01-01 UTC) as PostgreSQL's
+ * timestamp; false for none, or for one out of PostgreSQL's range.
+ */
+static inline bool
+sc_registry_instant(int64 instant, int64 *ts)
+{
+	const int64 shift = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+
+	if (instant == SC_NO_TIME || instant < PG_INT64_MIN + shift)
+		return false;
+	*ts = instant - shift;
+	return IS_VALID_TIMESTAMP(*ts);
+}
+
 static bool
 sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
@@ -607,8 +622,9 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 	int32		id = -1;
 	char	   *err = NULL;
 	const bool *plain;
-	const int64 *times = NULL;	/* protobuf: the instants of Timestamps */
 	int			tk = rf->col_decoded[cube->time_index];
+	int		   *ends;
+	bool		escaped = false;
 
 	if (rf->framed)
 	{
@@ -649,11 +665,10 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 			*error = psprintf("invalid Protobuf message (schema id %d): %s", id, err);
 			return false;
 		}
-		times = rf->times;
 	}
 	else
 	{
-		if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, &err))
+		if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, rf->times, &err))
 		{
 			*error = id >= 0 ? psprintf("invalid Avro record (schema id %d): %s", id, err)
 				: psprintf("invalid Avro record: %s", err);
@@ -679,19 +694,26 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 		}
 
 		/*
-		 * A Timestamp's instant is what its text (with +00) would parse to,
-		 * as timestamptz and as timestamp (which ignores the +00): no need
-		 * to parse it.
+		 * A timestamp's instant (a Protobuf Timestamp, an Avro
+		 * timestamp-millis or -micros) is what its text (with +00) would
+		 * parse to, as timestamptz and as timestamp (which ignores the +00):
+		 * no need to parse it, unless PostgreSQL cannot hold it, which the
+		 * text's parse then says in its words.
 		 */
-		if (times != NULL && times[tk] != SC_PROTO_NO_TIME)
-			*ts = times[tk] - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-		else if (!sc_parse_time(cube, rf->values[tk]->data, ts, error))
+		if (!sc_registry_instant(rf->times[tk], ts) &&
+			!sc_parse_time(cube, rf->values[tk]->data, ts, error))
 		{
 			*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
 			return false;
 		}
 	}
 
+	/*
+	 * Where the fields end, when every column is decoded (metadata values
+	 * may be escaped) and no value needs an escape: the direct path cuts
+	 * the line there instead of splitting it again.
+	 */
+	ends = rf->ndecoded == cube->ncolumns ? sc_line_field_ends(fc) : NULL;
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		int			k = rf->col_decoded[c];
@@ -702,14 +724,24 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 		{
 			if (!sc_meta_append(fc, out, c, m, error))
 				return false;
+			continue;
 		}
-		else if (rf->isnull[k])
+		if (rf->isnull[k])
+		{
 			appendBinaryStringInfo(out, "\\N", 2);
-		else if (plain[k])
+			if (ends != NULL)
+				ends[c] = ~out->len;
+			continue;
+		}
+		if (plain[k])
 			appendBinaryStringInfo(out, rf->values[k]->data, rf->values[k]->len);
 		else
-			sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
+			escaped |= sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
+		if (ends != NULL)
+			ends[c] = out->len;
 	}
+	if (ends != NULL && escaped)
+		sc_line_field_ends_cancel(fc);
 	sc_line_position(out, '\t', m);
 	return true;
 }

@@ -992,7 +992,7 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 		isnull[c] = true;
 	if (times != NULL)
 		for (int c = 0; c < plan->ncolumns; c++)
-			times[c] = SC_PROTO_NO_TIME;
+			times[c] = SC_NO_TIME;
 
 	/*
 	 * A value's text may be several times its bytes (hex, JSON escapes), and

@@ -87,15 +87,12 @@ extern int	sc_proto_path_classes(const ScProtoSchema *schema, const int *indexes
 extern bool sc_proto_has_path(const ScProtoSchema *schema, const int *indexes,
 							  int nindexes, char **path, int pathlen);
 
-/* A column's time in sc_proto_decode's times: its value is no Timestamp. */
-#define SC_PROTO_NO_TIME PG_INT64_MIN
-
 /*
  * Decode one message (the bytes after the header and the indexes): the
  * text of column c is appended to values[c] (which the caller reset), or
  * isnull[c] is set.  With times, times[c] is the instant the text of
  * column c says when it is a Timestamp, in microseconds since 1970-01-01
- * 00:00 UTC (its nanos truncated, as in the text), else SC_PROTO_NO_TIME:
+ * 00:00 UTC (its nanos truncated, as in the text), else SC_NO_TIME:
  * a time column takes it without parsing the text again.  False and
  * *error (palloc'd: the field, what was wrong and the byte) when the
  * bytes are not one valid message of the type, or more than 64 MB; values

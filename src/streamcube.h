@@ -91,6 +91,12 @@
 #define SC_VALUE_TIME	0x10
 #define SC_VALUE_JSON	0x20
 
+/*
+ * A decoder's instant of a column (avro.c, protobuf.c: times[c], in
+ * microseconds since 1970-01-01 00:00 UTC) when its value is none.
+ */
+#define SC_NO_TIME PG_INT64_MIN
+
 /* json_text.c: the text both decoders write (avro.c, protobuf.c). */
 struct StringInfoData;
 extern void sc_json_string_bytes(struct StringInfoData *out, const char *s, size_t len);
