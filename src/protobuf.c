@@ -107,7 +107,7 @@ sc_pb_put_micros(char *o, int32 micros)
  * sc_pb_collect cleared the others.
  */
 static inline bool
-sc_pb_present(const ScPbMessage *m, const ScPbSlot *slots, int i)
+sc_pb_present(const ScPbSlot *slots, int i)
 {
 	return slots[i].count > 0;
 }
@@ -287,9 +287,6 @@ sc_pb_merge(ScPbDecoder *d, const ScPbRange *r, int nr, const ScPbSlot *s,
 		const uint8 *p = s->last;
 
 		mg->nr = 1;
-		if (s->last_wt == SC_PB_WT_LEN)
-			return sc_pb_value(d, SC_PB_WT_LEN, f->number, &p, r[s->last_r].end,
-							   &mg->r[0].p, &mg->r[0].end);
 		return sc_pb_value(d, s->last_wt, f->number, &p, r[s->last_r].end,
 						   &mg->r[0].p, &mg->r[0].end);
 	}
@@ -763,7 +760,7 @@ sc_pb_message_json(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 		{
 			const ScPbField *f = &m->fields[i];
 
-			if (!sc_pb_present(m, slots, i))
+			if (!sc_pb_present(slots, i))
 				continue;
 			any = true;
 			if (f->type == SC_PB_ENUM)
@@ -781,7 +778,7 @@ sc_pb_message_json(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
 	{
 		const ScPbField *f = &m->fields[i];
 
-		if (!sc_pb_present(m, slots, i))
+		if (!sc_pb_present(slots, i))
 		{
 			const char *def;
 
@@ -861,7 +858,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 		StringInfo	out;
 		int			outlen;
 
-		if (!sc_pb_present(m, slots, i))
+		if (!sc_pb_present(slots, i))
 		{
 			const char *def;
 			int			deflen;

@@ -262,7 +262,7 @@ sc_pb_default_number(const ScPbField *f, const char *v, StringInfo text, StringI
 					x = strtoll(v, &end, 0);
 					if (errno != 0 || *end != '\0' || end == v ||
 						(is32 && (x < PG_INT32_MIN || x > PG_INT32_MAX)))
-						bad = f->type == SC_PB_INT64 ? "int64" : sc_pb_type_names[f->type];
+						bad = sc_pb_type_names[f->type];
 				}
 				sc_pb_int64(text, x);
 				break;
