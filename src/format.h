@@ -192,7 +192,9 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
  * in the order of the line's fields: the offset in out of the separator
  * after the field (for the last, of the separator before _partition), or
  * its bitwise complement for a NULL field.  Once called, line() must fill
- * every entry before it returns true (format_line.c).
+ * every entry before it returns true (format_line.c), or take the offer
+ * back with sc_line_field_ends_cancel() when a field turned out to need an
+ * escape after all.
  */
 extern int *sc_line_field_ends(ScFormatContext *fc);
 extern void sc_line_field_ends_cancel(ScFormatContext *fc);
