@@ -24,6 +24,11 @@
 #include "ingest.h"
 #include "storage/latch.h"
 
+/*
+ * Everything a receiver process knows: its slot, its cube and Kafka
+ * consumer, its partitions with their positions, epochs, ends and stop
+ * points, the batch it carries, and its figures for streamcube.consumers.
+ */
 typedef struct ScReceiver
 {
 	int			slotno;
