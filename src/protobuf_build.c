@@ -17,28 +17,45 @@
 #include "mb/pg_wchar.h"
 #include "protobuf_internal.h"
 
-/* The parse's first error, from fmt (a later one is dropped); false. */
+/*
+ * The parse's first error: prefix (or nothing) and fmt's text; a later one
+ * is dropped.  Returns false.  Both parsers' fail functions end here.
+ */
 bool
-sc_pb_parse_fail(ScPbParse *ps, const char *fmt,...)
+sc_pb_parse_failv(ScPbParse *ps, const char *prefix, const char *fmt, va_list args)
 {
 	StringInfoData buf;
 
 	if (ps->error != NULL)
 		return false;
 	initStringInfo(&buf);
+	if (prefix != NULL)
+		appendStringInfoString(&buf, prefix);
 	for (;;)
 	{
-		va_list		args;
+		va_list		copy;
 		int			needed;
 
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&buf, fmt, args);
-		va_end(args);
+		va_copy(copy, args);
+		needed = appendStringInfoVA(&buf, fmt, copy);
+		va_end(copy);
 		if (needed == 0)
 			break;
 		enlargeStringInfo(&buf, needed);
 	}
 	ps->error = buf.data;
+	return false;
+}
+
+/* The parse's first error, from fmt (a later one is dropped); false. */
+bool
+sc_pb_parse_fail(ScPbParse *ps, const char *fmt,...)
+{
+	va_list		args;
+
+	va_start(args, fmt);
+	sc_pb_parse_failv(ps, NULL, fmt, args);
+	va_end(args);
 	return false;
 }
 

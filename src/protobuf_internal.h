@@ -367,6 +367,8 @@ typedef struct ScPbParse
 
 /* protobuf_build.c */
 extern bool sc_pb_parse_fail(ScPbParse *ps, const char *fmt,...) pg_attribute_printf(2, 3);
+extern bool sc_pb_parse_failv(ScPbParse *ps, const char *prefix, const char *fmt, va_list args)
+			pg_attribute_printf(3, 0);
 extern ScPbMessage *sc_pb_new_message(ScPbParse *ps, ScPbFile *file, ScPbMessage *parent,
 									  const char *name, int line);
 extern ScPbEnum *sc_pb_new_enum(ScPbParse *ps, ScPbFile *file, ScPbMessage *parent,

@@ -47,25 +47,13 @@ static bool sc_pb_lex_fail(ScPbLex *lx, const char *fmt,...) pg_attribute_printf
 static bool
 sc_pb_lex_fail(ScPbLex *lx, const char *fmt,...)
 {
-	StringInfoData buf;
+	va_list		args;
 
 	if (lx->ps->error != NULL)
 		return false;
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "%s, line %d: ", lx->where, lx->tline);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&buf, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&buf, needed);
-	}
-	lx->ps->error = buf.data;
+	va_start(args, fmt);
+	sc_pb_parse_failv(lx->ps, psprintf("%s, line %d: ", lx->where, lx->tline), fmt, args);
+	va_end(args);
 	return false;
 }
 
