@@ -138,6 +138,7 @@ sub _produce_cmd
 		push @cmd, "--$k", $o{$k} if defined $o{$k};
 	}
 	push @cmd, '--meta' if $o{meta};
+	push @cmd, '--ordered' if $o{ordered};
 	return @cmd;
 }
 

@@ -77,7 +77,7 @@ static const char *const usage_text =
 	"  sckafka produce --bootstrap B --topic T --count N [--rate MSGS_PER_SEC]\n"
 	"               [--format json|csv|avro] [--partitions P] [--shape wide|narrow|dims]\n"
 	"               [--start-ts EPOCH_SECONDS] [--step-ms MS] [--seed S]\n"
-	"               [--transactional-id ID [--end commit|abort|hold]] [--meta]\n"
+	"               [--transactional-id ID [--end commit|abort|hold]] [--meta] [--ordered]\n"
 	"  sckafka avro-schema [--shape wide|narrow]\n"
 	"  sckafka --help\n"
 	"\n"
@@ -186,6 +186,9 @@ static const char *const usage_text =
 	"  are told apart); headers trace-id: \"t-<i>\", then source: \"sckafka\",\n"
 	"  then, when i %% 5 == 0, trace-id again: \"t-<i>-last\", and when\n"
 	"  i %% 3 == 0 a header \"empty\" without a value.\n"
+	"  --ordered makes the producer idempotent, so that a batch retried (a\n"
+	"  topic just created, its leaders not yet known) cannot land after a\n"
+	"  later one: each partition holds its messages in the order produced.\n"
 	"\n"
 	"avro-schema\n"
 	"  Prints the Avro schema (JSON, one line) of the records that produce\n"
@@ -1469,6 +1472,7 @@ cmd_produce(int argc, char **argv)
 		{"seed", required_argument, NULL, 'S'},
 		{"shape", required_argument, NULL, 'w'},
 		{"meta", no_argument, NULL, 'M'},
+		{"ordered", no_argument, NULL, 'O'},
 		{"transactional-id", required_argument, NULL, 'x'},
 		{"end", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
@@ -1481,6 +1485,7 @@ cmd_produce(int argc, char **argv)
 	bool		narrow = false;
 	bool		dims = false;		/* --shape dims */
 	bool		meta = false;
+	bool		ordered = false;
 	const char *transactional_id = NULL;
 	const char *end = "commit";
 	rd_kafka_error_t *txn_error;
@@ -1567,6 +1572,9 @@ cmd_produce(int argc, char **argv)
 			case 'M':
 				meta = true;
 				break;
+			case 'O':
+				ordered = true;
+				break;
 			case 'e':
 				if (strcmp(optarg, "commit") != 0 && strcmp(optarg, "abort") != 0 &&
 					strcmp(optarg, "hold") != 0)
@@ -1602,6 +1610,8 @@ cmd_produce(int argc, char **argv)
 	conf_set(conf, "message.timeout.ms", "60000");
 	if (transactional_id != NULL)
 		conf_set(conf, "transactional.id", transactional_id);
+	else if (ordered)
+		conf_set(conf, "enable.idempotence", "true");
 	rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 	rd_kafka_conf_set_opaque(conf, &stats);
 	rk = new_producer(conf);
