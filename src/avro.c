@@ -91,8 +91,10 @@ typedef struct ScAvroDecoder
 	int64		text_limit;		/* the JSON being written may grow to this */
 	StringInfo *values;
 	bool	   *isnull;
-	int64	   *times;			/* per column: its instant, or SC_NO_TIME; NULL */
-	int64		instant;		/* of the last timestamp written as text */
+	ScScalar   *scalars;		/* per column: what its value was read as; NULL */
+	const uint16 *takes;		/* per column: kinds it takes with no text; NULL */
+	uint16		take;			/* of the column value being read: the same */
+	ScScalar	scalar;			/* what the column value being read was */
 
 	ScDecodeFailure fail;		/* the first failure (json_text.c) */
 } ScAvroDecoder;
@@ -127,26 +129,26 @@ static pg_noinline bool
 sc_avro_varint_slow(ScAvroDecoder *d, int maxbytes, uint64 *value)
 {
 	const uint8 *p = d->p;
+	int			n = d->end - p >= maxbytes ? maxbytes : (int) (d->end - p);
 	uint64		u = 0;
 
-	for (int i = 0; i < maxbytes; i++)
+	for (int i = 0; i < n; i++)
 	{
-		uint8		b;
+		uint8		b = p[i];
 
-		if (p >= d->end)
-			return sc_avro_fail(d, "truncated varint");
-		b = *p++;
 		u |= (uint64) (b & 0x7f) << (7 * i);
 		if (b < 0x80)
 		{
 			if (i == maxbytes - 1 && (b >> (maxbytes == 10 ? 1 : 4)) != 0)
 				return sc_avro_fail(d, "bad varint: too large for %s",
 									maxbytes == 10 ? "a long" : "an int");
-			d->p = p;
+			d->p = p + i + 1;
 			*value = u;
 			return true;
 		}
 	}
+	if (n < maxbytes)
+		return sc_avro_fail(d, "truncated varint");
 	return sc_avro_fail(d, "bad varint: more than %d bytes", maxbytes);
 }
 
@@ -327,7 +329,7 @@ sc_avro_utf8(ScAvroDecoder *d, const char *s, int64 n, const char *what, bool nu
 {
 	int64		off = 0;
 
-	if (likely(pg_verify_mbstr(PG_UTF8, s, n, true)))
+	if (likely(sc_plain_ascii(s, (int) n) || pg_verify_mbstr(PG_UTF8, s, n, true)))
 		return true;
 	while (off < n)
 	{
@@ -550,6 +552,19 @@ sc_avro_put_time(char *o, uint64 us)
 }
 
 /*
+ * A column's value read as a scalar of kind: true when its columns take it
+ * as that, and no text is to be written.
+ */
+static inline bool
+sc_avro_taken(ScAvroDecoder *d, ScScalarKind kind, int64 i, double f)
+{
+	d->scalar.kind = kind;
+	d->scalar.i = i;
+	d->scalar.f = f;
+	return (d->take & SC_SCALAR_BIT(kind)) != 0;
+}
+
+/*
  * The text of a date, time or timestamp (of logical type lt, the value v
  * in the type's unit), quoted in JSON.
  */
@@ -587,6 +602,10 @@ sc_avro_datetime(ScAvroDecoder *d, ScAvroLogical lt, int64 v, StringInfo out, bo
 						return sc_avro_fail(d, "timestamp-millis " INT64_FORMAT " out of range", v);
 					us = v * 1000;
 				}
+				if (!json &&
+					sc_avro_taken(d, lt == SC_AVRO_TS_MILLIS || lt == SC_AVRO_TS_MICROS ?
+								  SC_SCALAR_INSTANT : SC_SCALAR_LOCAL_TS, us, 0))
+					return true;
 				days = us / SC_USECS_PER_DAY;
 				if (us % SC_USECS_PER_DAY < 0)
 					days--;
@@ -597,8 +616,6 @@ sc_avro_datetime(ScAvroDecoder *d, ScAvroLogical lt, int64 v, StringInfo out, bo
 				{
 					memcpy(o, "+00", 3);
 					o += 3;
-					if (!json)
-						d->instant = us;
 				}
 			}
 			break;
@@ -724,7 +741,11 @@ sc_avro_le32(const uint8 *p)
 	return (uint32) p[0] | (uint32) p[1] << 8 | (uint32) p[2] << 16 | (uint32) p[3] << 24;
 }
 
-/* The value of a type that is not composite, as text or as JSON. */
+/*
+ * The value of a type that is not composite, as text or as JSON.  For a
+ * column (json false), a number, boolean or timestamp is also noted as a
+ * scalar (d->scalar), and its text not written when the columns take it.
+ */
 static bool
 sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 {
@@ -738,6 +759,11 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				return false;
 			if (unlikely(*d->p > 1))
 				return sc_avro_fail(d, "boolean byte %d is neither 0 nor 1", *d->p);
+			if (!json && sc_avro_taken(d, SC_SCALAR_BOOL, *d->p, 0))
+			{
+				d->p++;
+				return true;
+			}
 			if (*d->p++)
 				appendBinaryStringInfo(out, "true", 4);
 			else
@@ -751,6 +777,8 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 					return false;
 				if (t->logical != SC_AVRO_PLAIN)
 					return sc_avro_datetime(d, t->logical, v, out, json);
+				if (!json && sc_avro_taken(d, SC_SCALAR_INT, v, 0))
+					return true;
 				enlargeStringInfo(out, 12);
 				out->len += pg_ltoa(v, out->data + out->len);
 				return true;
@@ -762,7 +790,16 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				if (!sc_avro_long(d, &v))
 					return false;
 				if (t->logical != SC_AVRO_PLAIN)
+				{
+					/* the common instant its columns take: no call */
+					if (!json && t->logical == SC_AVRO_TS_MILLIS &&
+						v <= PG_INT64_MAX / 1000 && v >= PG_INT64_MIN / 1000 &&
+						sc_avro_taken(d, SC_SCALAR_INSTANT, v * 1000, 0))
+						return true;
 					return sc_avro_datetime(d, t->logical, v, out, json);
+				}
+				if (!json && sc_avro_taken(d, SC_SCALAR_INT, v, 0))
+					return true;
 				enlargeStringInfo(out, 21);
 				out->len += pg_lltoa(v, out->data + out->len);
 				return true;
@@ -777,6 +814,8 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				u = sc_avro_le32(d->p);
 				memcpy(&f, &u, 4);
 				d->p += 4;
+				if (!json && sc_avro_taken(d, SC_SCALAR_FLOAT4, 0, f))
+					return true;
 				sc_text_float(out, f, true, json);
 				return true;
 			}
@@ -790,6 +829,8 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				u = (uint64) sc_avro_le32(d->p) | (uint64) sc_avro_le32(d->p + 4) << 32;
 				memcpy(&f, &u, 8);
 				d->p += 8;
+				if (!json && sc_avro_taken(d, SC_SCALAR_FLOAT8, 0, f))
+					return true;
 				sc_text_float(out, f, false, json);
 				return true;
 			}
@@ -1011,15 +1052,23 @@ sc_avro_plan_field(ScAvroDecoder *d, const ScAvroPlanField *f)
 	out = d->values[f->cols[0]];
 	outlen = out->len;
 	d->text_limit = outlen + (SC_AVRO_MAX_TEXT - d->text);
-	d->instant = SC_NO_TIME;
+	d->scalar.kind = SC_SCALAR_NONE;
+	d->take = 0;
+	if (d->takes != NULL)
+	{
+		/* no text when every column of the field takes the scalar */
+		d->take = d->takes[f->cols[0]];
+		for (int k = 1; k < f->ncols; k++)
+			d->take &= d->takes[f->cols[k]];
+	}
 	if (!sc_avro_text(d, f->type, out, &isnull) ||
 		!sc_avro_text_done(d, out->len - outlen, f->ncols))
 		return false;
 	for (int k = 0; k < f->ncols; k++)
 	{
 		d->isnull[f->cols[k]] = isnull;
-		if (d->times != NULL)
-			d->times[f->cols[k]] = isnull ? SC_NO_TIME : d->instant;
+		if (d->scalars != NULL)
+			d->scalars[f->cols[k]] = d->scalar;
 		if (k > 0 && !isnull)
 			appendBinaryStringInfo(d->values[f->cols[k]], out->data + outlen, out->len - outlen);
 	}
@@ -1047,7 +1096,8 @@ sc_avro_plan_decode(ScAvroDecoder *d, const ScAvroPlanRecord *pr)
 
 bool
 sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
-			   StringInfo *values, bool *isnull, int64 *times, char **error)
+			   StringInfo *values, bool *isnull, ScScalar *scalars, const uint16 *takes,
+			   char **error)
 {
 	ScAvroDecoder d;
 
@@ -1059,15 +1109,16 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 	d.text_limit = SC_AVRO_MAX_TEXT;
 	d.values = values;
 	d.isnull = isnull;
-	d.times = times;
-	d.instant = SC_NO_TIME;
+	d.scalars = scalars;
+	d.takes = scalars != NULL ? takes : NULL;
+	d.take = 0;
 	d.fail.what = NULL;
 	d.fail.where = NIL;
 	for (int c = 0; c < plan->ncolumns; c++)
 		isnull[c] = true;
-	if (times != NULL)
+	if (scalars != NULL)
 		for (int c = 0; c < plan->ncolumns; c++)
-			times[c] = SC_NO_TIME;
+			scalars[c].kind = SC_SCALAR_NONE;
 
 	/*
 	 * A value's text may be several times its bytes (hex, JSON escapes), and

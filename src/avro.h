@@ -56,17 +56,21 @@ extern bool sc_avro_has_path(const ScAvroSchema *schema, char **path, int pathle
 /*
  * Decode one datum (the bytes after the Confluent header): the text of
  * column c is appended to values[c] (which the caller reset), or isnull[c]
- * is set.  With times, times[c] is the instant the text of column c says
- * when it is a timestamp-millis or timestamp-micros (in microseconds since
- * 1970-01-01 00:00 UTC), else SC_NO_TIME: a time column takes it without
- * parsing the text again.  False and *error (palloc'd: the field, what was wrong and the
- * byte) when the bytes are not one valid datum of the schema, more than
- * 64 MB, read as more values than the message's budget or making more than
- * 32 MB of text (SC_AVRO_BUDGET_* in avro_internal.h, SC_AVRO_MAX_TEXT in
- * avro.c); values may then hold part of a message.  Interrupts are served
- * while it reads.
+ * is set.  With scalars, scalars[c] says what the value was read as when
+ * it is a number, a boolean or a timestamp (timestamp-millis and -micros
+ * as SC_SCALAR_INSTANT, their local forms as SC_SCALAR_LOCAL_TS, in
+ * microseconds since 1970-01-01 00:00: what the text says), else
+ * SC_SCALAR_NONE; and with takes, no text is written for a value whose
+ * kind is among takes[c] (SC_SCALAR_BIT): the caller makes its datum from
+ * the scalar.  False and *error (palloc'd: the field, what was wrong and
+ * the byte) when the bytes are not one valid datum of the schema, more
+ * than 64 MB, read as more values than the message's budget or making
+ * more than 32 MB of text (SC_AVRO_BUDGET_* in avro_internal.h,
+ * SC_AVRO_MAX_TEXT in avro.c); values may then hold part of a message.
+ * Interrupts are served while it reads.
  */
 extern bool sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
-						   StringInfo *values, bool *isnull, int64 *times, char **error);
+						   StringInfo *values, bool *isnull, ScScalar *scalars,
+						   const uint16 *takes, char **error);
 
 #endif							/* SC_AVRO_H */

@@ -9,7 +9,11 @@
  * declares, COPY's text format or COPY's CSV format, so that both writers
  * take it as it is: the COPY fallback hands it to COPY FROM, the direct
  * path asks the format to split it into fields again and runs each column's
- * input function (or the format's faster datum builder) on them.
+ * input function (or the format's faster datum builder) on them.  A format
+ * that says where a line's fields end may also give the direct path a
+ * column's value as a Datum, with no text at all (sc_line_field_datum: the
+ * numbers, bools and timestamps of Avro and Protobuf); the text is written
+ * only if the line goes to COPY after all.
  *
  * A format is one file that fills an ScFormatRoutine (format_json.c for
  * json and jsonb, format_csv.c, format_registry.c for avro and protobuf,
@@ -53,6 +57,9 @@ typedef struct ScLayout
 	int			doc_index;		/* the jsonb column of the whole document; -1 */
 	bool	   *format_datum;	/* per column: the format's datum() makes its value;
 								 * NULL when it makes none */
+	Oid		   *types;			/* per column: its type in the table */
+	uint16	   *takes;			/* per column: the ScScalar kinds it takes as a
+								 * datum (sc_scalar_takes); 0: text only */
 } ScLayout;
 
 /*
@@ -63,6 +70,9 @@ typedef struct ScLayout
 typedef struct ScFieldEnds
 {
 	int		   *ends;
+	bool	   *given;			/* per entry: the field is empty, its value
+								 * given as datums[entry] (sc_line_field_datum) */
+	Datum	   *datums;
 	int			nends;			/* entries taken by the lines kept */
 	int			maxends;
 	int			asked;			/* the current line's first entry; -1: none */
@@ -84,7 +94,10 @@ typedef struct ScFormatContext
 	void	   *state;			/* the format's own, from its setup() */
 	StringInfoData meta_buf;	/* format_meta.c: a metadata value being built */
 	StringInfoData hex_buf;		/* format_line.c: a bytea value's hex form */
+	StringInfoData render_buf;	/* format_line.c: a line with its datums as text */
 	ScFieldEnds *ends;			/* the batch's */
+	bool		datums;			/* the batch's rows are formed by the direct
+								 * path, which takes datums (sc_line_field_datum) */
 } ScFormatContext;
 
 /* How a line is written, and so read by COPY and split by the direct path. */
@@ -197,7 +210,45 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
  * escape after all.
  */
 extern int *sc_line_field_ends(ScFormatContext *fc);
-extern void sc_line_field_ends_cancel(ScFormatContext *fc);
+extern void sc_line_field_ends_cancel(ScFormatContext *fc, StringInfo out, int start);
+
+/*
+ * Values that need no text (format_line.c).  A format of the text
+ * encoding that has a column's value as a number, a bool or an instant
+ * (an ScScalar), when the batch's rows are formed by the direct path
+ * (fc->datums) and it said where the line's fields end, may give the
+ * value as a Datum instead of its text: the field is left empty, and the
+ * direct path takes the datum.  The COPY fallback, and a line whose ends
+ * are taken back, get the datum's text written in its place
+ * (sc_line_render), which its type's input function reads as the same
+ * value.
+ *
+ * sc_scalar_takes: the kinds of scalar a column of the type (with the
+ * typmod) takes as a datum: the built-in integer, float, bool and
+ * timestamp types themselves, without a typmod (not domains, which check
+ * more).  sc_scalar_datum: the datum, as the scalar's text would read;
+ * false when out of the type's range (the text then says why: an integer
+ * too large for the column; sc_scalar_text writes it).
+ */
+extern uint16 sc_scalar_takes(Oid type, int32 typmod);
+extern bool sc_scalar_datum(Oid type, const ScScalar *s, Datum *value);
+extern bool sc_scalar_text(const ScScalar *s, StringInfo out);
+extern void sc_line_render(ScFormatContext *fc, const char *base, int start, int end,
+						   int entry, StringInfo dst);
+
+/*
+ * With field ends asked (sc_line_field_ends, whose entries are ends): the
+ * field f of the line is value, and nothing is written for it.
+ */
+static inline void
+sc_line_field_datum(ScFormatContext *fc, StringInfo out, int *ends, int f, Datum value)
+{
+	ScFieldEnds *fe = fc->ends;
+
+	fe->given[fe->asked + f] = true;
+	fe->datums[fe->asked + f] = value;
+	ends[f] = out->len;
+}
 
 /* Values from the message's metadata (format_meta.c). */
 extern bool sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage *m,

@@ -11,7 +11,12 @@
 
 #include "format.h"
 
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/datetime.h"
+#include "utils/float.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 /* ----------------------------------------------------------------
  * Writing values
@@ -160,27 +165,245 @@ int *
 sc_line_field_ends(ScFormatContext *fc)
 {
 	ScFieldEnds *fe = fc->ends;
-	int			need = fe->nends + Max(fc->cube->ncolumns, 1);
+	int			ncols = Max(fc->cube->ncolumns, 1);
+	int			need = fe->nends + ncols;
 
 	if (need > fe->maxends)
 	{
 		fe->maxends = Max(need, 2 * fe->maxends);
-		fe->ends = fe->ends == NULL
-			? MemoryContextAlloc(TopMemoryContext, sizeof(int) * fe->maxends)
-			: repalloc(fe->ends, sizeof(int) * fe->maxends);
+		if (fe->ends == NULL)
+		{
+			fe->ends = MemoryContextAlloc(TopMemoryContext, sizeof(int) * fe->maxends);
+			fe->given = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * fe->maxends);
+			fe->datums = MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * fe->maxends);
+		}
+		else
+		{
+			fe->ends = repalloc(fe->ends, sizeof(int) * fe->maxends);
+			fe->given = repalloc(fe->given, sizeof(bool) * fe->maxends);
+			fe->datums = repalloc(fe->datums, sizeof(Datum) * fe->maxends);
+		}
 	}
 	fe->asked = fe->nends;
+	memset(fe->given + fe->asked, 0, sizeof(bool) * ncols);
 	return fe->ends + fe->nends;
 }
 
 /*
- * The line being written does not say where its fields end after all (a
- * field had to be escaped): the direct path splits it.
+ * The line being written from offset start of out does not say where its
+ * fields end after all (a field had to be escaped): the direct path splits
+ * it.  The values it gave as datums are written as text in their fields.
  */
 void
-sc_line_field_ends_cancel(ScFormatContext *fc)
+sc_line_field_ends_cancel(ScFormatContext *fc, StringInfo out, int start)
 {
-	fc->ends->asked = -1;
+	ScFieldEnds *fe = fc->ends;
+
+	for (int f = 0; f < fc->cube->ncolumns; f++)
+		if (fe->given[fe->asked + f])
+		{
+			resetStringInfo(&fc->render_buf);
+			sc_line_render(fc, out->data, start, out->len, fe->asked, &fc->render_buf);
+			out->len = start;
+			appendBinaryStringInfo(out, fc->render_buf.data, fc->render_buf.len);
+			break;
+		}
+	fe->asked = -1;
+}
+
+/* ----------------------------------------------------------------
+ * Values as datums
+ * ----------------------------------------------------------------
+ */
+
+uint16
+sc_scalar_takes(Oid type, int32 typmod)
+{
+	const uint16 ints = SC_SCALAR_BIT(SC_SCALAR_INT) | SC_SCALAR_BIT(SC_SCALAR_UINT);
+
+	/* 8-byte values must be passed by value: a datum lives as long as its line */
+	if (!FLOAT8PASSBYVAL)
+		return 0;
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return ints;
+		case BOOLOID:
+			return SC_SCALAR_BIT(SC_SCALAR_BOOL);
+
+			/*
+			 * a float's text read as float8 is the nearest double to its
+			 * decimal, not the float's value: float4 only
+			 */
+		case FLOAT4OID:
+			return SC_SCALAR_BIT(SC_SCALAR_FLOAT4);
+		case FLOAT8OID:
+			return SC_SCALAR_BIT(SC_SCALAR_FLOAT8);
+
+			/*
+			 * an instant's text has "+00", which timestamp (without time
+			 * zone) ignores; a local time's has no zone, which timestamptz
+			 * would read in the session's
+			 */
+		case TIMESTAMPTZOID:
+			return typmod < 0 ? SC_SCALAR_BIT(SC_SCALAR_INSTANT) : 0;
+		case TIMESTAMPOID:
+			return typmod < 0 ? SC_SCALAR_BIT(SC_SCALAR_INSTANT) |
+				SC_SCALAR_BIT(SC_SCALAR_LOCAL_TS) : 0;
+		default:
+			return 0;
+	}
+}
+
+bool
+sc_scalar_datum(Oid type, const ScScalar *s, Datum *value)
+{
+	const int64 shift = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+
+	switch (type)
+	{
+		case INT2OID:
+			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT16_MIN || s->i > PG_INT16_MAX)
+				return false;
+			*value = Int16GetDatum((int16) s->i);
+			return true;
+		case INT4OID:
+			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT32_MIN || s->i > PG_INT32_MAX)
+				return false;
+			*value = Int32GetDatum((int32) s->i);
+			return true;
+		case INT8OID:
+			if (s->kind == SC_SCALAR_UINT)
+				return false;
+			*value = Int64GetDatum(s->i);
+			return true;
+		case BOOLOID:
+			*value = BoolGetDatum(s->i != 0);
+			return true;
+		case FLOAT4OID:
+			*value = Float4GetDatum((float4) s->f);
+			return true;
+		case FLOAT8OID:
+			*value = Float8GetDatum(s->f);
+			return true;
+		case TIMESTAMPTZOID:
+		case TIMESTAMPOID:
+			{
+				Timestamp	ts;
+
+				if (s->i < PG_INT64_MIN + shift)
+					return false;
+				ts = s->i - shift;
+				if (!IS_VALID_TIMESTAMP(ts))
+					return false;
+				*value = TimestampGetDatum(ts);
+				return true;
+			}
+		default:
+			return false;
+	}
+}
+
+bool
+sc_scalar_text(const ScScalar *s, StringInfo out)
+{
+	enlargeStringInfo(out, 24);
+	switch (s->kind)
+	{
+		case SC_SCALAR_INT:
+			out->len += pg_lltoa(s->i, out->data + out->len);
+			return true;
+		case SC_SCALAR_UINT:
+			out->len += pg_ulltoa_n((uint64) s->i, out->data + out->len);
+			out->data[out->len] = '\0';
+			return true;
+		case SC_SCALAR_BOOL:
+			appendStringInfoString(out, s->i ? "true" : "false");
+			return true;
+		case SC_SCALAR_FLOAT4:
+		case SC_SCALAR_FLOAT8:
+			sc_text_float(out, s->f, s->kind == SC_SCALAR_FLOAT4, false);
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * A datum of type (one sc_scalar_takes takes) as text its input function
+ * reads as the same value, whatever the session's settings: shortest
+ * exact floats, ISO timestamps (in UTC, with "+00" for timestamptz).
+ */
+static void
+sc_datum_text(Oid type, Datum value, StringInfo out)
+{
+	enlargeStringInfo(out, MAXDATELEN + 1);
+	switch (type)
+	{
+		case INT2OID:
+			out->len += pg_ltoa(DatumGetInt16(value), out->data + out->len);
+			break;
+		case INT4OID:
+			out->len += pg_ltoa(DatumGetInt32(value), out->data + out->len);
+			break;
+		case INT8OID:
+			out->len += pg_lltoa(DatumGetInt64(value), out->data + out->len);
+			break;
+		case BOOLOID:
+			appendStringInfoChar(out, DatumGetBool(value) ? 't' : 'f');
+			break;
+		case FLOAT4OID:
+			sc_text_float(out, DatumGetFloat4(value), true, false);
+			break;
+		case FLOAT8OID:
+			sc_text_float(out, DatumGetFloat8(value), false, false);
+			break;
+		case TIMESTAMPTZOID:
+		case TIMESTAMPOID:
+			{
+				struct pg_tm tm;
+				fsec_t		fsec;
+
+				/* a valid timestamp (sc_scalar_datum): it converts */
+				if (timestamp2tm(DatumGetTimestamp(value), NULL, &tm, &fsec, NULL, NULL) != 0)
+					elog(ERROR, "timestamp out of range");
+				EncodeDateTime(&tm, fsec, type == TIMESTAMPTZOID, 0, NULL, USE_ISO_DATES,
+							   out->data + out->len);
+				out->len += strlen(out->data + out->len);
+				break;
+			}
+		default:
+			elog(ERROR, "no text for a datum of type %u", type);
+	}
+}
+
+/*
+ * Append line [start, end) of base, whose field ends are entries entry..
+ * of the batch's (sc_line_field_ends), to dst, with the text of each value
+ * given as a datum in its field.
+ */
+void
+sc_line_render(ScFormatContext *fc, const char *base, int start, int end, int entry,
+			   StringInfo dst)
+{
+	ScFieldEnds *fe = fc->ends;
+	int			pos = start;
+
+	for (int f = 0; f < fc->cube->ncolumns; f++)
+	{
+		int			e = fe->ends[entry + f] >= 0 ? fe->ends[entry + f] : ~fe->ends[entry + f];
+
+		appendBinaryStringInfo(dst, base + pos, e - pos);
+		if (fe->given[entry + f])
+			sc_datum_text(fc->layout->types[fc->layout->line_col[f]], fe->datums[entry + f], dst);
+		if (e < end)
+			appendStringInfoChar(dst, base[e]);	/* the separator */
+		pos = e + 1;
+	}
+	if (pos < end)
+		appendBinaryStringInfo(dst, base + pos, end - pos);
 }
 
 /* ----------------------------------------------------------------

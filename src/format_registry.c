@@ -44,6 +44,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 /* What a schema id is, as the registry said: for the receiver's life. */
 typedef struct ScSchemaText
@@ -101,7 +102,8 @@ typedef struct ScRegFormat
 	int		   *col_decoded;	/* cube column -> decoded index, -1 */
 	StringInfo *values;
 	bool	   *isnull;
-	int64	   *times;			/* the decoded columns' instants (avro.h, protobuf.h) */
+	ScScalar   *scalars;		/* what their values were read as (avro.h, protobuf.h) */
+	uint16	   *takes;			/* the scalars they take as datums (format.h) */
 } ScRegFormat;
 
 /*
@@ -261,9 +263,13 @@ sc_framed_setup(ScFormatContext *fc)
 	}
 	rf->values = palloc(sizeof(StringInfo) * Max(rf->ndecoded, 1));
 	rf->isnull = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
-	rf->times = palloc(sizeof(int64) * Max(rf->ndecoded, 1));
+	rf->scalars = palloc(sizeof(ScScalar) * Max(rf->ndecoded, 1));
+	rf->takes = palloc(sizeof(uint16) * Max(rf->ndecoded, 1));
 	for (int k = 0; k < rf->ndecoded; k++)
+	{
 		rf->values[k] = makeStringInfo();
+		rf->takes[k] = fc->layout->takes[rf->decoded_col[k]];
+	}
 
 	rf->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
 	if (!rf->framed)
@@ -597,18 +603,40 @@ sc_framed_prepare(ScFormatContext *fc, const ScKafkaMessage *messages, int n, ch
 }
 
 /*
- * A decoder's instant (microseconds since 1970-01-01 UTC) as PostgreSQL's
- * timestamp; false for none, or for one out of PostgreSQL's range.
+ * A message's time value from its time column, decoded index tk: a
+ * timestamp's instant (a Protobuf Timestamp, an Avro timestamp-millis or
+ * -micros; a local timestamp when the column is a timestamp and takes it)
+ * is what its text would parse to, as timestamptz and as timestamp (which
+ * ignores the text's +00): no need to parse the text, unless PostgreSQL
+ * cannot hold it, which the text's parse says in its words (or these when
+ * the column took it with no text).
  */
-static inline bool
-sc_registry_instant(int64 instant, int64 *ts)
+static bool
+sc_registry_time(ScCube *cube, ScRegFormat *rf, int tk, const uint16 *takes, int64 *ts,
+				 char **error)
 {
-	const int64 shift = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	const ScScalar *sv = &rf->scalars[tk];
+	const char *name = cube->columns[cube->time_index].name;
+	Datum		value;
 
-	if (instant == SC_NO_TIME || instant < PG_INT64_MIN + shift)
-		return false;
-	*ts = instant - shift;
-	return IS_VALID_TIMESTAMP(*ts);
+	if (sv->kind == SC_SCALAR_INSTANT ||
+		(sv->kind == SC_SCALAR_LOCAL_TS && (rf->takes[tk] & SC_SCALAR_BIT(SC_SCALAR_LOCAL_TS))))
+	{
+		if (sc_scalar_datum(TIMESTAMPOID, sv, &value))
+		{
+			*ts = DatumGetTimestamp(value);
+			return true;
+		}
+		if (takes != NULL && (takes[tk] & SC_SCALAR_BIT(sv->kind)))
+		{
+			*error = psprintf("column \"%s\": timestamp out of range", name);
+			return false;
+		}
+	}
+	if (sc_parse_time(cube, rf->values[tk]->data, ts, error))
+		return true;
+	*error = psprintf("column \"%s\": %s", name, *error);
+	return false;
 }
 
 static bool
@@ -624,6 +652,8 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 	const bool *plain;
 	int			tk = rf->col_decoded[cube->time_index];
 	int		   *ends;
+	const uint16 *takes;
+	int			start = out->len;
 	bool		escaped = false;
 
 	if (rf->framed)
@@ -644,7 +674,19 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 		return false;
 	}
 	for (int k = 0; k < rf->ndecoded; k++)
-		resetStringInfo(rf->values[k]);
+	{
+		rf->values[k]->len = 0;
+		rf->values[k]->data[0] = '\0';
+	}
+
+	/*
+	 * Where the fields end, when every column is decoded (metadata values
+	 * may be escaped): the direct path cuts the line there instead of
+	 * splitting it again, and takes the numbers, bools and instants its
+	 * columns take as datums (format.h), which then have no text.
+	 */
+	ends = rf->ndecoded == cube->ncolumns ? sc_line_field_ends(fc) : NULL;
+	takes = ends != NULL && fc->datums ? rf->takes : NULL;
 	if (rf->format == SC_FORMAT_PROTOBUF)
 	{
 		int			indexes[SC_PROTO_MAX_INDEXES];
@@ -660,7 +702,7 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 		if ((plan = sc_proto_type_plan(fc, rf, w, id, indexes, nindexes, &plain, error)) == NULL)
 			return false;
 		if (!sc_proto_decode(plan, datum + consumed, len - consumed, rf->values, rf->isnull,
-							 rf->times, &err))
+							 rf->scalars, takes, &err))
 		{
 			*error = psprintf("invalid Protobuf message (schema id %d): %s", id, err);
 			return false;
@@ -668,7 +710,8 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 	}
 	else
 	{
-		if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, rf->times, &err))
+		if (!sc_avro_decode(w->plan, datum, len, rf->values, rf->isnull, rf->scalars, takes,
+							&err))
 		{
 			*error = id >= 0 ? psprintf("invalid Avro record (schema id %d): %s", id, err)
 				: psprintf("invalid Avro record: %s", err);
@@ -693,33 +736,18 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 			return false;
 		}
 
-		/*
-		 * A timestamp's instant (a Protobuf Timestamp, an Avro
-		 * timestamp-millis or -micros) is what its text (with +00) would
-		 * parse to, as timestamptz and as timestamp (which ignores the +00):
-		 * no need to parse it, unless PostgreSQL cannot hold it, which the
-		 * text's parse then says in its words.
-		 */
-		if (!sc_registry_instant(rf->times[tk], ts) &&
-			!sc_parse_time(cube, rf->values[tk]->data, ts, error))
-		{
-			*error = psprintf("column \"%s\": %s", cube->columns[cube->time_index].name, *error);
+		if (!sc_registry_time(cube, rf, tk, takes, ts, error))
 			return false;
-		}
 	}
 
-	/*
-	 * Where the fields end, when every column is decoded (metadata values
-	 * may be escaped) and no value needs an escape: the direct path cuts
-	 * the line there instead of splitting it again.
-	 */
-	ends = rf->ndecoded == cube->ncolumns ? sc_line_field_ends(fc) : NULL;
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		int			k = rf->col_decoded[c];
+		const ScScalar *sv;
+		Datum		value;
 
 		if (c > 0)
-			appendStringInfoChar(out, '\t');
+			appendStringInfoCharMacro(out, '\t');
 		if (k < 0)
 		{
 			if (!sc_meta_append(fc, out, c, m, error))
@@ -733,7 +761,22 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 				ends[c] = ~out->len;
 			continue;
 		}
-		if (plain[k])
+		sv = &rf->scalars[k];
+		if (takes != NULL && (takes[k] & SC_SCALAR_BIT(sv->kind)))
+		{
+			if (sc_scalar_datum(fc->layout->types[c], sv, &value))
+			{
+				sc_line_field_datum(fc, out, ends, c, value);
+				continue;
+			}
+			/* out of the column's range: its text, which its type refuses */
+			if (!sc_scalar_text(sv, out))
+			{
+				*error = psprintf("column \"%s\": timestamp out of range", cube->columns[c].name);
+				return false;
+			}
+		}
+		else if (plain[k])
 			appendBinaryStringInfo(out, rf->values[k]->data, rf->values[k]->len);
 		else
 			escaped |= sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
@@ -741,7 +784,7 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 			ends[c] = out->len;
 	}
 	if (ends != NULL && escaped)
-		sc_line_field_ends_cancel(fc);
+		sc_line_field_ends_cancel(fc, out, start);
 	sc_line_position(out, '\t', m);
 	return true;
 }

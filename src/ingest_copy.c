@@ -60,18 +60,56 @@ sc_insert_parsestate(ScIngest *ing, Relation rel)
 	return pstate;
 }
 
+/*
+ * Does line l hold values given as datums (format.h), with no text?  The
+ * direct path takes them; COPY needs their text.
+ */
+static bool
+sc_copy_line_given(ScIngest *ing, int l)
+{
+	ScBatch    *b = &ing->batch;
+
+	if (b->line_ends[l] < 0)
+		return false;
+	for (int f = 0; f < ing->cube->ncolumns; f++)
+		if (b->ends.given[b->line_ends[l] + f])
+			return true;
+	return false;
+}
+
 /* Write lines [lo, hi) with COPY FROM: it takes any line. */
 static bool
 sc_copy_lines_run(ScIngest *ing, int lo, int hi)
 {
 	ScCube	   *cube = ing->cube;
+	ScBatch    *b = &ing->batch;
 	Relation	rel;
 	ParseState *pstate;
 	CopyFromState cstate;
+	bool		render = false;
 
-	copy_source.data = ing->batch.lines.data + ing->batch.line_start[lo];
-	copy_source.len = ing->batch.line_start[hi] - ing->batch.line_start[lo];
+	copy_source.data = b->lines.data + b->line_start[lo];
+	copy_source.len = b->line_start[hi] - b->line_start[lo];
 	copy_source.pos = 0;
+
+	/* Lines a format gave datums in are fed with their text written in. */
+	for (int l = lo; ing->fc.datums && l < hi && !render; l++)
+		render = sc_copy_line_given(ing, l);
+	if (render)
+	{
+		resetStringInfo(&ing->copy_buf);
+		for (int l = lo; l < hi; l++)
+		{
+			if (sc_copy_line_given(ing, l))
+				sc_line_render(&ing->fc, b->lines.data, b->line_start[l], b->line_start[l + 1],
+							   b->line_ends[l], &ing->copy_buf);
+			else
+				appendBinaryStringInfo(&ing->copy_buf, b->lines.data + b->line_start[l],
+									   b->line_start[l + 1] - b->line_start[l]);
+		}
+		copy_source.data = ing->copy_buf.data;
+		copy_source.len = ing->copy_buf.len;
+	}
 
 	rel = table_open(cube->relid, RowExclusiveLock);
 	pstate = sc_insert_parsestate(ing, rel);

@@ -454,37 +454,6 @@ sc_direct_target_of(ScIngest *ing, ScDirectRun *run, int l)
 }
 
 /*
- * Is every byte of s ASCII and none NUL?  Then s is valid in every server
- * encoding, and pg_verify_mbstr() need not read it.  Eight bytes at a
- * time, the last eight read again for the tail: a byte with its high bit
- * set, or one whose subtraction borrows (only a zero byte starts a
- * borrow), leaves a high bit in bad.
- */
-static inline bool
-sc_plain_ascii(const char *s, int len)
-{
-	const uint64 ones = UINT64CONST(0x0101010101010101);
-	const uint64 highs = UINT64CONST(0x8080808080808080);
-	uint64		bad = 0;
-	uint64		w;
-
-	if (len < (int) sizeof(uint64))
-	{
-		for (int i = 0; i < len; i++)
-			bad |= (unsigned char) s[i] == 0 ? highs : (unsigned char) s[i];
-		return (bad & highs) == 0;
-	}
-	for (int i = 0; i + (int) sizeof(uint64) <= len; i += sizeof(uint64))
-	{
-		memcpy(&w, s + i, sizeof(w));
-		bad |= w | ((w - ones) & ~w);
-	}
-	memcpy(&w, s + len - sizeof(w), sizeof(w));
-	bad |= w | ((w - ones) & ~w);
-	return (bad & highs) == 0;
-}
-
-/*
  * An integer column's value, as its input function would make it, for the
  * common case: an optional minus and digits, too few to overflow the type.
  * False for anything else (white space, a plus, a value near the type's
@@ -531,6 +500,8 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	ScKafkaMessage *m = &b->messages[b->line_msg[l]];
 	char	  **fields = run->fields;
 	const bool *format_datum = layout->format_datum;
+	const bool *given = NULL;	/* per field: its value is a datum */
+	const Datum *datums = NULL;
 	int			t_index = cube->time_index;
 	int			nf;
 
@@ -553,6 +524,9 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 		/* The format said where the fields end: cut the line there. */
 		const int  *ends = b->ends.ends + b->line_ends[l];
 		int			start = 0;
+
+		given = b->ends.given + b->line_ends[l];
+		datums = b->ends.datums + b->line_ends[l];
 
 		for (int f = 0; f < cube->ncolumns; f++)
 		{
@@ -580,6 +554,12 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 
 		if (at <= 0)
 			continue;
+		if (given != NULL && given[layout->line_pos[c]])
+		{
+			slot->tts_values[at - 1] = datums[layout->line_pos[c]];
+			slot->tts_isnull[at - 1] = false;
+			continue;
+		}
 		if (c == t_index && run->time_fast && field != NULL)
 		{
 			slot->tts_values[at - 1] = Int64GetDatum(b->line_ts[l]);

@@ -243,6 +243,7 @@ struct ScIngest
 	const ScLineWriter *writers[2];	/* the batch's chain (ingest_write.c) */
 	int			nwriters;
 	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
+	StringInfoData copy_buf;	/* ingest_copy.c: lines with their datums as text */
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
 };
 

@@ -68,6 +68,8 @@ sc_writers_choose(ScIngest *ing)
 	if (sc_direct_insert || !ing->cube->keep_rows)
 		ing->writers[ing->nwriters++] = &sc_writer_direct;
 	ing->writers[ing->nwriters++] = &sc_writer_copy;
+	/* the formats may give the direct path datums (format.h) */
+	ing->fc.datums = ing->writers[0] == &sc_writer_direct;
 }
 
 /* Try lines [lo, hi) in a subtransaction; on a data error return it. */

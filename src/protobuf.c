@@ -124,9 +124,73 @@ sc_pb_room(ScPbDecoder *d, StringInfo out, const uint8 *at)
 }
 
 /*
+ * What a column's value of a numeric or bool type (its wire value u) was
+ * read as: true when its columns take it so, and no text is written.
+ */
+static inline bool
+sc_pb_taken(ScPbDecoder *d, int type, uint64 u)
+{
+	ScScalar   *s = &d->scalar;
+
+	switch (type)
+	{
+		case SC_PB_INT32:
+		case SC_PB_SFIXED32:
+			s->kind = SC_SCALAR_INT;
+			s->i = (int32) (uint32) u;
+			break;
+		case SC_PB_SINT32:
+			s->kind = SC_SCALAR_INT;
+			s->i = (int32) ((uint32) u >> 1) ^ -(int32) (u & 1);
+			break;
+		case SC_PB_INT64:
+		case SC_PB_SFIXED64:
+			s->kind = SC_SCALAR_INT;
+			s->i = (int64) u;
+			break;
+		case SC_PB_SINT64:
+			s->kind = SC_SCALAR_INT;
+			s->i = (int64) (u >> 1) ^ -(int64) (u & 1);
+			break;
+		case SC_PB_UINT32:
+		case SC_PB_FIXED32:
+			s->kind = SC_SCALAR_INT;
+			s->i = (uint32) u;
+			break;
+		case SC_PB_UINT64:
+		case SC_PB_FIXED64:
+			s->kind = u > (uint64) PG_INT64_MAX ? SC_SCALAR_UINT : SC_SCALAR_INT;
+			s->i = (int64) u;
+			break;
+		case SC_PB_BOOL:
+			s->kind = SC_SCALAR_BOOL;
+			s->i = u != 0;
+			break;
+		case SC_PB_FLOAT:
+			{
+				uint32		b = (uint32) u;
+				float		x;
+
+				memcpy(&x, &b, 4);
+				s->kind = SC_SCALAR_FLOAT4;
+				s->f = x;
+				break;
+			}
+		case SC_PB_DOUBLE:
+			s->kind = SC_SCALAR_FLOAT8;
+			memcpy(&s->f, &u, 8);
+			break;
+		default:
+			return false;
+	}
+	return (d->take & SC_SCALAR_BIT(s->kind)) != 0;
+}
+
+/*
  * One value of a scalar type (not a message) from *pp: a number moves *pp
  * past it; a string or bytes is all of [*pp, end).  Text for a column, or
- * JSON.
+ * JSON.  For a column, a number or bool is also noted as a scalar
+ * (d->scalar), and its text not written when its columns take it.
  */
 static bool
 sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
@@ -158,6 +222,8 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			*pp = end;
 			break;
 	}
+	if (!json && sc_pb_taken(d, type, u))
+		return true;
 	switch (type)
 	{
 		case SC_PB_INT32:
@@ -599,7 +665,13 @@ sc_pb_timestamp(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int nr
 		return sc_pb_fail(d, r[0].p, "Timestamp of " INT64_FORMAT " seconds and %d nanos is out of range",
 						  seconds, nanos);
 	if (!json)
-		d->time = seconds * USECS_PER_SEC + nanos / 1000;	/* as its text says */
+	{
+		/* the instant its text says */
+		d->scalar.kind = SC_SCALAR_INSTANT;
+		d->scalar.i = seconds * USECS_PER_SEC + nanos / 1000;
+		if (d->take & SC_SCALAR_BIT(SC_SCALAR_INSTANT))
+			return true;
+	}
 	days = seconds / 86400;
 	secs = seconds % 86400;
 	if (secs < 0)
@@ -857,6 +929,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 		const ScPbPlanField *pf = &pm->fields[i];
 		StringInfo	out;
 		int			outlen;
+		bool		scalar;
 
 		if (!sc_pb_present(slots, i))
 		{
@@ -901,6 +974,22 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			continue;
 		out = d->values[pf->cols[0]];
 		outlen = out->len;
+		/*
+		 * A single number, bool, Timestamp or wrapper is a scalar: no text
+		 * when every column of the field takes it so.  What is written as
+		 * JSON (inside which a map's key is read as a scalar too) is not.
+		 */
+		scalar = f->label != SC_PB_LABEL_REPEATED &&
+			(f->message == NULL || f->message->wkt == SC_PB_WKT_TIMESTAMP ||
+			 f->message->wkt == SC_PB_WKT_WRAPPER);
+		d->scalar.kind = SC_SCALAR_NONE;
+		d->take = 0;
+		if (d->takes != NULL && scalar)
+		{
+			d->take = d->takes[pf->cols[0]];
+			for (int c = 1; c < pf->ncols; c++)
+				d->take &= d->takes[pf->cols[c]];
+		}
 		if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, false))
 		{
 			ok = sc_decode_fail_in(&d->fail, f->name);
@@ -913,10 +1002,9 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			d->isnull[pf->cols[c]] = false;
 			appendBinaryStringInfo(d->values[pf->cols[c]], out->data + outlen, out->len - outlen);
 		}
-		if (d->times != NULL && f->label != SC_PB_LABEL_REPEATED && f->message != NULL &&
-			f->message->wkt == SC_PB_WKT_TIMESTAMP)
+		if (d->scalars != NULL && scalar)
 			for (int c = 0; c < pf->ncols; c++)
-				d->times[pf->cols[c]] = d->time;
+				d->scalars[pf->cols[c]] = d->scalar;
 	}
 done:
 	if (slots != local)
@@ -967,7 +1055,8 @@ sc_proto_read_indexes(const char *buf, size_t len, int *indexes, int maxindexes,
 
 bool
 sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
-				StringInfo *values, bool *isnull, int64 *times, char **error)
+				StringInfo *values, bool *isnull, ScScalar *scalars, const uint16 *takes,
+				char **error)
 {
 	ScPbDecoder d;
 	ScPbRange	r;
@@ -976,8 +1065,10 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	d.depth = 0;
 	d.values = values;
 	d.isnull = isnull;
-	d.times = times;
-	d.time = 0;
+	d.scalars = scalars;
+	d.takes = scalars != NULL ? takes : NULL;
+	d.take = 0;
+	d.scalar.kind = SC_SCALAR_NONE;
 	d.text = 0;
 	d.dropped = false;
 	d.nul = false;
@@ -987,9 +1078,9 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 	r.end = d.start + len;
 	for (int c = 0; c < plan->ncolumns; c++)
 		isnull[c] = true;
-	if (times != NULL)
+	if (scalars != NULL)
 		for (int c = 0; c < plan->ncolumns; c++)
-			times[c] = SC_NO_TIME;
+			scalars[c].kind = SC_SCALAR_NONE;
 
 	/*
 	 * A value's text may be several times its bytes (hex, JSON escapes), and

@@ -90,15 +90,18 @@ extern bool sc_proto_has_path(const ScProtoSchema *schema, const int *indexes,
 /*
  * Decode one message (the bytes after the header and the indexes): the
  * text of column c is appended to values[c] (which the caller reset), or
- * isnull[c] is set.  With times, times[c] is the instant the text of
- * column c says when it is a Timestamp, in microseconds since 1970-01-01
- * 00:00 UTC (its nanos truncated, as in the text), else SC_NO_TIME:
- * a time column takes it without parsing the text again.  False and
+ * isnull[c] is set.  With scalars, scalars[c] says what the value was read
+ * as when it is a number, a bool or a Timestamp (SC_SCALAR_INSTANT, in
+ * microseconds since 1970-01-01 00:00 UTC, its nanos truncated as in the
+ * text), the same through a wrapper, else SC_SCALAR_NONE; and with takes,
+ * no text is written for a value whose kind is among takes[c]
+ * (SC_SCALAR_BIT): the caller makes its datum from the scalar.  False and
  * *error (palloc'd: the field, what was wrong and the byte) when the
  * bytes are not one valid message of the type, or more than 64 MB; values
  * may then hold part of a message.
  */
 extern bool sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
-							StringInfo *values, bool *isnull, int64 *times, char **error);
+							StringInfo *values, bool *isnull, ScScalar *scalars,
+							const uint16 *takes, char **error);
 
 #endif							/* SC_PROTOBUF_H */

@@ -395,9 +395,11 @@ typedef struct ScPbDecoder
 	int			depth;			/* messages open */
 	StringInfo *values;
 	bool	   *isnull;
-	int64	   *times;			/* see sc_proto_decode; NULL when not wanted */
-	int64		time;			/* the instant of the last Timestamp written as
-								 * a column's text */
+	ScScalar   *scalars;		/* see sc_proto_decode; NULL when not wanted */
+	const uint16 *takes;		/* the same */
+	uint16		take;			/* of the column value being read: the kinds
+								 * its columns take with no text */
+	ScScalar	scalar;			/* what the column value being read was */
 	int64		text;			/* text of the columns done (SC_PB_MAX_TEXT) */
 
 	bool		dropped;		/* an unknown field was met (an undeclared

@@ -244,7 +244,8 @@ sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint
 {
 	if (f->utf8)
 	{
-		if (likely(pg_verify_mbstr(PG_UTF8, (const char *) v, vend - v, true)))
+		if (likely(sc_plain_ascii((const char *) v, vend - v) ||
+				   pg_verify_mbstr(PG_UTF8, (const char *) v, vend - v, true)))
 			return true;
 		if (sc_pb_utf8_nul_ok((const char *) v, vend - v))
 		{

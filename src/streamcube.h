@@ -92,10 +92,68 @@
 #define SC_VALUE_JSON	0x20
 
 /*
- * A decoder's instant of a column (avro.c, protobuf.c: times[c], in
- * microseconds since 1970-01-01 00:00 UTC) when its value is none.
+ * No instant: of a message's time (the decoders' SC_SCALAR_INSTANT, in
+ * microseconds since 1970-01-01 00:00 UTC, converted by format_registry.c).
  */
 #define SC_NO_TIME PG_INT64_MIN
+
+/*
+ * What a decoder (avro.c, protobuf.c) read a column's value as, when it is
+ * a number, a truth value or a time rather than text: a column of a type
+ * that takes it (format.h, sc_scalar_takes) gets its Datum without the
+ * text being written and read back.
+ */
+typedef enum ScScalarKind
+{
+	SC_SCALAR_NONE = 0,			/* text only */
+	SC_SCALAR_INT,				/* i: a signed integer */
+	SC_SCALAR_UINT,				/* i: the bits of an unsigned 64-bit integer */
+	SC_SCALAR_BOOL,				/* i: 0 or 1 */
+	SC_SCALAR_FLOAT4,			/* f: a float's value (its text: float4's) */
+	SC_SCALAR_FLOAT8,			/* f: a double's */
+	SC_SCALAR_INSTANT,			/* i: microseconds since 1970-01-01 00:00 UTC */
+	SC_SCALAR_LOCAL_TS			/* i: the same, a wall-clock time with no zone */
+} ScScalarKind;
+
+#define SC_SCALAR_BIT(kind) ((uint16) (1 << (kind)))
+
+typedef struct ScScalar
+{
+	ScScalarKind kind;
+	int64		i;
+	double		f;
+} ScScalar;
+
+/*
+ * Is every byte of s ASCII and none NUL?  Then s is valid in every server
+ * encoding, and pg_verify_mbstr() need not read it.  Eight bytes at a
+ * time, the last eight read again for the tail: a byte with its high bit
+ * set, or one whose subtraction borrows (only a zero byte starts a
+ * borrow), leaves a high bit in bad.
+ */
+static inline bool
+sc_plain_ascii(const char *s, int len)
+{
+	const uint64 ones = UINT64CONST(0x0101010101010101);
+	const uint64 highs = UINT64CONST(0x8080808080808080);
+	uint64		bad = 0;
+	uint64		w;
+
+	if (len < (int) sizeof(uint64))
+	{
+		for (int i = 0; i < len; i++)
+			bad |= (unsigned char) s[i] == 0 ? highs : (unsigned char) s[i];
+		return (bad & highs) == 0;
+	}
+	for (int i = 0; i + (int) sizeof(uint64) <= len; i += sizeof(uint64))
+	{
+		memcpy(&w, s + i, sizeof(w));
+		bad |= w | ((w - ones) & ~w);
+	}
+	memcpy(&w, s + len - sizeof(w), sizeof(w));
+	bad |= w | ((w - ones) & ~w);
+	return (bad & highs) == 0;
+}
 
 /* json_text.c: the text both decoders write (avro.c, protobuf.c). */
 struct StringInfoData;
