@@ -1152,13 +1152,7 @@ sc_avro_decode(const ScAvroPlan *plan, const char *buf, size_t len,
 		if (!sc_avro_json(&d, plan->schema->top, out) ||
 			!sc_avro_text_done(&d, out->len - outlen, plan->nwhole))
 			goto fail;
-		for (int k = 0; k < plan->nwhole; k++)
-		{
-			isnull[plan->whole[k]] = false;
-			if (k > 0)
-				appendBinaryStringInfo(values[plan->whole[k]], out->data + outlen,
-									   out->len - outlen);
-		}
+		sc_decode_share(values, isnull, plan->whole, plan->nwhole, outlen);
 	}
 	return true;
 

@@ -129,6 +129,19 @@ sc_text_float(StringInfo out, double v, bool single, bool json)
 		appendStringInfoCharMacro(out, '"');
 }
 
+void
+sc_decode_share(StringInfo *values, bool *isnull, const int *cols, int n, int from)
+{
+	StringInfo	first = values[cols[0]];
+
+	for (int k = 0; k < n; k++)
+	{
+		isnull[cols[k]] = false;
+		if (k > 0)
+			appendBinaryStringInfo(values[cols[k]], first->data + from, first->len - from);
+	}
+}
+
 /*
  * The proleptic Gregorian date of a day counted from 1970-01-01: days
  * shifted to count from 0000-03-01 (so that a leap day ends its year),

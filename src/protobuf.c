@@ -995,13 +995,8 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			ok = sc_decode_fail_in(&d->fail, f->name);
 			goto done;
 		}
-		d->isnull[pf->cols[0]] = false;
 		d->text += (int64) (out->len - outlen) * pf->ncols;
-		for (int c = 1; c < pf->ncols; c++)
-		{
-			d->isnull[pf->cols[c]] = false;
-			appendBinaryStringInfo(d->values[pf->cols[c]], out->data + outlen, out->len - outlen);
-		}
+		sc_decode_share(d->values, d->isnull, pf->cols, pf->ncols, outlen);
 		if (d->scalars != NULL && scalar)
 			for (int c = 0; c < pf->ncols; c++)
 				d->scalars[pf->cols[c]] = d->scalar;
@@ -1108,13 +1103,7 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 		d.text += (int64) (out->len - outlen) * (plan->nwhole - 1);
 		if (!sc_pb_room(&d, out, d.start))
 			goto fail;
-		for (int k = 0; k < plan->nwhole; k++)
-		{
-			isnull[plan->whole[k]] = false;
-			if (k > 0)
-				appendBinaryStringInfo(values[plan->whole[k]], out->data + outlen,
-									   out->len - outlen);
-		}
+		sc_decode_share(values, isnull, plan->whole, plan->nwhole, outlen);
 	}
 	return true;
 

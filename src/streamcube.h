@@ -165,6 +165,14 @@ extern void sc_text_float(struct StringInfoData *out, double v, bool single, boo
 extern void sc_text_civil(int64 days, int64 *year, int *month, int *day);
 
 /*
+ * A value's text, written for column cols[0] from offset from of its
+ * buffer on, given to the other columns that take it too (cols[1..n)):
+ * values[c] appended to, isnull[c] cleared, for every one.
+ */
+extern void sc_decode_share(struct StringInfoData **values, bool *isnull, const int *cols,
+							int n, int from);
+
+/*
  * The first failure of a decoder (avro.c, protobuf.c): what, at which byte
  * of the message, inside which fields, outermost first; what is NULL while
  * none.  sc_decode_failv records it, sc_decode_fail_in adds the fields on
