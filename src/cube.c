@@ -122,7 +122,8 @@ sc_cube_read_columns(ScCube *cube, const char *time_column)
 
 	sc_catalog_exec_kept(&plan, "SELECT a.attname, a.atttypid, a.attnum, "
 						 "       a.attnum = (SELECT p.partattrs[0] FROM pg_catalog.pg_partitioned_table p "
-						 "                   WHERE p.partrelid = a.attrelid) "
+						 "                   WHERE p.partrelid = a.attrelid), "
+						 "       a.atttypmod "
 						 "FROM pg_catalog.pg_attribute a "
 						 "WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped "
 						 "  AND a.attgenerated = '' "
@@ -145,6 +146,7 @@ sc_cube_read_columns(ScCube *cube, const char *time_column)
 		col->type = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		col->attnum = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
 		key = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
+		col->typmod = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
 		col->path = palloc(sizeof(char *));
 		col->path[0] = col->name;
 		col->pathlen = 1;

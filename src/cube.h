@@ -49,6 +49,7 @@ typedef struct ScColumn
 {
 	char	   *name;
 	Oid			type;
+	int32		typmod;
 	AttrNumber	attnum;			/* in the cube's table */
 	char	  **path;			/* JSON keys leading to the value */
 	int			pathlen;		/* 0 for a metadata column */

@@ -57,7 +57,6 @@ typedef struct ScLayout
 	int			doc_index;		/* the jsonb column of the whole document; -1 */
 	bool	   *format_datum;	/* per column: the format's datum() makes its value;
 								 * NULL when it makes none */
-	Oid		   *types;			/* per column: its type in the table */
 	uint16	   *takes;			/* per column: the ScScalar kinds it takes as a
 								 * datum (sc_scalar_takes); 0: text only */
 } ScLayout;

@@ -397,7 +397,7 @@ sc_line_render(ScFormatContext *fc, const char *base, int start, int end, int en
 
 		appendBinaryStringInfo(dst, base + pos, e - pos);
 		if (fe->given[entry + f])
-			sc_datum_text(fc->layout->types[fc->layout->line_col[f]], fe->datums[entry + f], dst);
+			sc_datum_text(fc->cube->columns[fc->layout->line_col[f]].type, fe->datums[entry + f], dst);
 		if (e < end)
 			appendStringInfoChar(dst, base[e]);	/* the separator */
 		pos = e + 1;

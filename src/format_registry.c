@@ -764,7 +764,7 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 		sv = &rf->scalars[k];
 		if (takes != NULL && (takes[k] & SC_SCALAR_BIT(sv->kind)))
 		{
-			if (sc_scalar_datum(fc->layout->types[c], sv, &value))
+			if (sc_scalar_datum(cube->columns[c].type, sv, &value))
 			{
 				sc_line_field_datum(fc, out, ends, c, value);
 				continue;

@@ -69,7 +69,6 @@ sc_layout_build(ScLayout *layout, ScCube *cube)
 	layout->json_column = palloc0(sizeof(bool) * n);
 	layout->meta_base = palloc0(sizeof(Oid) * n);
 	layout->format_datum = NULL;	/* a format that builds datums allocates it */
-	layout->types = palloc0(sizeof(Oid) * n);
 	layout->takes = palloc0(sizeof(uint16) * n);
 	layout->line_pos = palloc(sizeof(int) * n);
 	layout->line_col = palloc(sizeof(int) * n);
@@ -79,14 +78,10 @@ sc_layout_build(ScLayout *layout, ScCube *cube)
 	{
 		ScColumn   *col = &cube->columns[c];
 		Oid			base = getBaseType(col->type);
-		int32		typmod;
-		Oid			collation;
 
 		layout->attnames = lappend(layout->attnames, makeString(pstrdup(col->name)));
 		layout->attnums[c] = get_attnum(cube->relid, col->name);
-		get_atttypetypmodcoll(cube->relid, layout->attnums[c], &layout->types[c],
-							  &typmod, &collation);
-		layout->takes[c] = sc_scalar_takes(layout->types[c], typmod);
+		layout->takes[c] = sc_scalar_takes(col->type, col->typmod);
 		layout->json_column[c] = base == JSONOID || base == JSONBOID;
 		if (col->meta == SC_META_NONE)
 			layout->line_pos[c] = layout->npayload++;
