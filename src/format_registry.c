@@ -470,8 +470,16 @@ sc_proto_type_plan(ScFormatContext *fc, ScRegFormat *rf, ScWriter *w, int32 id, 
 	char	   *err = NULL;
 
 	for (pt = w->types; pt != NULL; pt = pt->next)
-		if (pt->nindexes == nindexes && memcmp(pt->indexes, indexes, sizeof(int) * nindexes) == 0)
+	{
+		int			k = 0;
+
+		if (pt->nindexes != nindexes)
+			continue;
+		while (k < nindexes && pt->indexes[k] == indexes[k])
+			k++;
+		if (k == nindexes)
 			break;
+	}
 	if (pt == NULL)
 	{
 		old = MemoryContextSwitchTo(rf->cxt);

@@ -192,15 +192,17 @@ sc_pb_taken(ScPbDecoder *d, int type, uint64 u)
  * JSON.  For a column, a number or bool is also noted as a scalar
  * (d->scalar), and its text not written when its columns take it.
  */
+static bool sc_pb_scalar_text(ScPbDecoder *d, const ScPbField *f, uint64 u, const uint8 *p,
+							  const uint8 *end, StringInfo out, bool json);
+
 static bool
 sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			 const uint8 *end, StringInfo out, bool json)
 {
 	const uint8 *p = *pp;
-	int			type = f->type;
 	uint64		u = 0;
 
-	switch (sc_pb_type_wt[type])
+	switch (sc_pb_type_wt[f->type])
 	{
 		case SC_PB_WT_VARINT:
 			if (!sc_pb_varint(d, pp, end, &u))
@@ -222,6 +224,19 @@ sc_pb_scalar(ScPbDecoder *d, const ScPbField *f, const uint8 **pp,
 			*pp = end;
 			break;
 	}
+	return sc_pb_scalar_text(d, f, u, p, end, out, json);
+}
+
+/*
+ * The same, its wire value read: u for a number, [p, end) for a string or
+ * bytes.
+ */
+static bool
+sc_pb_scalar_text(ScPbDecoder *d, const ScPbField *f, uint64 u, const uint8 *p,
+				  const uint8 *end, StringInfo out, bool json)
+{
+	int			type = f->type;
+
 	if (!json && sc_pb_taken(d, type, u))
 		return true;
 	switch (type)
@@ -906,6 +921,69 @@ sc_pb_message_text(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange *r, int
  * Decoding by the plan
  * ----------------------------------------------------------------
  */
+
+/* A field absent: its default's text in its columns (a message's: none, NULL). */
+static void
+sc_pb_column_default(ScPbDecoder *d, const ScPbField *f, const ScPbPlanField *pf)
+{
+	const char *def;
+	int			deflen;
+
+	if (f->label == SC_PB_LABEL_REPEATED)
+	{
+		def = f->message && f->message->map_entry ? "{}" : "[]";
+		deflen = 2;
+	}
+	else if ((def = f->def_text) == NULL)
+		return;
+	else
+		deflen = f->def_text_len;
+	for (int c = 0; c < pf->ncols; c++)
+	{
+		appendBinaryStringInfo(d->values[pf->cols[c]], def, deflen);
+		d->isnull[pf->cols[c]] = false;
+	}
+}
+
+/*
+ * Before field f's value is read for its columns: a single number, bool,
+ * Timestamp or wrapper is a scalar, with no text when every column of the
+ * field takes it so.  What is written as JSON (inside which a map's key is
+ * read as a scalar too) is not.  True when it is a scalar.
+ */
+static inline bool
+sc_pb_column_begin(ScPbDecoder *d, const ScPbField *f, const ScPbPlanField *pf)
+{
+	bool		scalar = f->label != SC_PB_LABEL_REPEATED &&
+		(f->message == NULL || f->message->wkt == SC_PB_WKT_TIMESTAMP ||
+		 f->message->wkt == SC_PB_WKT_WRAPPER);
+
+	d->scalar.kind = SC_SCALAR_NONE;
+	d->take = 0;
+	if (d->takes != NULL && scalar)
+	{
+		d->take = d->takes[pf->cols[0]];
+		for (int c = 1; c < pf->ncols; c++)
+			d->take &= d->takes[pf->cols[c]];
+	}
+	return scalar;
+}
+
+/* After it was read into out (from outlen on): its other columns, its scalar. */
+static inline void
+sc_pb_column_end(ScPbDecoder *d, const ScPbPlanField *pf, StringInfo out, int outlen,
+				 bool scalar)
+{
+	d->text += (int64) (out->len - outlen) * pf->ncols;
+	if (pf->ncols == 1)
+		d->isnull[pf->cols[0]] = false;
+	else
+		sc_decode_share(d->values, d->isnull, pf->cols, pf->ncols, outlen);
+	if (d->scalars != NULL && scalar)
+		for (int c = 0; c < pf->ncols; c++)
+			d->scalars[pf->cols[c]] = d->scalar;
+}
+
 static bool
 sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int nr)
 {
@@ -933,24 +1011,7 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 
 		if (!sc_pb_present(slots, i))
 		{
-			const char *def;
-			int			deflen;
-
-			/* a message absent: the columns inside it stay NULL */
-			if (f->label == SC_PB_LABEL_REPEATED)
-			{
-				def = f->message && f->message->map_entry ? "{}" : "[]";
-				deflen = 2;
-			}
-			else if ((def = f->def_text) == NULL)
-				continue;
-			else
-				deflen = f->def_text_len;
-			for (int c = 0; c < pf->ncols; c++)
-			{
-				appendBinaryStringInfo(d->values[pf->cols[c]], def, deflen);
-				d->isnull[pf->cols[c]] = false;
-			}
+			sc_pb_column_default(d, f, pf);
 			continue;
 		}
 		if (pf->sub != NULL)
@@ -974,32 +1035,13 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			continue;
 		out = d->values[pf->cols[0]];
 		outlen = out->len;
-		/*
-		 * A single number, bool, Timestamp or wrapper is a scalar: no text
-		 * when every column of the field takes it so.  What is written as
-		 * JSON (inside which a map's key is read as a scalar too) is not.
-		 */
-		scalar = f->label != SC_PB_LABEL_REPEATED &&
-			(f->message == NULL || f->message->wkt == SC_PB_WKT_TIMESTAMP ||
-			 f->message->wkt == SC_PB_WKT_WRAPPER);
-		d->scalar.kind = SC_SCALAR_NONE;
-		d->take = 0;
-		if (d->takes != NULL && scalar)
-		{
-			d->take = d->takes[pf->cols[0]];
-			for (int c = 1; c < pf->ncols; c++)
-				d->take &= d->takes[pf->cols[c]];
-		}
+		scalar = sc_pb_column_begin(d, f, pf);
 		if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, false))
 		{
 			ok = sc_decode_fail_in(&d->fail, f->name);
 			goto done;
 		}
-		d->text += (int64) (out->len - outlen) * pf->ncols;
-		sc_decode_share(d->values, d->isnull, pf->cols, pf->ncols, outlen);
-		if (d->scalars != NULL && scalar)
-			for (int c = 0; c < pf->ncols; c++)
-				d->scalars[pf->cols[c]] = d->scalar;
+		sc_pb_column_end(d, pf, out, outlen, scalar);
 	}
 done:
 	if (slots != local)
@@ -1007,6 +1049,108 @@ done:
 	if (ok)
 		d->depth--;
 	return ok;
+}
+
+/*
+ * The top message [p, end) in one pass, when its plan allows it
+ * (pm->one_pass: the fields its columns read are singular, in no oneof,
+ * and no path goes on into them, as in most schemas): each value goes to
+ * its columns where it comes.  sc_pb_plan_decode notes where every field
+ * comes in a first pass and reads the values in a second; this checks
+ * what that first pass checks (sc_pb_collect), in the same order, and
+ * writes what the second writes.  What it does not do is left to
+ * sc_pb_plan_decode, which starts again from the first byte: a field met
+ * a second time (the last wins, a message's occurrences merge) and any
+ * failure, which it then reports in its words.  False in those cases,
+ * with the columns to be reset.
+ */
+static bool
+sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint8 *end)
+{
+	const ScPbMessage *m = pm->message;
+	uint64		seen = 0;
+
+	if (!sc_pb_enter(d, p))
+		return false;
+	while (p < end)
+	{
+		uint32		num = 0;
+		int			wt = 0;
+		uint64		u = 0;
+		const uint8 *v;
+		const uint8 *vend;
+		const ScPbField *f;
+		const ScPbPlanField *pf;
+		StringInfo	out;
+		int			i;
+		int			k;
+		int			outlen;
+		bool		scalar;
+		bool		ok;
+
+		/* the tag: one byte for fields 1 to 15 */
+		if (likely(*p >= 8 && *p < 0x80))
+		{
+			num = *p >> 3;
+			wt = *p++ & 7;
+		}
+		else if (!sc_pb_tag(d, &p, end, &num, &wt))
+			return false;
+		v = p;
+		if (wt == SC_PB_WT_VARINT)
+		{
+			if (!sc_pb_varint(d, &p, end, &u))
+				return false;
+			vend = p;
+		}
+		else if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
+			return false;
+		if ((i = sc_pb_field_index(m, num)) < 0)
+			continue;			/* an unknown field */
+		f = &m->fields[i];
+		if (unlikely(wt != f->wt && !(wt == SC_PB_WT_LEN && f->packable)))
+			continue;			/* the same: a wire type not the field's */
+
+		/*
+		 * A Timestamp's or Duration's bytes are all checked as its value is
+		 * read (they hold no strings): its check waits for a failure.
+		 */
+		if ((wt == SC_PB_WT_LEN || f->message != NULL) &&
+			!(f->message != NULL && (f->message->wkt == SC_PB_WKT_TIMESTAMP ||
+									 f->message->wkt == SC_PB_WKT_DURATION)) &&
+			!sc_pb_check_value(d, f, v, vend))
+			return false;
+		if ((k = pm->wanted_at[i]) < 0 ||
+			(unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend)))
+			continue;
+		if (seen & (UINT64CONST(1) << k))
+			return false;
+		seen |= UINT64CONST(1) << k;
+
+		pf = &pm->fields[i];
+		out = d->values[pf->cols[0]];
+		outlen = out->len;
+		scalar = sc_pb_column_begin(d, f, pf);
+		if (f->message != NULL)
+		{
+			ScPbRange	r = {v, vend};
+
+			ok = sc_pb_message_text(d, f->message, &r, 1, out);
+		}
+		else if (wt == SC_PB_WT_VARINT)
+			ok = sc_pb_scalar_text(d, f, u, v, vend, out, false);
+		else
+			ok = sc_pb_scalar(d, f, &v, vend, out, false);
+		if (!ok)
+			return false;
+		sc_pb_column_end(d, pf, out, outlen, scalar);
+	}
+	if (seen != (UINT64CONST(1) << pm->nwanted) - 1)
+		for (int k = 0; k < pm->nwanted; k++)
+			if (!(seen & (UINT64CONST(1) << k)))
+				sc_pb_column_default(d, &m->fields[pm->wanted[k]], &pm->fields[pm->wanted[k]]);
+	d->depth--;
+	return true;
 }
 
 bool
@@ -1018,6 +1162,14 @@ sc_proto_read_indexes(const char *buf, size_t len, int *indexes, int maxindexes,
 	uint64		u;
 	int64		count;
 
+	/* [0], the file's first type, is one 0 byte: as most writers write */
+	if (len > 0 && p[0] == 0 && maxindexes >= 1)
+	{
+		indexes[0] = 0;
+		*nindexes = 1;
+		*consumed = 1;
+		return true;
+	}
 	if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
 		return false;
 	count = (int64) (u >> 1) ^ -(int64) (u & 1);
@@ -1088,8 +1240,29 @@ sc_proto_decode(const ScProtoPlan *plan, const char *buf, size_t len,
 				   len, (size_t) SC_PB_MAX_MESSAGE);
 		goto fail;
 	}
+	if (plan->top->one_pass)
+	{
+		if (sc_pb_one_pass(&d, plan->top, r.p, r.end))
+			goto whole;
+		/* not for one pass: the columns as they came, and the general path */
+		d.depth = 0;
+		d.text = 0;
+		d.nul = false;
+		d.fail.what = NULL;
+		d.fail.where = NIL;
+		for (int c = 0; c < plan->ncolumns; c++)
+		{
+			values[c]->len = 0;
+			values[c]->data[0] = '\0';
+			isnull[c] = true;
+			if (scalars != NULL)
+				scalars[c].kind = SC_SCALAR_NONE;
+		}
+	}
 	if (!sc_pb_plan_decode(&d, plan->top, &r, 1))
 		goto fail;
+
+whole:
 
 	/* columns taking the whole message: read it again, as JSON */
 	if (plan->nwhole > 0)

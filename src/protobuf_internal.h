@@ -37,6 +37,7 @@
 
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "port/pg_bitutils.h"
 #include "protobuf.h"
 #include "utils/builtins.h"
 
@@ -242,6 +243,8 @@ struct ScPbPlanMsg
 								 * wanted and their oneof's other members */
 	int			nwanted;		/* fields wanted, in declaration order */
 	int		   *wanted;
+	int		   *wanted_at;		/* per field: its place in wanted, or -1 */
+	bool		one_pass;		/* read in one pass (protobuf.c, sc_pb_one_pass) */
 };
 
 struct ScProtoPlan
@@ -302,6 +305,39 @@ sc_pb_get_varint(const uint8 **pp, const uint8 *end, uint64 *value)
 	int			n = end - p >= 10 ? 10 : (int) (end - p);
 	uint64		u = 0;
 
+#ifndef WORDS_BIGENDIAN
+
+	/*
+	 * Eight bytes at once (or the fewer left): the first byte under 0x80
+	 * ends the varint, and the 7-bit groups before it are packed together
+	 * in three steps.  Only a varint of 9 or 10 bytes goes on to the loop.
+	 */
+	{
+		uint64		x = 0;
+		uint64		stops;
+
+		if (likely(n >= 8))
+			memcpy(&x, p, 8);
+		else
+			memcpy(&x, p, n);	/* the last field's, mostly */
+		stops = ~x & UINT64CONST(0x8080808080808080);
+		if (n < 8)
+			stops &= (UINT64CONST(1) << (8 * n)) - 1;
+		if (likely(stops != 0))
+		{
+			int			bits = pg_rightmost_one_pos64(stops) + 1;	/* 8 a byte */
+
+			if (bits < 64)
+				x &= (UINT64CONST(1) << bits) - 1;
+			x = ((x & UINT64CONST(0x7f007f007f007f00)) >> 1) | (x & UINT64CONST(0x007f007f007f007f));
+			x = ((x & UINT64CONST(0x3fff00003fff0000)) >> 2) | (x & UINT64CONST(0x00003fff00003fff));
+			x = ((x & UINT64CONST(0x0fffffff00000000)) >> 4) | (x & UINT64CONST(0x000000000fffffff));
+			*pp = p + bits / 8;
+			*value = x;
+			return SC_PB_OK;
+		}
+	}
+#endif
 	for (int i = 0; i < n; i++)
 	{
 		uint8		b = p[i];
@@ -453,6 +489,8 @@ extern bool sc_pb_collect(ScPbDecoder *d, const ScPbMessage *m, const ScPbRange 
 						  const bool *note, ScPbSlot *slots, bool check);
 extern bool sc_pb_next_occurrence(ScPbDecoder *d, ScPbOccurrences *it, int *wt,
 								  const uint8 **v, const uint8 **vend);
+extern bool sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v,
+							  const uint8 *vend);
 
 static inline bool
 sc_pb_varint(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint64 *value)
@@ -463,6 +501,48 @@ sc_pb_varint(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint64 *value)
 		return true;
 	}
 	return sc_pb_varint_slow(d, pp, end, value);
+}
+
+/* A field's tag: its number (never 0) and wire type. */
+static inline bool
+sc_pb_tag(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint32 *num, int *wt)
+{
+	const uint8 *at = *pp;
+	uint64		tag;
+
+	if (!sc_pb_varint(d, pp, end, &tag))
+		return false;
+	if (unlikely(tag > PG_UINT32_MAX || (tag >> 3) == 0))
+		return sc_pb_fail(d, at, "bad tag " UINT64_FORMAT " (field number %u)", tag,
+						  (unsigned) (tag >> 3));
+	*num = (uint32) (tag >> 3);
+	*wt = (int) (tag & 7);
+	return true;
+}
+
+/* The index in m of its field of number num, or -1. */
+static inline int
+sc_pb_field_index(const ScPbMessage *m, uint32 num)
+{
+	int			lo,
+				hi;
+
+	if (likely(m->direct != NULL))
+		return num < (uint32) m->ndirect ? m->direct[num] - 1 : -1;
+	lo = 0;
+	hi = m->nfields - 1;
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (m->sorted_numbers[mid] == (int32) num)
+			return m->sorted_index[mid];
+		if (m->sorted_numbers[mid] < (int32) num)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
 }
 
 /* Past a varint whose value is not wanted: its bytes found, not added up. */

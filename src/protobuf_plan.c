@@ -160,19 +160,34 @@ sc_pb_plan_msg_new(const ScPbMessage *m)
 	pm->fields = palloc0(sizeof(ScPbPlanField) * (m->nfields + 1));
 	pm->note = palloc0(sizeof(bool) * (m->nfields + 1));
 	pm->wanted = palloc0(sizeof(int) * (m->nfields + 1));
+	pm->wanted_at = palloc(sizeof(int) * (m->nfields + 1));
 	return pm;
 }
 
-/* The fields wanted, and those to note: the wanted and their oneofs' members. */
+/*
+ * The fields wanted, and those to note: the wanted and their oneofs'
+ * members.  A message is read in one pass when every field wanted is
+ * singular, in no oneof, not a group, and has no path going on into it (a
+ * column takes its whole value): a field then never needs to know about
+ * another.
+ */
 static void
 sc_pb_plan_finish(ScPbPlanMsg *pm)
 {
 	const ScPbMessage *m = pm->message;
 
+	pm->one_pass = true;
 	for (int i = 0; i < m->nfields; i++)
 	{
+		const ScPbField *f = &m->fields[i];
+
+		pm->wanted_at[i] = -1;
 		if (pm->fields[i].ncols == 0 && pm->fields[i].sub == NULL)
 			continue;
+		if (f->label == SC_PB_LABEL_REPEATED || f->oneof >= 0 || f->wt == SC_PB_WT_SGROUP ||
+			pm->fields[i].sub != NULL || pm->nwanted >= 63)
+			pm->one_pass = false;
+		pm->wanted_at[i] = pm->nwanted;
 		pm->wanted[pm->nwanted++] = i;
 		pm->note[i] = true;
 		if (m->fields[i].oneof >= 0)

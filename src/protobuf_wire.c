@@ -55,22 +55,6 @@ sc_pb_varint_slow(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint64 *va
 	}
 }
 
-static inline bool
-sc_pb_tag(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint32 *num, int *wt)
-{
-	const uint8 *at = *pp;
-	uint64		tag;
-
-	if (!sc_pb_varint(d, pp, end, &tag))
-		return false;
-	if (unlikely(tag > PG_UINT32_MAX || (tag >> 3) == 0))
-		return sc_pb_fail(d, at, "bad tag " UINT64_FORMAT " (field number %u)", tag,
-						  (unsigned) (tag >> 3));
-	*num = (uint32) (tag >> 3);
-	*wt = (int) (tag & 7);
-	return true;
-}
-
 /*
  * A group's contents after its start tag (field num): *pp moves past its
  * end tag, *content_end to where that tag begins.  Groups inside it are
@@ -139,30 +123,6 @@ sc_pb_skip_group(ScPbDecoder *d, const uint8 **pp, const uint8 *end, uint32 num,
 				return sc_pb_fail(d, tagp, "invalid wire type %d (field %u)", wt, n);
 		}
 	}
-}
-
-static inline int
-sc_pb_field_index(const ScPbMessage *m, uint32 num)
-{
-	int			lo,
-				hi;
-
-	if (likely(m->direct != NULL))
-		return num < (uint32) m->ndirect ? m->direct[num] - 1 : -1;
-	lo = 0;
-	hi = m->nfields - 1;
-	while (lo <= hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (m->sorted_numbers[mid] == (int32) num)
-			return m->sorted_index[mid];
-		if (m->sorted_numbers[mid] < (int32) num)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return -1;
 }
 
 /*
@@ -239,7 +199,7 @@ sc_pb_flat_fast(const uint8 *p, const uint8 *end)
  * its wire type: a proto3 string's UTF-8, a message's contents, packed
  * numbers' bytes.  The failure names f.
  */
-static inline bool
+bool
 sc_pb_check_value(ScPbDecoder *d, const ScPbField *f, const uint8 *v, const uint8 *vend)
 {
 	if (f->utf8)

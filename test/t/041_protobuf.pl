@@ -19,7 +19,8 @@
 #     protobuf (the reference) reading the same bytes: a oneof member set
 #     again after another, closed proto2 enums, aliases, UTF-8 of proto3
 #     strings in every occurrence and every field, wire types that do not
-#     match (unknown fields), with cubes mapping all, some or few fields.
+#     match (unknown fields), with cubes mapping all, some or few fields,
+#     and cubes read in one pass (their fields singular, in no oneof).
 
 use strict;
 use warnings;
@@ -346,7 +347,11 @@ my @q = (
 	# 9: an aliased number; a NUL in a string (fine for the reference; text cannot hold it)
 	fld(10, 0, 9) . fld(6, 0, 1) . fld(5, 2, fld(3, 2, "a\0b")),
 	# 10: a NUL in a string some cubes read
-	fld(10, 0, 10) . fld(3, 2, "a\0b"));
+	fld(10, 0, 10) . fld(3, 2, "a\0b"),
+	# 11: a message field twice (merged) and a number twice (the last wins) around an unknown field of a two-byte tag
+	fld(10, 0, 11) . fld(5, 2, fld(1, 0, 5)) . fld(4, 0, 1) . fld(100, 0, 5) . fld(5, 2, fld(2, 0, 9)) . fld(4, 0, 300),
+	# 12: each field once, out of order: a negative number (ten bytes), a string of two-byte characters
+	fld(6, 0, 1) . fld(4, 0, -5) . fld(3, 2, "h\xc3\xa9llo") . fld(10, 0, 12) . fld(5, 2, fld(3, 2, 's') . fld(2, 0, 2)));
 my @m = (
 	# 1: a closed enum's unknown number: unset (its declared default)
 	fld(10, 0, 1) . fld(1, 0, 7) . fld(8, 0, 7),
@@ -361,7 +366,9 @@ my @m = (
 	# 5: proto2 strings are not checked: bad UTF-8 overridden is fine
 	fld(10, 0, 5) . fld(6, 2, $bad) . fld(6, 2, 'ok'),
 	# 6: ... and in a field only the whole message reads: a value text cannot hold
-	fld(10, 0, 6) . fld(7, 2, $bad));
+	fld(10, 0, 6) . fld(7, 2, $bad),
+	# 7: each field once
+	fld(10, 0, 7) . fld(6, 2, 'a') . fld(1, 0, 2) . fld(5, 0, 1));
 my @qhex = map { pb_framed($pq->{schema_ids}[0], $_) } @q;
 my @mhex = map { pb_framed($pm->{schema_ids}[0], $_) } @m;
 my $qref = reference($r3, 'Q', @qhex);
@@ -377,18 +384,24 @@ q1("SELECT streamcube_create_cube('rq_some', 'k', '$tq', 'ts timestamptz, id big
 	  . "'protobuf', '{\"fields\": {$ts, \"om_a\": \"om.a\", \"om_b\": \"om.b\", \"in_a\": \"in.a\"}}')");
 q1("SELECT streamcube_create_cube('rq_few', 'k', '$tq', 'ts timestamptz, id bigint', 'ts', '1 hour', "
 	  . "'protobuf', '{\"fields\": {$ts}}')");
+# (read in one pass: every field a column reads singular, in no oneof, read whole)
+q1("SELECT streamcube_create_cube('rq_flat', 'k', '$tq', 'ts timestamptz, id bigint, n int, str text, al text, "
+	  . "inr jsonb', 'ts', '1 hour', 'protobuf', '{\"fields\": {$ts, \"inr\": \"in\"}}')");
+q1("SELECT streamcube_create_cube('rm_flat', 'k', '$tm', 'ts timestamptz, id bigint, e text, d text, s text', "
+	  . "'ts', '1 hour', 'protobuf', '{\"fields\": {$ts}}')");
 q1("SELECT streamcube_create_cube('rm_whole', 'k', '$tm', 'ts timestamptz, id bigint, doc jsonb', 'ts', '1 hour', "
 	  . "'protobuf', '{\"fields\": {$ts, \"doc\": {\"kafka\": \"value\"}}}')");
 q1("SELECT streamcube_create_cube('rm_some', 'k', '$tm', 'ts timestamptz, id bigint, e text, re jsonb, pe jsonb, "
 	  . "me jsonb, d text, oe text, oint int, s text', 'ts', '1 hour', 'protobuf', '{\"fields\": {$ts}}')");
-for my $c (qw(rq_whole rq_some rq_few rm_whole rm_some))
+for my $c (qw(rq_whole rq_some rq_few rq_flat rm_whole rm_some rm_flat))
 {
 	is(q1("SELECT streamcube_wait('$c', '60 s')"), 't', "cube $c consumed its topic");
 }
 
-my %got = map { $_ => rows_or_letters($_, $_ =~ /whole/ ? qw(id doc) : $_ eq 'rq_some'
-	  ? qw(id n oi om_a om_b in_a al str) : $_ eq 'rm_some' ? qw(id e re pe me d oe oint s) : qw(id)) }
-  qw(rq_whole rq_some rq_few rm_whole rm_some);
+my %cols = (rq_some => [qw(id n oi om_a om_b in_a al str)], rq_flat => [qw(id n str al inr)],
+	rm_some => [qw(id e re pe me d oe oint s)], rm_flat => [qw(id e d s)]);
+my %got = map { $_ => rows_or_letters($_, $_ =~ /whole/ ? qw(id doc) : $cols{$_} ? @{ $cols{$_} } : qw(id)) }
+  qw(rq_whole rq_some rq_few rq_flat rm_whole rm_some rm_flat);
 my $jp = JSON::PP->new->canonical;
 
 # the message's outcome in each cube: the reference's refusal everywhere, or rows
@@ -411,7 +424,7 @@ sub outcome
 }
 sub num { my ($v) = @_; return defined $v ? 0 + $v : 0; }
 
-my @q3 = qw(rq_whole rq_some rq_few);
+my @q3 = qw(rq_whole rq_some rq_few rq_flat);
 for my $i (0 .. $#q)
 {
 	my ($off, $ref) = ($i + 1, $qref->[$i]);
@@ -421,7 +434,7 @@ for my $i (0 .. $#q)
 		5 => qr/: field "in\.s": a string that is not valid UTF-8/,
 		7 => qr/: field "in\.a": truncated varint/,
 		8 => qr/: field "rn": truncated varint/ }->{$i + 1};
-	if ($i + 1 >= 9)
+	if ($i + 1 == 9 || $i + 1 == 10)
 	{
 		# the reference reads it; a string of a NUL is a value text cannot hold: the cubes reading it refuse it
 		ok(!defined $ref->{error}, "$what: read by the reference");
@@ -431,6 +444,8 @@ for my $i (0 .. $#q)
 		ok(defined $got{rq_few}{$off} && !defined $got{rq_few}{$off}{error}, "$what: a row where no column reads \"$str\"");
 		like($got{rq_whole}{$off}{error} // '', qr/field "\Q$str\E": a string holding a NUL byte, which text cannot hold/,
 			"$what: a dead letter saying it is a NUL where the whole message is read");
+		like($got{rq_flat}{$off}{error} // '', qr/field "\Q$str\E": a string holding a NUL byte, which text cannot hold/,
+			"$what: the same where it is read in one pass");
 		next;
 	}
 	next unless outcome($what, $off, $ref, $want, @q3);
@@ -447,9 +462,17 @@ for my $i (0 .. $#q)
 		$jp->encode([ $oneof eq 'oi' ? $j->{oi} : undef,
 			$oneof eq 'om' ? { a => num($j->{om}{a}), b => num($j->{om}{b}), s => $j->{om}{s} // '' } : undef ]),
 		"$what: the oneof in the whole message's JSON as the reference reads it");
+	my $flat = $got{rq_flat}{$off};
+	my $str = $j->{str} // '';
+	utf8::encode($str);    # psql's bytes
+	is(join('|', map { $_ // 'NULL' } @$flat{qw(id n str al)}), join('|', $j->{id}, num($j->{n}), $str, $ref->{enums}{al}),
+		"$what: id, n, str and al read in one pass as the reference reads them");
+	is($jp->encode($jp->decode($flat->{inr} // 'null')),
+		$jp->encode(defined $j->{in} ? { a => num($j->{in}{a}), b => num($j->{in}{b}), s => $j->{in}{s} // '' } : undef),
+		"$what: in, read whole in one pass, as the reference reads it");
 }
 
-my @m2 = qw(rm_whole rm_some);
+my @m2 = qw(rm_whole rm_some rm_flat);
 for my $i (0 .. $#m)
 {
 	my ($off, $ref) = ($i + 1, $mref->[$i]);
@@ -458,6 +481,7 @@ for my $i (0 .. $#m)
 	{
 		ok(!defined $ref->{error}, "$what: proto2 strings are not checked by the reference");
 		ok(defined $got{rm_some}{$off} && !defined $got{rm_some}{$off}{error}, "$what: a row where no column reads \"s2\"");
+		ok(defined $got{rm_flat}{$off} && !defined $got{rm_flat}{$off}{error}, "$what: the same where it is read in one pass");
 		like($got{rm_whole}{$off}{error} // '', qr/field "s2": a string that is not valid UTF-8/,
 			"$what: a dead letter where the whole message is read (text cannot hold it)");
 		next;
@@ -470,6 +494,9 @@ for my $i (0 .. $#m)
 		join('|', $ref->{enums}{e}, $ref->{enums}{d}, $oneof eq 'oe' ? $ref->{enums}{oe} : 'NULL',
 			$oneof eq 'oint' ? $j->{oint} : 'NULL', $j->{s} // ''),
 		"$what: e, d, oe, oint and s as the reference reads them");
+	is(join('|', map { $_ // 'NULL' } @{ $got{rm_flat}{$off} }{qw(id e d s)}),
+		join('|', $j->{id}, $ref->{enums}{e}, $ref->{enums}{d}, $j->{s} // ''),
+		"$what: id, e, d and s read in one pass as the reference reads them");
 	is($jp->encode([ map { $jp->decode($row->{$_} // 'null') } qw(re pe me) ]),
 		$jp->encode([ $j->{re} // [], $j->{pe} // [], $j->{me} // {} ]),
 		"$what: re, pe and me as the reference reads them");
