@@ -4,7 +4,9 @@
  *		Protobuf decoding, written from the Protocol Buffers language
  *		specifications (proto2, proto3) and the encoding specification:
  *		one message decoded, by the plan of its type, into the text of the
- *		values its columns take.  The schema is parsed and the plan made in
+ *		values its columns take: in one pass when every field they read is
+ *		singular and outside any oneof (sc_pb_one_pass), else in two (where
+ *		each field comes, then the values: sc_pb_plan_decode).  The schema is parsed and the plan made in
  *		the other protobuf_*.c files (protobuf_internal.h says which file
  *		does what).
  *

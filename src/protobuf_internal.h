@@ -21,7 +21,8 @@
  *							what the reference parsers check, where each
  *							field came
  *	protobuf.c				the text of values, and a message decoded by
- *							the plan: sc_proto_decode
+ *							the plan, in one pass when the plan allows
+ *							and else in two: sc_proto_decode
  *
  * Each of them includes this file, and no other file does: the rest of
  * streamcube sees protobuf.h, to which a schema and a plan are opaque.
