@@ -948,40 +948,33 @@ sc_pb_column_default(ScPbDecoder *d, const ScPbField *f, const ScPbPlanField *pf
 }
 
 /*
- * Before field f's value is read for its columns: a single number, bool,
- * Timestamp or wrapper is a scalar, with no text when every column of the
- * field takes it so.  What is written as JSON (inside which a map's key is
- * read as a scalar too) is not.  True when it is a scalar.
+ * Before a field's value is read for its columns: a scalar (pf->scalar)
+ * has no text when every column of the field takes it so.  What is written
+ * as JSON (inside which a map's key is read as a scalar too) is not.
  */
-static inline bool
-sc_pb_column_begin(ScPbDecoder *d, const ScPbField *f, const ScPbPlanField *pf)
+static inline void
+sc_pb_column_begin(ScPbDecoder *d, const ScPbPlanField *pf)
 {
-	bool		scalar = f->label != SC_PB_LABEL_REPEATED &&
-		(f->message == NULL || f->message->wkt == SC_PB_WKT_TIMESTAMP ||
-		 f->message->wkt == SC_PB_WKT_WRAPPER);
-
 	d->scalar.kind = SC_SCALAR_NONE;
 	d->take = 0;
-	if (d->takes != NULL && scalar)
+	if (d->takes != NULL && pf->scalar)
 	{
 		d->take = d->takes[pf->cols[0]];
 		for (int c = 1; c < pf->ncols; c++)
 			d->take &= d->takes[pf->cols[c]];
 	}
-	return scalar;
 }
 
 /* After it was read into out (from outlen on): its other columns, its scalar. */
 static inline void
-sc_pb_column_end(ScPbDecoder *d, const ScPbPlanField *pf, StringInfo out, int outlen,
-				 bool scalar)
+sc_pb_column_end(ScPbDecoder *d, const ScPbPlanField *pf, StringInfo out, int outlen)
 {
 	d->text += (int64) (out->len - outlen) * pf->ncols;
 	if (pf->ncols == 1)
 		d->isnull[pf->cols[0]] = false;
 	else
 		sc_decode_share(d->values, d->isnull, pf->cols, pf->ncols, outlen);
-	if (d->scalars != NULL && scalar)
+	if (d->scalars != NULL && pf->scalar)
 		for (int c = 0; c < pf->ncols; c++)
 			d->scalars[pf->cols[c]] = d->scalar;
 }
@@ -1009,7 +1002,6 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 		const ScPbPlanField *pf = &pm->fields[i];
 		StringInfo	out;
 		int			outlen;
-		bool		scalar;
 
 		if (!sc_pb_present(slots, i))
 		{
@@ -1037,13 +1029,13 @@ sc_pb_plan_decode(ScPbDecoder *d, const ScPbPlanMsg *pm, const ScPbRange *r, int
 			continue;
 		out = d->values[pf->cols[0]];
 		outlen = out->len;
-		scalar = sc_pb_column_begin(d, f, pf);
+		sc_pb_column_begin(d, pf);
 		if (!sc_pb_field_value(d, f, r, nr, &slots[i], out, false))
 		{
 			ok = sc_decode_fail_in(&d->fail, f->name);
 			goto done;
 		}
-		sc_pb_column_end(d, pf, out, outlen, scalar);
+		sc_pb_column_end(d, pf, out, outlen);
 	}
 done:
 	if (slots != local)
@@ -1087,7 +1079,6 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		int			i;
 		int			k;
 		int			outlen;
-		bool		scalar;
 		bool		ok;
 
 		/* the tag: one byte for fields 1 to 15 */
@@ -1132,20 +1123,29 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		pf = &pm->fields[i];
 		out = d->values[pf->cols[0]];
 		outlen = out->len;
-		scalar = sc_pb_column_begin(d, f, pf);
+		sc_pb_column_begin(d, pf);
 		if (f->message != NULL)
 		{
 			ScPbRange	r = {v, vend};
 
-			ok = sc_pb_message_text(d, f->message, &r, 1, out);
+			ok = f->message->wkt == SC_PB_WKT_TIMESTAMP ?
+				sc_pb_timestamp(d, f->message, &r, 1, out, false) :
+				sc_pb_message_text(d, f->message, &r, 1, out);
 		}
 		else if (wt == SC_PB_WT_VARINT)
 			ok = sc_pb_scalar_text(d, f, u, v, vend, out, false);
+		else if (f->type == SC_PB_STRING && f->utf8)
+		{
+			/* its UTF-8 checked above: text takes it unless it holds a NUL */
+			ok = !(d->nul && memchr(v, '\0', vend - v) != NULL);
+			if (ok)
+				appendBinaryStringInfo(out, (const char *) v, vend - v);
+		}
 		else
 			ok = sc_pb_scalar(d, f, &v, vend, out, false);
 		if (!ok)
 			return false;
-		sc_pb_column_end(d, pf, out, outlen, scalar);
+		sc_pb_column_end(d, pf, out, outlen);
 	}
 	if (seen != (UINT64CONST(1) << pm->nwanted) - 1)
 		for (int k = 0; k < pm->nwanted; k++)

@@ -234,6 +234,9 @@ typedef struct ScPbPlanField
 	int			ncols;			/* columns taking the field's value */
 	int		   *cols;
 	ScPbPlanMsg *sub;			/* paths going on into it: its message's plan */
+	bool		scalar;			/* a single number, bool, Timestamp or
+								 * wrapper: what its columns may take as a
+								 * value (ScScalar) */
 } ScPbPlanField;
 
 struct ScPbPlanMsg
@@ -299,7 +302,7 @@ typedef enum ScPbWire
  * The bytes it may take are counted once, not checked against the end one
  * by one: most varints of a message lie 10 bytes or more before its end.
  */
-static inline ScPbWire
+static pg_attribute_always_inline ScPbWire
 sc_pb_get_varint(const uint8 **pp, const uint8 *end, uint64 *value)
 {
 	const uint8 *p = *pp;
@@ -320,7 +323,35 @@ sc_pb_get_varint(const uint8 **pp, const uint8 *end, uint64 *value)
 		if (likely(n >= 8))
 			memcpy(&x, p, 8);
 		else
-			memcpy(&x, p, n);	/* the last field's, mostly */
+		{
+			/* fewer bytes left: the last field's, mostly */
+			switch (n)
+			{
+				case 7:
+					x |= (uint64) p[6] << 48;
+					/* FALLTHROUGH */
+				case 6:
+					x |= (uint64) p[5] << 40;
+					/* FALLTHROUGH */
+				case 5:
+					x |= (uint64) p[4] << 32;
+					/* FALLTHROUGH */
+				case 4:
+					x |= (uint64) p[3] << 24;
+					/* FALLTHROUGH */
+				case 3:
+					x |= (uint64) p[2] << 16;
+					/* FALLTHROUGH */
+				case 2:
+					x |= (uint64) p[1] << 8;
+					/* FALLTHROUGH */
+				case 1:
+					x |= p[0];
+					break;
+				default:
+					break;
+			}
+		}
 		stops = ~x & UINT64CONST(0x8080808080808080);
 		if (n < 8)
 			stops &= (UINT64CONST(1) << (8 * n)) - 1;

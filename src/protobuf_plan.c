@@ -187,6 +187,9 @@ sc_pb_plan_finish(ScPbPlanMsg *pm)
 		if (f->label == SC_PB_LABEL_REPEATED || f->oneof >= 0 || f->wt == SC_PB_WT_SGROUP ||
 			pm->fields[i].sub != NULL || pm->nwanted >= 63)
 			pm->one_pass = false;
+		pm->fields[i].scalar = f->label != SC_PB_LABEL_REPEATED &&
+			(f->message == NULL || f->message->wkt == SC_PB_WKT_TIMESTAMP ||
+			 f->message->wkt == SC_PB_WKT_WRAPPER);
 		pm->wanted_at[i] = pm->nwanted;
 		pm->wanted[pm->nwanted++] = i;
 		pm->note[i] = true;
