@@ -6,9 +6,9 @@
  *		one message decoded, by the plan of its type, into the text of the
  *		values its columns take: in one pass when every field they read is
  *		singular and outside any oneof (sc_pb_one_pass), else in two (where
- *		each field comes, then the values: sc_pb_plan_decode).  The schema is parsed and the plan made in
- *		the other protobuf_*.c files (protobuf_internal.h says which file
- *		does what).
+ *		each field comes, then the values: sc_pb_plan_decode).  The schema
+ *		is parsed and the plan made in the other protobuf_*.c files
+ *		(protobuf_internal.h says which file does what).
  *
  * Bad bytes are the data's fault, never an ERROR: every read checks what
  * is left, every length is checked against the bytes left before use,
@@ -1105,16 +1105,16 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 			continue;			/* the same: a wire type not the field's */
 
 		/*
-		 * A Timestamp's or Duration's bytes are all checked as its value is
-		 * read (they hold no strings): its check waits for a failure.
+		 * A Timestamp or Duration a column reads has all its bytes checked
+		 * as it is read (it holds no strings): no walk before.
 		 */
+		k = pm->wanted_at[i];
 		if ((wt == SC_PB_WT_LEN || f->message != NULL) &&
-			!(f->message != NULL && (f->message->wkt == SC_PB_WKT_TIMESTAMP ||
-									 f->message->wkt == SC_PB_WKT_DURATION)) &&
+			!(k >= 0 && f->message != NULL && (f->message->wkt == SC_PB_WKT_TIMESTAMP ||
+											   f->message->wkt == SC_PB_WKT_DURATION)) &&
 			!sc_pb_check_value(d, f, v, vend))
 			return false;
-		if ((k = pm->wanted_at[i]) < 0 ||
-			(unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend)))
+		if (k < 0 || (unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend)))
 			continue;
 		if (seen & (UINT64CONST(1) << k))
 			return false;

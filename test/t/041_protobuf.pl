@@ -289,8 +289,10 @@ sub rows_or_letters    # per cube: offset -> { row } or { error }
 my $r3 = <<'PROTO';
 syntax = "proto3";
 package scr;
+import "google/protobuf/timestamp.proto";
 message Q {    // the file's first message: message index [0]
   int64 id = 10;
+  google.protobuf.Timestamp t = 11;
   oneof pick { Inner om = 1; int32 oi = 2; }
   string str = 3;
   int32 n = 4;
@@ -351,7 +353,11 @@ my @q = (
 	# 11: a message field twice (merged) and a number twice (the last wins) around an unknown field of a two-byte tag
 	fld(10, 0, 11) . fld(5, 2, fld(1, 0, 5)) . fld(4, 0, 1) . fld(100, 0, 5) . fld(5, 2, fld(2, 0, 9)) . fld(4, 0, 300),
 	# 12: each field once, out of order: a negative number (ten bytes), a string of two-byte characters
-	fld(6, 0, 1) . fld(4, 0, -5) . fld(3, 2, "h\xc3\xa9llo") . fld(10, 0, 12) . fld(5, 2, fld(3, 2, 's') . fld(2, 0, 2)));
+	fld(6, 0, 1) . fld(4, 0, -5) . fld(3, 2, "h\xc3\xa9llo") . fld(10, 0, 12) . fld(5, 2, fld(3, 2, 's') . fld(2, 0, 2)),
+	# 13: a Timestamp of bad bytes (a truncated varint) no column but the whole reads
+	fld(10, 0, 13) . fld(11, 2, "\x08\x80"),
+	# 14: a Timestamp no column but the whole reads
+	fld(10, 0, 14) . fld(11, 2, fld(1, 0, 1700000000) . fld(2, 0, 5000)));
 my @m = (
 	# 1: a closed enum's unknown number: unset (its declared default)
 	fld(10, 0, 1) . fld(1, 0, 7) . fld(8, 0, 7),
@@ -433,7 +439,8 @@ for my $i (0 .. $#q)
 		4 => qr/^invalid Protobuf message \(schema id \d+\): field "str": a string that is not valid UTF-8 \(at byte \d+\)$/,
 		5 => qr/: field "in\.s": a string that is not valid UTF-8/,
 		7 => qr/: field "in\.a": truncated varint/,
-		8 => qr/: field "rn": truncated varint/ }->{$i + 1};
+		8 => qr/: field "rn": truncated varint/,
+		13 => qr/: field "t\.seconds": truncated varint/ }->{$i + 1};
 	if ($i + 1 == 9 || $i + 1 == 10)
 	{
 		# the reference reads it; a string of a NUL is a value text cannot hold: the cubes reading it refuse it
