@@ -126,48 +126,46 @@ sc_pb_room(ScPbDecoder *d, StringInfo out, const uint8 *at)
 }
 
 /*
- * What a column's value of a numeric or bool type (its wire value u) was
- * read as: true when its columns take it so, and no text is written.
+ * The value of a number or bool of its type, from its wire value u; false
+ * for the other types.
  */
 static inline bool
-sc_pb_taken(ScPbDecoder *d, int type, uint64 u)
+sc_pb_scalar_of(ScScalar *s, int type, uint64 u)
 {
-	ScScalar   *s = &d->scalar;
-
 	switch (type)
 	{
 		case SC_PB_INT32:
 		case SC_PB_SFIXED32:
 			s->kind = SC_SCALAR_INT;
 			s->i = (int32) (uint32) u;
-			break;
+			return true;
 		case SC_PB_SINT32:
 			s->kind = SC_SCALAR_INT;
 			s->i = (int32) ((uint32) u >> 1) ^ -(int32) (u & 1);
-			break;
+			return true;
 		case SC_PB_INT64:
 		case SC_PB_SFIXED64:
 			s->kind = SC_SCALAR_INT;
 			s->i = (int64) u;
-			break;
+			return true;
 		case SC_PB_SINT64:
 			s->kind = SC_SCALAR_INT;
 			s->i = (int64) (u >> 1) ^ -(int64) (u & 1);
-			break;
+			return true;
 		case SC_PB_UINT32:
 		case SC_PB_FIXED32:
 			s->kind = SC_SCALAR_INT;
 			s->i = (uint32) u;
-			break;
+			return true;
 		case SC_PB_UINT64:
 		case SC_PB_FIXED64:
 			s->kind = u > (uint64) PG_INT64_MAX ? SC_SCALAR_UINT : SC_SCALAR_INT;
 			s->i = (int64) u;
-			break;
+			return true;
 		case SC_PB_BOOL:
 			s->kind = SC_SCALAR_BOOL;
 			s->i = u != 0;
-			break;
+			return true;
 		case SC_PB_FLOAT:
 			{
 				uint32		b = (uint32) u;
@@ -176,16 +174,15 @@ sc_pb_taken(ScPbDecoder *d, int type, uint64 u)
 				memcpy(&x, &b, 4);
 				s->kind = SC_SCALAR_FLOAT4;
 				s->f = x;
-				break;
+				return true;
 			}
 		case SC_PB_DOUBLE:
 			s->kind = SC_SCALAR_FLOAT8;
 			memcpy(&s->f, &u, 8);
-			break;
+			return true;
 		default:
 			return false;
 	}
-	return (d->take & SC_SCALAR_BIT(s->kind)) != 0;
 }
 
 /*
@@ -238,62 +235,36 @@ sc_pb_scalar_text(ScPbDecoder *d, const ScPbField *f, uint64 u, const uint8 *p,
 				  const uint8 *end, StringInfo out, bool json)
 {
 	int			type = f->type;
+	ScScalar	local;
+	ScScalar   *s = json ? &local : &d->scalar;
 
-	if (!json && sc_pb_taken(d, type, u))
+	/* a number or bool: noted for a column (no text when its columns take it) */
+	if (sc_pb_scalar_of(s, type, u))
+	{
+		if (!json && (d->take & SC_SCALAR_BIT(s->kind)))
+			return true;
+		switch (s->kind)
+		{
+			case SC_SCALAR_INT:
+				sc_pb_int64(out, s->i);
+				break;
+			case SC_SCALAR_UINT:
+				sc_pb_uint64(out, (uint64) s->i);
+				break;
+			case SC_SCALAR_BOOL:
+				if (s->i != 0)
+					appendBinaryStringInfo(out, "true", 4);
+				else
+					appendBinaryStringInfo(out, "false", 5);
+				break;
+			default:
+				sc_text_float(out, s->f, s->kind == SC_SCALAR_FLOAT4, json);
+				break;
+		}
 		return true;
+	}
 	switch (type)
 	{
-		case SC_PB_INT32:
-		case SC_PB_SFIXED32:
-			enlargeStringInfo(out, 12);
-			out->len += pg_ltoa((int32) (uint32) u, out->data + out->len);
-			return true;
-		case SC_PB_SINT32:
-			{
-				uint32		z = (uint32) u;
-
-				enlargeStringInfo(out, 12);
-				out->len += pg_ltoa((int32) (z >> 1) ^ -(int32) (z & 1), out->data + out->len);
-				return true;
-			}
-		case SC_PB_INT64:
-		case SC_PB_SFIXED64:
-			sc_pb_int64(out, (int64) u);
-			return true;
-		case SC_PB_SINT64:
-			sc_pb_int64(out, (int64) (u >> 1) ^ -(int64) (u & 1));
-			return true;
-		case SC_PB_UINT32:
-		case SC_PB_FIXED32:
-			sc_pb_uint64(out, (uint32) u);
-			return true;
-		case SC_PB_UINT64:
-		case SC_PB_FIXED64:
-			sc_pb_uint64(out, u);
-			return true;
-		case SC_PB_BOOL:
-			if (u != 0)
-				appendBinaryStringInfo(out, "true", 4);
-			else
-				appendBinaryStringInfo(out, "false", 5);
-			return true;
-		case SC_PB_FLOAT:
-			{
-				uint32		b = (uint32) u;
-				float		x;
-
-				memcpy(&x, &b, 4);
-				sc_text_float(out, x, true, json);
-				return true;
-			}
-		case SC_PB_DOUBLE:
-			{
-				double		x;
-
-				memcpy(&x, &u, 8);
-				sc_text_float(out, x, false, json);
-				return true;
-			}
 		case SC_PB_ENUM:
 			{
 				int32		v = (int32) (uint32) u;
