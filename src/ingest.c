@@ -22,7 +22,9 @@
  *	   (out of memory, a cancel): then the batch aborts and nothing is
  *	   lost.
  *	2. The lines are written (ingest_write.c): by the direct path or the
- *	   COPY fallback, bad rows isolated by bisection.
+ *	   COPY fallback, bad rows isolated by bisection.  Parsing and writing
+ *	   end early, at a message, when the receiver is wanted elsewhere or
+ *	   the batch has read what it may (sc_batch_max_decoded).
  *	3. What the rows tell the catalog is recorded (ingest_windows.c: first
  *	   offsets of windows, sealed_upto of late rows), and the rows are
  *	   merged into the cube's roll-ups (ingest_rollup.c).
@@ -144,8 +146,14 @@ sc_ingest_set_cube(ScIngest *ing, ScCube *cube)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * The ingest of a receiver's cube.  wanted_elsewhere, when not NULL, says
+ * whether the receiver is wanted for something a batch should not delay (a
+ * pause, a stop, a changed cube): a batch asks it now and then, and ends
+ * early when it says so.
+ */
 ScIngest *
-sc_ingest_create(ScCube *cube)
+sc_ingest_create(ScCube *cube, bool (*wanted_elsewhere) (void))
 {
 	ScIngest   *ing = MemoryContextAllocZero(TopMemoryContext, sizeof(ScIngest));
 	MemoryContext old;
@@ -161,6 +169,7 @@ sc_ingest_create(ScCube *cube)
 	initStringInfo(&ing->fc.render_buf);
 	initStringInfo(&ing->copy_buf);
 	ing->fc.ends = &ing->batch.ends;
+	ing->wanted_elsewhere = wanted_elsewhere;
 	MemoryContextSwitchTo(old);
 	sc_windows_init(ing);
 	sc_ingest_set_cube(ing, cube);
@@ -418,10 +427,11 @@ sc_peek_missing_windows(ScIngest *ing, ScKafkaMessage *messages, int n, int64 no
  * SC_BATCH_DECODE_MS: messages that are cheap in bytes but dear to read
  * (each within its decoder's budget) cannot hold a batch, and the pause,
  * positions and shutdown that wait for its end, for seconds.  Past either
- * bound the batch ends before the next message (one message at least is
- * read), commits what it read, and the rest waits for the next batch, as
- * the messages past a deferred window do.  Checked before each message;
- * the clock every SC_BATCH_CLOCK_EVERY messages.
+ * bound, or when the receiver is wanted elsewhere (ScIngest's
+ * wanted_elsewhere), the batch ends before the next message (one message
+ * at least is read), commits what it read, and the rest waits for the next
+ * batch, as the messages past a deferred window do.  Checked before each
+ * message; the clock and the receiver every SC_BATCH_CLOCK_EVERY messages.
  */
 #define SC_BATCH_MAX_DECODED (256 * 1024 * 1024)
 #define SC_BATCH_DECODE_MS 250
@@ -484,7 +494,8 @@ sc_parse_messages(ScIngest *ing, ScKafkaMessage *messages, int n, int from,
 				if (i > from &&
 					(b->lines.len >= max_decoded ||
 					 ((i - from) % SC_BATCH_CLOCK_EVERY == 0 &&
-					  TimestampDifferenceExceeds(started, GetCurrentTimestamp(), SC_BATCH_DECODE_MS))))
+					  (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), SC_BATCH_DECODE_MS) ||
+					   sc_ingest_wanted_elsewhere(ing)))))
 				{
 					*full = true;
 					stopped = true;
@@ -611,22 +622,47 @@ sc_batch_begin(ScBatch *b, ScKafkaMessage *messages, int n)
 	resetStringInfo(&b->lines);
 }
 
-/* Write the lines (late ones into sealed windows too); the first bad line under "pause", or -1. */
+/*
+ * Write the lines (late ones into sealed windows too), in runs of about
+ * SC_WRITE_RUN_BYTES of text, each tried whole (sc_write_lines).  Writing
+ * is the dear part of a batch, and some lines are dearer than their size
+ * says (jsonb of many small objects is read at some 12 MB/s): 16 MB of them
+ * take more than a second.  Between runs the batch ends early when its
+ * receiver is wanted elsewhere, so that a pause, a stop or a reassignment
+ * waits for one run, not for the batch.  Returns the first bad line under
+ * "pause", or -1; *unwritten is the first line not written, nlines when
+ * every line was.
+ */
+#define SC_WRITE_RUN_BYTES (1024 * 1024)
+
 static int
-sc_batch_write(ScIngest *ing, bool pause)
+sc_batch_write(ScIngest *ing, bool pause, int *unwritten)
 {
+	ScBatch    *b = &ing->batch;
 	volatile int stop_line = -1;
+	volatile int lo = 0;
 
 	sc_seal_writes_allowed = true;
 	PG_TRY();
 	{
-		stop_line = sc_write_lines(ing, 0, ing->batch.nlines, pause);
+		while (lo < b->nlines && stop_line < 0)
+		{
+			int			hi = lo + 1;
+
+			if (lo > 0 && sc_ingest_wanted_elsewhere(ing))
+				break;
+			while (hi < b->nlines && b->line_start[hi + 1] - b->line_start[lo] <= SC_WRITE_RUN_BYTES)
+				hi++;
+			stop_line = sc_write_lines(ing, lo, hi, pause);
+			lo = hi;
+		}
 	}
 	PG_FINALLY();
 	{
 		sc_seal_writes_allowed = false;
 	}
 	PG_END_TRY();
+	*unwritten = lo;
 	return stop_line;
 }
 
@@ -710,6 +746,7 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	int			stop;
 	int			first_bad;
 	int			stop_line;
+	int			unwritten;
 	int			written;
 
 	memset(outcome, 0, sizeof(*outcome));
@@ -728,14 +765,16 @@ sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n, ScBatchOutcome *
 	/* 2. Write the lines; isolate what the table rejects. */
 	sc_windows_fresh_routes(ing);
 	sc_rollup_batch_begin(ing, b->nlines);
-	stop_line = sc_batch_write(ing, pause);
+	stop_line = sc_batch_write(ing, pause, &unwritten);
 	if (stop_line >= 0)
 		first_bad = Min(first_bad, b->line_msg[stop_line]);
+	else if (unwritten < b->nlines)
+		stop = b->line_msg[unwritten];	/* ended early: the rest waits */
 	outcome->cut = Min(first_bad, stop);
 	/* The skip is done only if the skipped message is inside the cut. */
 	outcome->skip_used = skip_index >= 0 && skip_index < outcome->cut &&
 		b->fate[skip_index] != SC_FATE_DEFERRED;
-	written = stop_line >= 0 ? stop_line : b->nlines;
+	written = stop_line >= 0 ? stop_line : unwritten;
 	for (int l = 0; l < written; l++)
 		if (b->bad_error[b->line_msg[l]] == NULL)
 			outcome->rows++;

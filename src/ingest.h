@@ -30,7 +30,7 @@ typedef struct ScBatchOutcome
 	char	   *bad_error;
 } ScBatchOutcome;
 
-extern ScIngest *sc_ingest_create(ScCube *cube);
+extern ScIngest *sc_ingest_create(ScCube *cube, bool (*wanted_elsewhere) (void));
 extern void sc_ingest_set_cube(ScIngest *ing, ScCube *cube);
 extern void sc_ingest_batch(ScIngest *ing, ScKafkaMessage *messages, int n,
 							ScBatchOutcome *outcome);

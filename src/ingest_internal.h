@@ -245,7 +245,15 @@ struct ScIngest
 	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
 	StringInfoData copy_buf;	/* ingest_copy.c: lines with their datums as text */
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
+	bool		(*wanted_elsewhere) (void); /* see sc_ingest_create() */
 };
+
+/* Should the batch end early?  Its receiver is wanted for something else. */
+static inline bool
+sc_ingest_wanted_elsewhere(ScIngest *ing)
+{
+	return ing->wanted_elsewhere != NULL && ing->wanted_elsewhere();
+}
 
 /*
  * Errors that a message's content can cause; anything else aborts the

@@ -71,6 +71,24 @@ sc_receiver_set_state(ScReceiverState state)
 	LWLockRelease(sc_shared->lock);
 }
 
+/*
+ * Is this receiver wanted for something its batch should not delay: a
+ * pause, a stop (its replica set lost the cube), a change of the cube (a
+ * reassignment, an operator's)?  The launcher sets these in the slot; a
+ * batch asks now and then (sc_ingest_create) and ends early.  Read without
+ * the lock: each is one aligned word, and a late answer only waits for the
+ * next question.
+ */
+bool
+sc_receiver_wanted_elsewhere(void)
+{
+	volatile ScReceiverSlot *slot = MyReceiver->slot;
+
+	return slot->pause_wanted || slot->stop_wanted ||
+		(MyReceiver->cube != NULL &&
+		 (int32) (slot->config_version - (uint32) MyReceiver->cube->config_version) > 0);
+}
+
 void
 sc_receiver_detach(int code, Datum arg)
 {
@@ -241,7 +259,7 @@ sc_receiver_load_cube(void)
 		cube->broken = MemoryContextStrdup(cxt, cube->broken);
 
 	if (MyReceiver->ing == NULL)
-		MyReceiver->ing = sc_ingest_create(cube);
+		MyReceiver->ing = sc_ingest_create(cube, sc_receiver_wanted_elsewhere);
 	else
 		sc_ingest_set_cube(MyReceiver->ing, cube);
 	if (MyReceiver->cube_cxt != NULL)

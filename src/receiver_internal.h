@@ -100,6 +100,7 @@ extern ScReceiver *MyReceiver;
 
 /* receiver_control.c: the shared-memory slot */
 extern void sc_receiver_set_state(ScReceiverState state);
+extern bool sc_receiver_wanted_elsewhere(void);
 extern void sc_receiver_detach(int code, Datum arg);
 extern void sc_receiver_publish(void);
 extern void sc_receiver_publish_stats(void);

@@ -15,7 +15,8 @@
 #     150 fields, 2.7 MB of JSON of defaults from 4 kB) answers
 #     streamcube_pause and pg_terminate_backend promptly, and
 #     streamcube_set_positions right after a pause returns promptly; rows
-#     after it are ingested exactly once.
+#     after it are ingested exactly once.  Batches are of 64 MB of lines,
+#     seconds of writing: the pause ends a batch early.
 #  3. pg_ctl stop -m fast, on a node of its own, with both receivers busy.
 #
 # "Promptly" is asserted as SC_PROMPT seconds (default 2: the target is
@@ -153,6 +154,12 @@ is(q1("SELECT count(*) FROM streamcube.cubes WHERE paused"), 0, 'no cube paused'
 # ---------------------------------------------------------------------
 # 2. a receiver busy with dear messages answers
 # ---------------------------------------------------------------------
+# Batches of 64 MB of lines: jsonb of many small objects is read at some
+# 12 MB/s, so such a batch takes five seconds and more to write.  A pause
+# must not wait for it: the batch ends at its next run of lines (1 MB).
+q1("ALTER SYSTEM SET streamcube.batch_max_bytes = '64MB'");
+q1('SELECT pg_reload_conf()');
+
 # Avro: 7 of 20 unions of a record of 8421 nulls: 58,955 values, within
 # the budget of 65,536 + 32 x 22; the whole record is about 0.5 MB of JSON.
 my $heavy_avro = framed($unions, zz(1) . ('02' x 7) . ('00' x 13));
