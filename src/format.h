@@ -232,6 +232,7 @@ extern void sc_line_field_ends_cancel(ScFormatContext *fc, StringInfo out, int s
 extern uint16 sc_scalar_takes(Oid type, int32 typmod);
 extern bool sc_scalar_datum(Oid type, const ScScalar *s, Datum *value);
 extern bool sc_scalar_text(const ScScalar *s, StringInfo out);
+extern bool sc_text_datum(const char *data, int len, Datum *value);
 extern void sc_line_render(ScFormatContext *fc, const char *base, int start, int end,
 						   int entry, StringInfo dst);
 

@@ -12,6 +12,7 @@
 #include "format.h"
 
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
@@ -332,7 +333,24 @@ sc_scalar_text(const ScScalar *s, StringInfo out)
 }
 
 /*
- * A datum of type (one sc_scalar_takes takes) as text its input function
+ * A column of type text takes the text a decoder wrote as a datum, in the
+ * batch's memory (the current context), when it is valid in the database's
+ * encoding, as the direct path checks a line: the text is not escaped into
+ * the line, split from it and copied again by textin.  False otherwise:
+ * the text goes into the line, and is refused there in the usual words.
+ */
+bool
+sc_text_datum(const char *data, int len, Datum *value)
+{
+	if (!sc_plain_ascii(data, len) &&
+		!pg_verify_mbstr(GetDatabaseEncoding(), data, len, true))
+		return false;
+	*value = PointerGetDatum(cstring_to_text_with_len(data, len));
+	return true;
+}
+
+/*
+ * A datum of type (one sc_scalar_takes takes, or text: sc_text_datum) as text its input function
  * reads as the same value, whatever the session's settings: shortest
  * exact floats, ISO timestamps (in UTC, with "+00" for timestamptz).
  */
@@ -353,6 +371,10 @@ sc_datum_text(Oid type, Datum value, StringInfo out)
 			break;
 		case BOOLOID:
 			appendStringInfoChar(out, DatumGetBool(value) ? 't' : 'f');
+			break;
+		case TEXTOID:
+			sc_line_text_bytes(out, VARDATA_ANY(DatumGetPointer(value)),
+							   VARSIZE_ANY_EXHDR(DatumGetPointer(value)));
 			break;
 		case FLOAT4OID:
 			sc_text_float(out, DatumGetFloat4(value), true, false);

@@ -104,6 +104,7 @@ typedef struct ScRegFormat
 	bool	   *isnull;
 	ScScalar   *scalars;		/* what their values were read as (avro.h, protobuf.h) */
 	uint16	   *takes;			/* the scalars they take as datums (format.h) */
+	bool	   *text_datum;		/* of type text: their text taken as a datum */
 } ScRegFormat;
 
 /*
@@ -265,10 +266,12 @@ sc_framed_setup(ScFormatContext *fc)
 	rf->isnull = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
 	rf->scalars = palloc(sizeof(ScScalar) * Max(rf->ndecoded, 1));
 	rf->takes = palloc(sizeof(uint16) * Max(rf->ndecoded, 1));
+	rf->text_datum = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
 	for (int k = 0; k < rf->ndecoded; k++)
 	{
 		rf->values[k] = makeStringInfo();
 		rf->takes[k] = fc->layout->takes[rf->decoded_col[k]];
+		rf->text_datum[k] = cube->columns[rf->decoded_col[k]].type == TEXTOID;
 	}
 
 	rf->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
@@ -783,6 +786,12 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 				*error = psprintf("column \"%s\": timestamp out of range", cube->columns[c].name);
 				return false;
 			}
+		}
+		else if (takes != NULL && rf->text_datum[k] &&
+				 sc_text_datum(rf->values[k]->data, rf->values[k]->len, &value))
+		{
+			sc_line_field_datum(fc, out, ends, c, value);
+			continue;
 		}
 		else if (plain[k])
 			appendBinaryStringInfo(out, rf->values[k]->data, rf->values[k]->len);

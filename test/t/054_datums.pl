@@ -1,21 +1,24 @@
 
 # Values given as datums (format.h, sc_line_field_datum): Avro and
-# Protobuf numbers, bools and timestamps reach the row without their text
-# being written and read back, on the direct path; the COPY fallback and
+# Protobuf numbers, bools and timestamps, and the text of text columns
+# (sc_text_datum), reach the row without their text being written (and
+# escaped) and read back, on the direct path; the COPY fallback and
 # lines that need an escape get the datums' text written in.  Each must
 # give exactly what the value's text gives through the column type's
 # input function, which is what this test checks, against the real broker
 # and registry:
 #
-#  - an oracle cube reads every field as text; the typed cubes must hold,
+#  - an oracle cube reads every field as varchar, which takes no datum;
+#    the typed cubes must hold,
 #    per (_partition, _offset), what that text cast to each type gives,
 #    compared as text (so -0 is not 0, NaN is NaN): integers at their
 #    limits, floats (denormal, largest, -0, NaN, infinities), booleans,
 #    timestamps before 1970 and with microseconds, local timestamps into
 #    timestamp (a datum) and timestamptz (text, in the session's zone), a
 #    field feeding a column that takes its datum and one with a typmod
-#    that does not, a nullable union and a wrapper, strings that need an
-#    escape in the same rows (the line's ends taken back);
+#    that does not, a nullable union and a wrapper, strings into text (a
+#    datum) and the same strings into varchar in the same rows, which need
+#    an escape (the line's ends taken back, the text datums written in);
 #  - the same typed cube with a trigger on its table, so that every row
 #    goes through COPY (rows_copy), with the datums written as text;
 #  - values a column cannot hold (a long into smallint, into a domain
@@ -95,10 +98,11 @@ for my $i (0 .. $N - 1)
 my $atopic = sc_topic('datums_avro');
 sc_create_topic($atopic, 2);
 my $typed = "'ts timestamptz, i8 bigint, i4 int, f4 real, f8 float8, b boolean, lt timestamp, "
-  . "ltz timestamptz, ms timestamptz(3), s text, u bigint, o timestamptz'";
-my $typed_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "ltz": "lt", "ms": "ts"';
+  . "ltz timestamptz, ms timestamptz(3), s text, u bigint, o timestamptz, sv varchar'";
+my $typed_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "ltz": "lt", "ms": "ts", "sv": "s"';
 q1("SELECT streamcube_create_cube('ax', 'k', '$atopic', "
-	  . "'ts timestamptz, tst text, i text, n text, f text, d text, b text, lt text, s text, u text, o text', "
+	  . "'ts timestamptz, tst varchar, i varchar, n varchar, f varchar, d varchar, b varchar, lt varchar, "
+	  . "s varchar, u varchar, o varchar', "
 	  . "'ts', '1 hour', 'avro', '{\"fields\": {\"tst\": \"ts\"}}')");
 for my $c ('at', 'ac')
 {
@@ -122,10 +126,10 @@ for my $c (qw(ax at ac))
 }
 my $avro_same = "SELECT count(*) FROM %s t JOIN ax x USING (_partition, _offset) "
   . "WHERE (t.ts::text, t.i8::text, t.i4::text, t.f4::text, t.f8::text, t.b::text, t.lt::text, "
-  . "       t.ltz::text, t.ms::text, t.s, t.u::text, t.o::text) IS DISTINCT FROM "
+  . "       t.ltz::text, t.ms::text, t.s, t.u::text, t.o::text, t.sv::text) IS DISTINCT FROM "
   . "      (x.tst::timestamptz::text, x.i::bigint::text, x.n::int::text, x.f::real::text, "
   . "       x.d::float8::text, x.b::boolean::text, x.lt::timestamp::text, x.lt::timestamptz::text, "
-  . "       x.tst::timestamptz(3)::text, x.s, x.u::bigint::text, x.o::timestamptz::text)";
+  . "       x.tst::timestamptz(3)::text, x.s::text, x.u::bigint::text, x.o::timestamptz::text, x.s::text)";
 is(q1(sprintf($avro_same, 'at')), 0, 'avro, direct path: every value is what its text gives');
 is(q1(sprintf($avro_same, 'ac')), 0, 'avro, COPY (a trigger on the table): every value is what its text gives');
 is(q1("SELECT count(*) FROM ax WHERE s ~ '[\\t\\n\\\\]'"), $N * 3 / 5, 'the rows hold strings that need an escape');
@@ -195,11 +199,12 @@ for my $i (0 .. $N - 1)
 my $ptopic = sc_topic('datums_proto');
 sc_create_topic($ptopic, 2);
 q1("SELECT streamcube_create_cube('px', 'k', '$ptopic', "
-	  . "'ts timestamptz, tst text, i text, n text, f text, d text, b text, z text, w text, u text, s text, "
-	  . "x text, o text', 'ts', '1 hour', 'protobuf', '{\"fields\": {\"tst\": \"ts\"}}')");
+	  . "'ts timestamptz, tst varchar, i varchar, n varchar, f varchar, d varchar, b varchar, z varchar, "
+	  . "w varchar, u varchar, s varchar, x varchar, o varchar', 'ts', '1 hour', 'protobuf', "
+	  . "'{\"fields\": {\"tst\": \"ts\"}}')");
 my $ptyped = "'ts timestamptz, i8 bigint, i4 int, f4 real, f8 float8, b boolean, z bigint, wn numeric, "
-  . "u bigint, s text, ms timestamptz(3), o timestamptz'";
-my $ptyped_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "wn": "w", "ms": "ts"';
+  . "u bigint, s text, ms timestamptz(3), o timestamptz, sv varchar'";
+my $ptyped_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "wn": "w", "ms": "ts", "sv": "s"';
 for my $c ('pt', 'pc')
 {
 	q1("SELECT streamcube_create_cube('$c', 'k', '$ptopic', $ptyped, 'ts', '1 hour', 'protobuf', "
@@ -220,10 +225,10 @@ for my $c (qw(px pt pc))
 }
 my $proto_same = "SELECT count(*) FROM %s t JOIN px x USING (_partition, _offset) "
   . "WHERE (t.ts::text, t.i8::text, t.i4::text, t.f4::text, t.f8::text, t.b::text, t.z::text, "
-  . "       t.wn::text, t.u::text, t.s, t.ms::text, t.o::text) IS DISTINCT FROM "
+  . "       t.wn::text, t.u::text, t.s, t.ms::text, t.o::text, t.sv::text) IS DISTINCT FROM "
   . "      (x.tst::timestamptz::text, x.i::bigint::text, x.n::int::text, x.f::real::text, "
   . "       x.d::float8::text, x.b::boolean::text, x.z::bigint::text, x.w::numeric::text, "
-  . "       x.u::bigint::text, x.s, x.tst::timestamptz(3)::text, x.o::timestamptz::text)";
+  . "       x.u::bigint::text, x.s::text, x.tst::timestamptz(3)::text, x.o::timestamptz::text, x.s::text)";
 is(q1(sprintf($proto_same, 'pt')), 0, 'protobuf, direct path: every value is what its text gives');
 is(q1(sprintf($proto_same, 'pc')), 0, 'protobuf, COPY (a trigger on the table): every value is what its text gives');
 is(q1("SELECT count(*) FILTER (WHERE u IS NULL), count(*) FILTER (WHERE i = '0'), "
