@@ -16,6 +16,9 @@
 #include "miscadmin.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
+#include "common/shortest_dec.h"
+#include "utils/builtins.h"
+#include "utils/numeric.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -244,6 +247,14 @@ sc_scalar_takes(Oid type, int32 typmod)
 			return SC_SCALAR_BIT(SC_SCALAR_FLOAT8);
 
 			/*
+			 * numeric without a typmod: what numeric_in reads of the
+			 * number's text (sc_numeric_of_float); a typmod rounds, text
+			 */
+		case NUMERICOID:
+			return typmod < 0 ? ints | SC_SCALAR_BIT(SC_SCALAR_FLOAT4) |
+				SC_SCALAR_BIT(SC_SCALAR_FLOAT8) : 0;
+
+			/*
 			 * an instant's text has "+00", which timestamp (without time
 			 * zone) ignores; a local time's has no zone, which timestamptz
 			 * would read in the session's
@@ -256,6 +267,53 @@ sc_scalar_takes(Oid type, int32 typmod)
 		default:
 			return 0;
 	}
+}
+
+/*
+ * The numeric that numeric_in reads of a float's or double's shortest
+ * text, made without numeric_in: the text's digits as an integer m and the
+ * places after its point (its exponent counted) k, then m / 10^k, which
+ * has k for its display scale as numeric_in gives it (0 when k < 0), and
+ * the same digits.  The shortest text of a double has at most 17 digits:
+ * m fits in an int64.  False for NaN and the infinities, whose text
+ * numeric_in reads to numeric's own.
+ */
+static bool
+sc_numeric_of_float(const ScScalar *s, Datum *value)
+{
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN + 1];
+	const char *c = buf;
+	bool		neg = false;
+	bool		point = false;
+	int64		m = 0;
+	int			k = 0;
+	int			e = 0;
+
+	if (isnan(s->f) || isinf(s->f))
+		return false;
+	if (s->kind == SC_SCALAR_FLOAT4)
+		float_to_shortest_decimal_buf((float) s->f, buf);
+	else
+		double_to_shortest_decimal_buf(s->f, buf);
+	if (*c == '-')
+	{
+		neg = true;
+		c++;
+	}
+	for (; *c != '\0' && *c != 'e'; c++)
+	{
+		if (*c == '.')
+			point = true;
+		else
+		{
+			m = m * 10 + (*c - '0');
+			k += point;
+		}
+	}
+	if (*c == 'e')
+		e = (int) strtol(c + 1, NULL, 10);
+	*value = NumericGetDatum(int64_div_fast_to_numeric(neg ? -m : m, k - e));
+	return true;
 }
 
 bool
@@ -289,6 +347,14 @@ sc_scalar_datum(Oid type, const ScScalar *s, Datum *value)
 		case FLOAT8OID:
 			*value = Float8GetDatum(s->f);
 			return true;
+		case NUMERICOID:
+			if (s->kind == SC_SCALAR_INT)
+			{
+				*value = NumericGetDatum(int64_to_numeric(s->i));
+				return true;
+			}
+			/* beyond bigint: its text */
+			return s->kind != SC_SCALAR_UINT && sc_numeric_of_float(s, value);
 		case TIMESTAMPTZOID:
 		case TIMESTAMPOID:
 			{
@@ -375,6 +441,9 @@ sc_datum_text(Oid type, Datum value, StringInfo out)
 		case TEXTOID:
 			sc_line_text_bytes(out, VARDATA_ANY(DatumGetPointer(value)),
 							   VARSIZE_ANY_EXHDR(DatumGetPointer(value)));
+			break;
+		case NUMERICOID:
+			appendStringInfoString(out, DatumGetCString(DirectFunctionCall1(numeric_out, value)));
 			break;
 		case FLOAT4OID:
 			sc_text_float(out, DatumGetFloat4(value), true, false);

@@ -14,7 +14,9 @@
 #    compared as text (so -0 is not 0, NaN is NaN): integers at their
 #    limits, floats (denormal, largest, -0, NaN, infinities), booleans,
 #    timestamps before 1970 and with microseconds, local timestamps into
-#    timestamp (a datum) and timestamptz (text, in the session's zone), a
+#    timestamp (a datum) and timestamptz (text, in the session's zone),
+#    integers, floats and doubles into numeric (a datum made as numeric_in
+#    reads their text, display scale and all: compared as text), a
 #    field feeding a column that takes its datum and one with a typmod
 #    that does not, a nullable union and a wrapper, strings into text (a
 #    datum) and the same strings into varchar in the same rows, which need
@@ -98,8 +100,10 @@ for my $i (0 .. $N - 1)
 my $atopic = sc_topic('datums_avro');
 sc_create_topic($atopic, 2);
 my $typed = "'ts timestamptz, i8 bigint, i4 int, f4 real, f8 float8, b boolean, lt timestamp, "
-  . "ltz timestamptz, ms timestamptz(3), s text, u bigint, o timestamptz, sv varchar'";
-my $typed_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "ltz": "lt", "ms": "ts", "sv": "s"';
+  . "ltz timestamptz, ms timestamptz(3), s text, u bigint, o timestamptz, sv varchar, "
+  . "ln numeric, fn numeric, dn numeric'";
+my $typed_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "ltz": "lt", "ms": "ts", "sv": "s", '
+  . '"ln": "i", "fn": "f", "dn": "d"';
 q1("SELECT streamcube_create_cube('ax', 'k', '$atopic', "
 	  . "'ts timestamptz, tst varchar, i varchar, n varchar, f varchar, d varchar, b varchar, lt varchar, "
 	  . "s varchar, u varchar, o varchar', "
@@ -126,10 +130,12 @@ for my $c (qw(ax at ac))
 }
 my $avro_same = "SELECT count(*) FROM %s t JOIN ax x USING (_partition, _offset) "
   . "WHERE (t.ts::text, t.i8::text, t.i4::text, t.f4::text, t.f8::text, t.b::text, t.lt::text, "
-  . "       t.ltz::text, t.ms::text, t.s, t.u::text, t.o::text, t.sv::text) IS DISTINCT FROM "
+  . "       t.ltz::text, t.ms::text, t.s, t.u::text, t.o::text, t.sv::text, "
+  . "       t.ln::text, t.fn::text, t.dn::text) IS DISTINCT FROM "
   . "      (x.tst::timestamptz::text, x.i::bigint::text, x.n::int::text, x.f::real::text, "
   . "       x.d::float8::text, x.b::boolean::text, x.lt::timestamp::text, x.lt::timestamptz::text, "
-  . "       x.tst::timestamptz(3)::text, x.s::text, x.u::bigint::text, x.o::timestamptz::text, x.s::text)";
+  . "       x.tst::timestamptz(3)::text, x.s::text, x.u::bigint::text, x.o::timestamptz::text, x.s::text, "
+  . "       x.i::numeric::text, x.f::numeric::text, x.d::numeric::text)";
 is(q1(sprintf($avro_same, 'at')), 0, 'avro, direct path: every value is what its text gives');
 is(q1(sprintf($avro_same, 'ac')), 0, 'avro, COPY (a trigger on the table): every value is what its text gives');
 is(q1("SELECT count(*) FROM ax WHERE s ~ '[\\t\\n\\\\]'"), $N * 3 / 5, 'the rows hold strings that need an escape');
@@ -203,8 +209,9 @@ q1("SELECT streamcube_create_cube('px', 'k', '$ptopic', "
 	  . "w varchar, u varchar, s varchar, x varchar, o varchar', 'ts', '1 hour', 'protobuf', "
 	  . "'{\"fields\": {\"tst\": \"ts\"}}')");
 my $ptyped = "'ts timestamptz, i8 bigint, i4 int, f4 real, f8 float8, b boolean, z bigint, wn numeric, "
-  . "u bigint, s text, ms timestamptz(3), o timestamptz, sv varchar'";
-my $ptyped_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "wn": "w", "ms": "ts", "sv": "s"';
+  . "u bigint, s text, ms timestamptz(3), o timestamptz, sv varchar, ln numeric, fn numeric, dn numeric'";
+my $ptyped_fields = '"i8": "i", "i4": "n", "f4": "f", "f8": "d", "wn": "w", "ms": "ts", "sv": "s", '
+  . '"ln": "i", "fn": "f", "dn": "d"';
 for my $c ('pt', 'pc')
 {
 	q1("SELECT streamcube_create_cube('$c', 'k', '$ptopic', $ptyped, 'ts', '1 hour', 'protobuf', "
@@ -225,10 +232,12 @@ for my $c (qw(px pt pc))
 }
 my $proto_same = "SELECT count(*) FROM %s t JOIN px x USING (_partition, _offset) "
   . "WHERE (t.ts::text, t.i8::text, t.i4::text, t.f4::text, t.f8::text, t.b::text, t.z::text, "
-  . "       t.wn::text, t.u::text, t.s, t.ms::text, t.o::text, t.sv::text) IS DISTINCT FROM "
+  . "       t.wn::text, t.u::text, t.s, t.ms::text, t.o::text, t.sv::text, "
+  . "       t.ln::text, t.fn::text, t.dn::text) IS DISTINCT FROM "
   . "      (x.tst::timestamptz::text, x.i::bigint::text, x.n::int::text, x.f::real::text, "
   . "       x.d::float8::text, x.b::boolean::text, x.z::bigint::text, x.w::numeric::text, "
-  . "       x.u::bigint::text, x.s::text, x.tst::timestamptz(3)::text, x.o::timestamptz::text, x.s::text)";
+  . "       x.u::bigint::text, x.s::text, x.tst::timestamptz(3)::text, x.o::timestamptz::text, x.s::text, "
+  . "       x.i::numeric::text, x.f::numeric::text, x.d::numeric::text)";
 is(q1(sprintf($proto_same, 'pt')), 0, 'protobuf, direct path: every value is what its text gives');
 is(q1(sprintf($proto_same, 'pc')), 0, 'protobuf, COPY (a trigger on the table): every value is what its text gives');
 is(q1("SELECT count(*) FILTER (WHERE u IS NULL), count(*) FILTER (WHERE i = '0'), "
