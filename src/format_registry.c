@@ -650,6 +650,48 @@ sc_registry_time(ScCube *cube, ScRegFormat *rf, int tk, const uint16 *takes, int
 	return false;
 }
 
+/*
+ * Decoded value k, not NULL, of column c into the line: given as a datum
+ * when the direct path takes it (takes: the batch's rows are formed there;
+ * the field is left empty), else as its text.  *escaped is set when the
+ * text needed an escape; false, with *error, for an instant out of range.
+ */
+static inline bool
+sc_framed_value(ScFormatContext *fc, ScRegFormat *rf, int c, int k, const bool *plain,
+				const uint16 *takes, int *ends, StringInfo out, bool *escaped, char **error)
+{
+	const ScScalar *sv = &rf->scalars[k];
+	Datum		value;
+
+	if (takes != NULL && (takes[k] & SC_SCALAR_BIT(sv->kind)))
+	{
+		if (sc_scalar_datum(fc->cube->columns[c].type, sv, &value))
+		{
+			sc_line_field_datum(fc, out, ends, c, value);
+			return true;
+		}
+		/* out of the column's range: its text, which its type refuses */
+		if (!sc_scalar_text(sv, out))
+		{
+			*error = psprintf("column \"%s\": timestamp out of range", fc->cube->columns[c].name);
+			return false;
+		}
+	}
+	else if (takes != NULL && rf->text_datum[k] &&
+			 sc_text_datum(rf->values[k]->data, rf->values[k]->len, &value))
+	{
+		sc_line_field_datum(fc, out, ends, c, value);
+		return true;
+	}
+	else if (plain[k])
+		appendBinaryStringInfo(out, rf->values[k]->data, rf->values[k]->len);
+	else
+		*escaped |= sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
+	if (ends != NULL)
+		ends[c] = out->len;
+	return true;
+}
+
 static bool
 sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 *ts, char **error)
 {
@@ -754,8 +796,6 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		int			k = rf->col_decoded[c];
-		const ScScalar *sv;
-		Datum		value;
 
 		if (c > 0)
 			appendStringInfoCharMacro(out, '\t');
@@ -772,33 +812,8 @@ sc_framed_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int
 				ends[c] = ~out->len;
 			continue;
 		}
-		sv = &rf->scalars[k];
-		if (takes != NULL && (takes[k] & SC_SCALAR_BIT(sv->kind)))
-		{
-			if (sc_scalar_datum(cube->columns[c].type, sv, &value))
-			{
-				sc_line_field_datum(fc, out, ends, c, value);
-				continue;
-			}
-			/* out of the column's range: its text, which its type refuses */
-			if (!sc_scalar_text(sv, out))
-			{
-				*error = psprintf("column \"%s\": timestamp out of range", cube->columns[c].name);
-				return false;
-			}
-		}
-		else if (takes != NULL && rf->text_datum[k] &&
-				 sc_text_datum(rf->values[k]->data, rf->values[k]->len, &value))
-		{
-			sc_line_field_datum(fc, out, ends, c, value);
-			continue;
-		}
-		else if (plain[k])
-			appendBinaryStringInfo(out, rf->values[k]->data, rf->values[k]->len);
-		else
-			escaped |= sc_line_text_bytes(out, rf->values[k]->data, rf->values[k]->len);
-		if (ends != NULL)
-			ends[c] = out->len;
+		if (!sc_framed_value(fc, rf, c, k, plain, takes, ends, out, &escaped, error))
+			return false;
 	}
 	if (ends != NULL && escaped)
 		sc_line_field_ends_cancel(fc, out, start);
