@@ -846,6 +846,14 @@ sc_avro_scalar(ScAvroDecoder *d, const ScAvroNode *t, StringInfo out, bool json)
 				if (unlikely(!sc_avro_utf8(d, s, n, "string", false)))
 					return false;
 				d->p += n;
+				if (!json && (d->take & SC_SCALAR_BIT(SC_SCALAR_TEXT)))
+				{
+					/* its columns take it as a text datum: no copy here */
+					d->scalar.kind = SC_SCALAR_TEXT;
+					d->scalar.s = s;
+					d->scalar.i = n;
+					return true;
+				}
 				if (json)
 					sc_json_string_bytes(out, s, n);
 				else

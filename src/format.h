@@ -223,9 +223,9 @@ extern void sc_line_field_ends_cancel(ScFormatContext *fc, StringInfo out, int s
  * value.
  *
  * sc_scalar_takes: the kinds of scalar a column of the type (with the
- * typmod) takes as a datum: the built-in integer, float, bool, numeric
- * and timestamp types themselves, without a typmod (not domains, which
- * check more).  sc_scalar_datum: the datum, as the scalar's text would read;
+ * typmod) takes as a datum: the built-in integer, float, bool, numeric,
+ * text and timestamp types themselves, without a typmod (not domains,
+ * which check more).  sc_scalar_datum: the datum, as the scalar's text would read;
  * false when out of the type's range (the text then says why: an integer
  * too large for the column; sc_scalar_text writes it).
  */

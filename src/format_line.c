@@ -236,6 +236,8 @@ sc_scalar_takes(Oid type, int32 typmod)
 			return ints;
 		case BOOLOID:
 			return SC_SCALAR_BIT(SC_SCALAR_BOOL);
+		case TEXTOID:
+			return SC_SCALAR_BIT(SC_SCALAR_TEXT);
 
 			/*
 			 * a float's text read as float8 is the nearest double to its
@@ -341,6 +343,8 @@ sc_scalar_datum(Oid type, const ScScalar *s, Datum *value)
 		case BOOLOID:
 			*value = BoolGetDatum(s->i != 0);
 			return true;
+		case TEXTOID:
+			return s->kind == SC_SCALAR_TEXT && sc_text_datum(s->s, (int) s->i, value);
 		case FLOAT4OID:
 			*value = Float4GetDatum((float4) s->f);
 			return true;

@@ -670,8 +670,11 @@ sc_framed_value(ScFormatContext *fc, ScRegFormat *rf, int c, int k, const bool *
 			sc_line_field_datum(fc, out, ends, c, value);
 			return true;
 		}
+		/* a string not valid in the database's encoding: in the line */
+		if (sv->kind == SC_SCALAR_TEXT)
+			*escaped |= sc_line_text_bytes(out, sv->s, (int) sv->i);
 		/* out of the column's range: its text, which its type refuses */
-		if (!sc_scalar_text(sv, out))
+		else if (!sc_scalar_text(sv, out))
 		{
 			*error = psprintf("column \"%s\": timestamp out of range", fc->cube->columns[c].name);
 			return false;

@@ -297,6 +297,14 @@ sc_pb_scalar_text(ScPbDecoder *d, const ScPbField *f, uint64 u, const uint8 *p,
 				return sc_pb_fail(d, p, sc_pb_utf8_nul_ok((const char *) p, end - p) ?
 								  "a string holding a NUL byte, which text cannot hold" :
 								  "a string that is not valid UTF-8");
+			if (!json && (d->take & SC_SCALAR_BIT(SC_SCALAR_TEXT)))
+			{
+				/* its columns take it as a text datum: no copy here */
+				d->scalar.kind = SC_SCALAR_TEXT;
+				d->scalar.s = (const char *) p;
+				d->scalar.i = end - p;
+				return true;
+			}
 			if (json)
 				sc_json_string_bytes(out, (const char *) p, end - p);
 			else
@@ -1063,7 +1071,10 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		v = p;
 		if (wt == SC_PB_WT_VARINT)
 		{
-			if (!sc_pb_varint(d, &p, end, &u))
+			/* inline, the longer ones too; the general path says what is wrong */
+			if (likely(p < end && *p < 0x80))
+				u = *p++;
+			else if (sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
 				return false;
 			vend = p;
 		}
@@ -1098,10 +1109,28 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		if (f->message != NULL)
 		{
 			ScPbRange	r = {v, vend};
+			int64		seconds = 0;
+			int32		nanos = 0;
 
-			ok = f->message->wkt == SC_PB_WKT_TIMESTAMP ?
-				sc_pb_timestamp(d, f->message, &r, 1, out, false) :
-				sc_pb_message_text(d, f->message, &r, 1, out);
+			/*
+			 * A Timestamp its columns take as an instant, as writers write
+			 * it: read here; anything else by sc_pb_timestamp, which says
+			 * what is wrong.
+			 */
+			if (f->message->wkt == SC_PB_WKT_TIMESTAMP &&
+				(d->take & SC_SCALAR_BIT(SC_SCALAR_INSTANT)) &&
+				sc_pb_seconds_nanos_fast(&r, 1, &seconds, &nanos) &&
+				seconds >= SC_PB_TS_MIN && seconds <= SC_PB_TS_MAX &&
+				nanos >= 0 && nanos <= 999999999)
+			{
+				d->scalar.kind = SC_SCALAR_INSTANT;
+				d->scalar.i = seconds * USECS_PER_SEC + nanos / 1000;
+				ok = true;
+			}
+			else
+				ok = f->message->wkt == SC_PB_WKT_TIMESTAMP ?
+					sc_pb_timestamp(d, f->message, &r, 1, out, false) :
+					sc_pb_message_text(d, f->message, &r, 1, out);
 		}
 		else if (wt == SC_PB_WT_VARINT)
 			ok = sc_pb_scalar_text(d, f, u, v, vend, out, false);
@@ -1109,7 +1138,14 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		{
 			/* its UTF-8 checked above: text takes it unless it holds a NUL */
 			ok = !(d->nul && memchr(v, '\0', vend - v) != NULL);
-			if (ok)
+			if (ok && (d->take & SC_SCALAR_BIT(SC_SCALAR_TEXT)))
+			{
+				/* its columns take it as a text datum: no copy here */
+				d->scalar.kind = SC_SCALAR_TEXT;
+				d->scalar.s = (const char *) v;
+				d->scalar.i = vend - v;
+			}
+			else if (ok)
 				appendBinaryStringInfo(out, (const char *) v, vend - v);
 		}
 		else

@@ -112,7 +112,10 @@ typedef enum ScScalarKind
 	SC_SCALAR_FLOAT4,			/* f: a float's value (its text: float4's) */
 	SC_SCALAR_FLOAT8,			/* f: a double's */
 	SC_SCALAR_INSTANT,			/* i: microseconds since 1970-01-01 00:00 UTC */
-	SC_SCALAR_LOCAL_TS			/* i: the same, a wall-clock time with no zone */
+	SC_SCALAR_LOCAL_TS,			/* i: the same, a wall-clock time with no zone */
+	SC_SCALAR_TEXT				/* s: i bytes of a string, valid UTF-8 with no NUL,
+								 * in the message (while it is read); only when
+								 * taken, else the string is written as text */
 } ScScalarKind;
 
 #define SC_SCALAR_BIT(kind) ((uint16) (1 << (kind)))
@@ -122,6 +125,7 @@ typedef struct ScScalar
 	ScScalarKind kind;
 	int64		i;
 	double		f;
+	const char *s;
 } ScScalar;
 
 /*
