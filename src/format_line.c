@@ -12,14 +12,14 @@
 #include "format.h"
 
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
-#include "common/shortest_dec.h"
-#include "utils/builtins.h"
-#include "utils/numeric.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/timestamp.h"
 
 /* ----------------------------------------------------------------
@@ -420,9 +420,10 @@ sc_text_datum(const char *data, int len, Datum *value)
 }
 
 /*
- * A datum of type (one sc_scalar_takes takes, or text: sc_text_datum) as text its input function
+ * A datum of type (one sc_scalar_takes takes) as text its input function
  * reads as the same value, whatever the session's settings: shortest
- * exact floats, ISO timestamps (in UTC, with "+00" for timestamptz).
+ * exact floats, ISO timestamps (in UTC, with "+00" for timestamptz), text
+ * escaped for the line.
  */
 static void
 sc_datum_text(Oid type, Datum value, StringInfo out)

@@ -104,7 +104,6 @@ typedef struct ScRegFormat
 	bool	   *isnull;
 	ScScalar   *scalars;		/* what their values were read as (avro.h, protobuf.h) */
 	uint16	   *takes;			/* the scalars they take as datums (format.h) */
-	bool	   *text_datum;		/* of type text: their text taken as a datum */
 } ScRegFormat;
 
 /*
@@ -266,12 +265,10 @@ sc_framed_setup(ScFormatContext *fc)
 	rf->isnull = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
 	rf->scalars = palloc(sizeof(ScScalar) * Max(rf->ndecoded, 1));
 	rf->takes = palloc(sizeof(uint16) * Max(rf->ndecoded, 1));
-	rf->text_datum = palloc(sizeof(bool) * Max(rf->ndecoded, 1));
 	for (int k = 0; k < rf->ndecoded; k++)
 	{
 		rf->values[k] = makeStringInfo();
 		rf->takes[k] = fc->layout->takes[rf->decoded_col[k]];
-		rf->text_datum[k] = cube->columns[rf->decoded_col[k]].type == TEXTOID;
 	}
 
 	rf->framed = cube->format == SC_FORMAT_PROTOBUF || cube->avro_schema == NULL;
@@ -680,7 +677,8 @@ sc_framed_value(ScFormatContext *fc, ScRegFormat *rf, int c, int k, const bool *
 			return false;
 		}
 	}
-	else if (takes != NULL && rf->text_datum[k] &&
+	/* any other value of a text column (a number's text, JSON): its text */
+	else if (takes != NULL && (takes[k] & SC_SCALAR_BIT(SC_SCALAR_TEXT)) &&
 			 sc_text_datum(rf->values[k]->data, rf->values[k]->len, &value))
 	{
 		sc_line_field_datum(fc, out, ends, c, value);
