@@ -136,7 +136,11 @@ $generator = undef;
 my $topic = sc_topic('replay');
 sc_create_topic($topic, 4);
 my $count = 2000;
-sc_produce($topic, count => $count, 'start-ts' => int(time) - 600, 'step-ms' => 300, seed => 3);
+# The messages' times run from 8 minutes ago to 2 minutes ahead, so that
+# however long the cube takes to read them, windows that ended hold rows
+# and so does one that has not (when they ended at the time they were
+# produced, a seal after the next full minute sealed every row).
+sc_produce($topic, count => $count, 'start-ts' => int(time) - 480, 'step-ms' => 300, seed => 3);
 $node->safe_psql('postgres',
 	"SELECT streamcube_create_cube('events', 'k', '$topic', "
 	  . "'ts timestamptz, country text, device text, amount numeric, qty int', "
