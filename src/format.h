@@ -33,8 +33,10 @@
 
 #include "cube.h"
 #include "kafka.h"
+#include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 /*
  * How the cube's columns map to the fields of a line (ingest.c, built once
@@ -230,9 +232,67 @@ extern void sc_line_field_ends_cancel(ScFormatContext *fc, StringInfo out, int s
  * too large for the column; sc_scalar_text writes it).
  */
 extern uint16 sc_scalar_takes(Oid type, int32 typmod);
-extern bool sc_scalar_datum(Oid type, const ScScalar *s, Datum *value);
+extern bool sc_scalar_numeric(const ScScalar *s, Datum *value);
 extern bool sc_scalar_text(const ScScalar *s, StringInfo out);
 extern bool sc_text_datum(const char *data, int len, Datum *value);
+
+/*
+ * Inline: a call per value of a row, where the type is mostly known at
+ * the call (a time column's) or one of a few; a called function's entry
+ * and exit cost as much as the conversion.
+ */
+static inline bool
+sc_scalar_datum(Oid type, const ScScalar *s, Datum *value)
+{
+	switch (type)
+	{
+		case INT2OID:
+			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT16_MIN || s->i > PG_INT16_MAX)
+				return false;
+			*value = Int16GetDatum((int16) s->i);
+			return true;
+		case INT4OID:
+			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT32_MIN || s->i > PG_INT32_MAX)
+				return false;
+			*value = Int32GetDatum((int32) s->i);
+			return true;
+		case INT8OID:
+			if (s->kind == SC_SCALAR_UINT)
+				return false;
+			*value = Int64GetDatum(s->i);
+			return true;
+		case BOOLOID:
+			*value = BoolGetDatum(s->i != 0);
+			return true;
+		case TEXTOID:
+			return s->kind == SC_SCALAR_TEXT && sc_text_datum(s->s, (int) s->i, value);
+		case FLOAT4OID:
+			*value = Float4GetDatum((float4) s->f);
+			return true;
+		case FLOAT8OID:
+			*value = Float8GetDatum(s->f);
+			return true;
+		case NUMERICOID:
+			return sc_scalar_numeric(s, value);
+		case TIMESTAMPTZOID:
+		case TIMESTAMPOID:
+			{
+				/* microseconds since 1970 to since 2000 */
+				const int64 shift = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+				Timestamp	ts;
+
+				if (s->i < PG_INT64_MIN + shift)
+					return false;
+				ts = s->i - shift;
+				if (!IS_VALID_TIMESTAMP(ts))
+					return false;
+				*value = TimestampGetDatum(ts);
+				return true;
+			}
+		default:
+			return false;
+	}
+}
 extern void sc_line_render(ScFormatContext *fc, const char *base, int start, int end,
 						   int entry, StringInfo dst);
 

@@ -318,63 +318,20 @@ sc_numeric_of_float(const ScScalar *s, Datum *value)
 	return true;
 }
 
+/*
+ * A numeric column's datum: an integer's through int64_to_numeric, a
+ * float's or double's as its shortest text would read; false for a uint64
+ * beyond bigint (its text then).
+ */
 bool
-sc_scalar_datum(Oid type, const ScScalar *s, Datum *value)
+sc_scalar_numeric(const ScScalar *s, Datum *value)
 {
-	const int64 shift = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-
-	switch (type)
+	if (s->kind == SC_SCALAR_INT)
 	{
-		case INT2OID:
-			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT16_MIN || s->i > PG_INT16_MAX)
-				return false;
-			*value = Int16GetDatum((int16) s->i);
-			return true;
-		case INT4OID:
-			if (s->kind == SC_SCALAR_UINT || s->i < PG_INT32_MIN || s->i > PG_INT32_MAX)
-				return false;
-			*value = Int32GetDatum((int32) s->i);
-			return true;
-		case INT8OID:
-			if (s->kind == SC_SCALAR_UINT)
-				return false;
-			*value = Int64GetDatum(s->i);
-			return true;
-		case BOOLOID:
-			*value = BoolGetDatum(s->i != 0);
-			return true;
-		case TEXTOID:
-			return s->kind == SC_SCALAR_TEXT && sc_text_datum(s->s, (int) s->i, value);
-		case FLOAT4OID:
-			*value = Float4GetDatum((float4) s->f);
-			return true;
-		case FLOAT8OID:
-			*value = Float8GetDatum(s->f);
-			return true;
-		case NUMERICOID:
-			if (s->kind == SC_SCALAR_INT)
-			{
-				*value = NumericGetDatum(int64_to_numeric(s->i));
-				return true;
-			}
-			/* beyond bigint: its text */
-			return s->kind != SC_SCALAR_UINT && sc_numeric_of_float(s, value);
-		case TIMESTAMPTZOID:
-		case TIMESTAMPOID:
-			{
-				Timestamp	ts;
-
-				if (s->i < PG_INT64_MIN + shift)
-					return false;
-				ts = s->i - shift;
-				if (!IS_VALID_TIMESTAMP(ts))
-					return false;
-				*value = TimestampGetDatum(ts);
-				return true;
-			}
-		default:
-			return false;
+		*value = NumericGetDatum(int64_to_numeric(s->i));
+		return true;
 	}
+	return s->kind != SC_SCALAR_UINT && sc_numeric_of_float(s, value);
 }
 
 bool

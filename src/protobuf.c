@@ -596,12 +596,26 @@ sc_pb_seconds_nanos_fast(const ScPbRange *r, int nr, int64 *seconds, int32 *nano
 	while (p < end)
 	{
 		uint8		tag = *p++;
-		uint64		u;
+		uint64		u = 0;
+		uint8		b;
+		int			shift = 0;
 
-		if ((tag != (1 << 3 | SC_PB_WT_VARINT) && tag != (2 << 3 | SC_PB_WT_VARINT)) ||
-			sc_pb_get_varint(&p, end, &u) != SC_PB_OK)
+		if (tag != (1 << 3 | SC_PB_WT_VARINT) && tag != (2 << 3 | SC_PB_WT_VARINT))
 			return false;
-		if (tag >> 3 == 1)
+
+		/*
+		 * The varint a byte at a time: five bytes each here, which
+		 * sc_pb_get_varint's eight at once do not pay for.
+		 */
+		do
+		{
+			if (p == end || shift > 63)
+				return false;
+			b = *p++;
+			u |= (uint64) (b & 0x7f) << shift;
+			shift += 7;
+		} while (b >= 0x80);
+		if (tag == (1 << 3 | SC_PB_WT_VARINT))
 			*seconds = (int64) u;
 		else
 			*nanos = (int32) (uint32) u;
@@ -1078,6 +1092,13 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 				return false;
 			vend = p;
 		}
+		else if (wt == SC_PB_WT_LEN && likely(p < end && *p < 0x80 && *p < end - p))
+		{
+			/* a length of one byte, inline too */
+			v = p + 1;
+			vend = v + *p;
+			p = vend;
+		}
 		else if (!sc_pb_value(d, wt, num, &p, end, &v, &vend))
 			return false;
 		if ((i = sc_pb_field_index(m, num)) < 0)
@@ -1094,6 +1115,7 @@ sc_pb_one_pass(ScPbDecoder *d, const ScPbPlanMsg *pm, const uint8 *p, const uint
 		if ((wt == SC_PB_WT_LEN || f->message != NULL) &&
 			!(k >= 0 && f->message != NULL && (f->message->wkt == SC_PB_WKT_TIMESTAMP ||
 											   f->message->wkt == SC_PB_WKT_DURATION)) &&
+			!(f->utf8 && sc_plain_ascii((const char *) v, vend - v)) &&
 			!sc_pb_check_value(d, f, v, vend))
 			return false;
 		if (k < 0 || (unlikely(f->closed) && !sc_pb_enum_known(f->enumtype, v, vend)))
