@@ -18,6 +18,7 @@
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "nodes/makefuncs.h"
@@ -525,11 +526,36 @@ sc_library_version(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(SC_LIBRARY_VERSION));
 }
 
+/*
+ * Kafka's text is UTF-8: JSON's by its RFC, Avro's and Protobuf's strings
+ * by their specifications, and what producers send in practice.  A
+ * database in UTF8 takes it as it is; one in SQL_ASCII stores its bytes
+ * unchecked, as PostgreSQL does for any text there.  In any other encoding
+ * the bytes of a character beyond ASCII would be read as other characters
+ * of that encoding (é as Ã© in LATIN1) and stored without an error, so
+ * streamcube refuses to be installed there.
+ */
+static void
+sc_check_encoding(void)
+{
+	int			encoding = GetDatabaseEncoding();
+
+	if (encoding != PG_UTF8 && encoding != PG_SQL_ASCII)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamcube cannot be installed in database \"%s\" of encoding %s",
+						get_database_name(MyDatabaseId), GetDatabaseEncodingName()),
+				 errdetail("Kafka messages carry text in UTF-8, which a database in %s would store as other characters.",
+						   GetDatabaseEncodingName()),
+				 errhint("Install streamcube in a database created with ENCODING 'UTF8' (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0) and name it in streamcube.database.")));
+}
+
 /* Called by the install script before it creates anything else. */
 Datum
 sc_check_install(PG_FUNCTION_ARGS)
 {
 	sc_check_database();
+	sc_check_encoding();
 	PG_RETURN_VOID();
 }
 

@@ -4,7 +4,8 @@
 # One node, three lives: without streamcube in shared_preload_libraries (the
 # extension refuses to load, with a hint), with it (CREATE EXTENSION refuses
 # any database but streamcube.database, with a hint, and succeeds there),
-# and with streamcube.database pointing elsewhere (the launcher follows).
+# and with streamcube.database pointing elsewhere (the launcher follows);
+# then a database in LATIN1 is refused and one in SQL_ASCII taken.
 use strict;
 use warnings;
 
@@ -124,6 +125,32 @@ is($node->safe_psql('other',
 	'0.4.0', '0.1.0 updates to 0.4.0');
 is($node->safe_psql('other', $catalog_shape), $fresh,
 	'the updated extension has the functions, settings and columns of a fresh 0.4.0');
+
+# ---------------------------------------------------------------- encoding
+# Kafka's text is UTF-8: a database in LATIN1 would store é as Ã© without
+# an error, so streamcube refuses to be installed there; SQL_ASCII stores
+# the bytes as they come and is allowed.
+$node->safe_psql('postgres',
+	"CREATE DATABASE latin ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$node->safe_psql('postgres',
+	"CREATE DATABASE ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$node->append_conf('postgresql.conf', "streamcube.database = 'latin'\n");
+$node->restart;
+($ret, $stdout, $stderr) = $node->psql('latin', 'CREATE EXTENSION streamcube');
+isnt($ret, 0, 'CREATE EXTENSION fails in a database in LATIN1');
+like($stderr,
+	qr/ERROR:  streamcube cannot be installed in database "latin" of encoding LATIN1/,
+	'the error names the database and its encoding');
+like($stderr, qr/DETAIL:  Kafka messages carry text in UTF-8/, 'the detail says why');
+like($stderr, qr/HINT:  Install streamcube in a database created with ENCODING 'UTF8'/,
+	'the hint says what to do');
+is($node->safe_psql('latin',
+		"SELECT count(*) FROM pg_namespace WHERE nspname = 'streamcube'"),
+	'0', 'nothing left behind in the LATIN1 database');
+$node->append_conf('postgresql.conf', "streamcube.database = 'ascii'\n");
+$node->restart;
+($ret, $stdout, $stderr) = $node->psql('ascii', 'CREATE EXTENSION streamcube');
+is($ret, 0, 'CREATE EXTENSION works in a database in SQL_ASCII') or diag($stderr);
 
 $node->stop;
 done_testing();
