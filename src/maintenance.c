@@ -71,7 +71,10 @@ sc_due_retention(ScCube *cube, int max_partitions)
 		sc_segment_journal_drops(cube, parts, n);
 	/* The view must not hold what is dropped next. */
 	if (n > 0)
+	{
+		sc_seal_lock_views(cube, true, NULL, 0, "drop windows past their retention");
 		sc_seal_refresh_view(cube, before, NULL, 0);
+	}
 	for (int i = 0; i < n; i++)
 	{
 		Oid			part = parts[i];

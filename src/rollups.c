@@ -167,6 +167,28 @@ sc_rollup_views_read(int32 cube_id, Oid only)
 }
 
 /*
+ * The views <roll-up>_sealed of the cube's roll-ups that stand, for
+ * sc_seal_lock_views; *n of them.  The caller is connected to SPI.
+ */
+Oid *
+sc_rollup_sealed_views(int32 cube_id, int *n)
+{
+	List	   *views = sc_rollup_views_read(cube_id, InvalidOid);
+	Oid		   *oids = palloc(sizeof(Oid) * Max(list_length(views), 1));
+	ListCell   *lc;
+
+	*n = 0;
+	foreach(lc, views)
+	{
+		ScRollupView *v = lfirst(lc);
+
+		if (sc_sealed_view_ours(v->view, v->relid))
+			oids[(*n)++] = v->view;
+	}
+	return oids;
+}
+
+/*
  * Rebuild the view <roll-up>_sealed of each of the cube's roll-ups (or of
  * the one whose table is only), made at the roll-up's creation: its
  * sealed partitions, UNION ALL, the roll-up's counterpart of <cube>_sealed
@@ -1025,7 +1047,13 @@ sc_rollup_retention(ScCube *cube, int max_partitions)
 	n = SPI_processed;
 	/* The views must not read what is dropped: rebuilt without, then with what stands. */
 	if (n > 0)
+	{
+		int			nviews;
+		Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
+
+		sc_seal_lock_views(cube, false, views, nviews, "drop roll-up windows past their retention");
 		sc_rollup_refresh_views(cube->cube_id, InvalidOid, true);
+	}
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;

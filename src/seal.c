@@ -158,6 +158,11 @@ sc_seal_swap_statements(ScSealJob *job)
 	ScCube	   *cube = job->cube;
 	StringInfoData sql;
 	char	   *active = quote_qualified_identifier(job->active_schema, job->active_name);
+	int			nviews;
+	Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
+
+	/* the views rebuilt at the end, in the try that takes the cube */
+	sc_seal_lock_views_now(cube, true, views, nviews);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified, active);
@@ -196,11 +201,11 @@ sc_seal_swap_fn(void *arg)
 	sc_seal_swap_statements((ScSealJob *) arg);
 }
 
-/* Swap the twin in (see sc_seal_with_lock_retry). */
+/* Swap the twin in (see sc_seal_with_lock_retry; it locks the views too). */
 static void
 sc_seal_swap(ScSealJob *job)
 {
-	sc_seal_with_lock_retry(job->cube, sc_seal_swap_fn, job,
+	sc_seal_with_view_lock_retry(job->cube, sc_seal_swap_fn, job,
 							job->nwindows == 1
 							? psprintf("seal window %s", sc_bound_literal(job->cube, job->start))
 							: psprintf("seal windows %s to %s", sc_bound_literal(job->cube, job->start),

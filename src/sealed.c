@@ -219,15 +219,30 @@ sc_seal_try_locked(Oid owner_role, void (*fn) (void *), void *arg)
 	return sc_try(sc_seal_locked_fn, &call);
 }
 
-/*
- * Run fn(arg), which needs an ACCESS EXCLUSIVE lock on the cube for a
- * moment, with lock_timeout = 100 ms, retried every 300 ms: it is never
- * queued behind a long query, where it would stall every query after it.
- * After the last try it fails; what saying so names is `what`.
- */
-void
-sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
+/* What a try of sc_lock_retry locks, for its failure's words. */
+typedef enum ScLockHeld
 {
+	SC_HELD_TABLE,				/* the cube */
+	SC_HELD_VIEWS,				/* its sealed views */
+	SC_HELD_BOTH				/* both */
+} ScLockHeld;
+
+/*
+ * Run fn(arg), which needs ACCESS EXCLUSIVE locks for a moment, with
+ * lock_timeout = 100 ms, retried every 300 ms: it is never queued behind a
+ * long query, where it would stall every query after it.  After the last
+ * try it fails, saying it could not do `what` because what it locks
+ * stayed locked.
+ */
+static void
+sc_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what, ScLockHeld held)
+{
+	static const char *const held_words[] = {
+		[SC_HELD_TABLE] = "its table",
+		[SC_HELD_VIEWS] = "its sealed views",
+		[SC_HELD_BOTH] = "its table or its sealed views"
+	};
+
 	for (int attempt = 1;; attempt++)
 	{
 		ErrorData  *edata = sc_seal_try_locked(cube->owner, fn, arg);
@@ -239,16 +254,91 @@ sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, cons
 		if (attempt >= SC_SWAP_TRIES)
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("could not %s of cube %s: its table stayed locked", what, cube->qualified),
-					 errdetail("This needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
-							   SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT),
-					 errhint("A long query or transaction holds the cube. Nothing was changed; the next attempt tries again.")));
+					 errmsg("could not %s of cube %s: %s stayed locked", what, cube->qualified,
+							held_words[held]),
+					 held == SC_HELD_TABLE
+					 ? errdetail("This needs an ACCESS EXCLUSIVE lock on the cube for a moment; %d tries of %s each failed.",
+								 SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT)
+					 : errdetail("This needs an ACCESS EXCLUSIVE lock for a moment on %s (the views <cube>_sealed and <roll-up>_sealed, which it rebuilds); %d tries of %s each failed.",
+								 held == SC_HELD_VIEWS ? "the cube's sealed views" : "the cube and its sealed views",
+								 SC_SWAP_TRIES, SC_SWAP_LOCK_TIMEOUT),
+					 held == SC_HELD_TABLE
+					 ? errhint("A long query or transaction holds the cube. Nothing was changed; the next attempt tries again.")
+					 : errhint("A long query or transaction holds the cube or reads one of those views. Nothing was changed; the next attempt tries again.")));
 		FreeErrorData(edata);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 SC_SWAP_RETRY_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* fn(arg) under an ACCESS EXCLUSIVE lock on the cube (sc_lock_retry). */
+void
+sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
+{
+	sc_lock_retry(cube, fn, arg, what, SC_HELD_TABLE);
+}
+
+/* The same, when fn locks the cube's sealed views too (a seal's swap). */
+void
+sc_seal_with_view_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg, const char *what)
+{
+	sc_lock_retry(cube, fn, arg, what, SC_HELD_BOTH);
+}
+
+typedef struct ScViewLocks
+{
+	const ScCube *cube;
+	bool		cube_view;
+	const Oid  *views;
+	int			nviews;
+} ScViewLocks;
+
+static Oid	sc_cube_sealed_view(const ScCube *cube);
+
+/*
+ * Lock, to the end of the transaction, the views that a seal, a compaction
+ * or a retention rebuilds: the cube's <cube>_sealed (with cube_view) and
+ * views[0..nviews) (its roll-ups').  A view is rebuilt under an ACCESS
+ * EXCLUSIVE lock, which waits for every query reading it: taken without a
+ * timeout once the seal held the cube's own lock, one long query on a view
+ * held the cube, and every receiver writing into it, until it ended.  So
+ * they are taken with lock_timeout, as the cube's: a seal in the same try
+ * as the cube's lock (sc_seal_lock_views_now, in its swap), so that a
+ * busy view lets go of the cube too; a compaction or a retention, which
+ * rebuild the views before they take the cube, in a try of their own
+ * (sc_seal_lock_views).
+ */
+void
+sc_seal_lock_views_now(const ScCube *cube, bool cube_view, const Oid *views, int nviews)
+{
+	if (cube_view)
+	{
+		Oid			view = sc_cube_sealed_view(cube);
+
+		if (sc_sealed_view_ours(view, cube->relid))
+			LockRelationOid(view, AccessExclusiveLock);
+	}
+	for (int i = 0; i < nviews; i++)
+		LockRelationOid(views[i], AccessExclusiveLock);
+}
+
+static void
+sc_seal_lock_views_fn(void *arg)
+{
+	ScViewLocks *locks = arg;
+
+	sc_seal_lock_views_now(locks->cube, locks->cube_view, locks->views, locks->nviews);
+}
+
+void
+sc_seal_lock_views(const ScCube *cube, bool cube_view, const Oid *views, int nviews,
+				   const char *what)
+{
+	ScViewLocks locks = {cube, cube_view, views, nviews};
+
+	sc_lock_retry(cube, sc_seal_lock_views_fn, &locks, what, SC_HELD_VIEWS);
 }
 
 

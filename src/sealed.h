@@ -22,6 +22,12 @@ extern void sc_sealed_table_create(const ScCube *cube, const char *target,
 extern void sc_sealed_table_guard(const char *target);
 extern void sc_seal_with_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
 									const char *what);
+extern void sc_seal_with_view_lock_retry(const ScCube *cube, void (*fn) (void *), void *arg,
+										 const char *what);
+extern void sc_seal_lock_views(const ScCube *cube, bool cube_view, const Oid *views,
+							   int nviews, const char *what);
+extern void sc_seal_lock_views_now(const ScCube *cube, bool cube_view, const Oid *views,
+								   int nviews);
 extern bool sc_sealed_view_ours(Oid view, Oid parent);
 extern char *sc_sealed_view_body(Oid parent, const Oid *parts, int n);
 extern char *sc_sealed_view_write(Oid view, Oid parent, Oid owner, const char *body,

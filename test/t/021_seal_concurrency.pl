@@ -12,7 +12,10 @@
 #      warns, changes nothing in that cube, seals the others; the next call
 #      seals it;
 #   4. seal + streamcube_pause, seal + streamcube_drop_cube (keep_data or
-#      not), seal_due + drop: no error, no row lost, nothing left over.
+#      not), seal_due + drop: no error, no row lost, nothing left over;
+#   5. a long query on the view ca_sealed: the seal, which rebuilds it,
+#      tries its lock without holding the cube, whose receiver goes on
+#      writing; after its 50 tries it fails and changes nothing.
 
 use strict;
 use warnings;
@@ -258,7 +261,7 @@ my ($rc, $err);
 $took = time - $t0;
 note sprintf('3: streamcube_seal_due() returned %s after %.1f s', $out, $took);
 is($rc, 0, '3: streamcube_seal_due() does not fail');
-like($err, qr/WARNING:  could not seal cube \S+: could not seal window .* of cube public\.ca: its table stayed locked/,
+like($err, qr/WARNING:  could not seal cube \S+: could not seal window .* of cube public\.ca: its table or its sealed views stayed locked/,
 	'3: it warns that ca stayed locked');
 cmp_ok($out, '>=', 2, '3: it sealed the two due windows of cb');
 is(states('cb', $base - 2 * $hour, $base), 'sealed,sealed', '3: cb: sealed');
@@ -354,6 +357,66 @@ is( $node->safe_psql('postgres',
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM streamcube.segment_catalog s LEFT JOIN streamcube.cubes c USING (cube_id) WHERE c.cube_id IS NULL"),
 	'0', '4: the catalog keeps no window of a dropped cube');
+
+# ---------------------------------------------------------------- 5
+# A long query reads ca's view of its sealed windows (ca_sealed) while ca
+# has windows due.  A seal rebuilds that view, under an ACCESS EXCLUSIVE
+# lock that waits for the query: the seal must wait for it without holding
+# the cube, whose receiver goes on writing meanwhile, and after its 50
+# tries fail saying so, having changed nothing; once the query is over the
+# next seal seals.
+sc_produce($topic{ca}, count => 1_200, 'start-ts' => $base - 10 * $hour,
+	'step-ms' => 6000, seed => 11);
+wait_cube('ca', '5');
+is(states('ca', $base - 10 * $hour, $base - 8 * $hour), 'active,active', '5: two new windows are due');
+my $view_tag = 'hold_ca_sealed';
+my $hv = sc_psql_bg($node,
+	"BEGIN; SELECT count(*) FROM ca_sealed; SELECT '$view_tag', pg_sleep(40); COMMIT");
+ok( $node->poll_query_until('postgres', qq{
+		SELECT count(*) > 0 FROM pg_stat_activity
+		WHERE query LIKE '%''$view_tag''%' AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()}),
+	'5: a session reads ca_sealed in a long transaction');
+$seal_sql = "SELECT streamcube_seal('ca')";
+$t0 = time;
+$seal = sc_psql_bg($node, $seal_sql);
+wait_seal_holds($seal_sql, '5');
+# past its copy: it waits for a lock (the view's; before 0.4.0, holding
+# the cube's table, after its swap)
+ok( $node->poll_query_until('postgres', qq{
+		SELECT count(*) > 0 FROM pg_stat_activity
+		WHERE query = \$q\$$seal_sql\$q\$ AND wait_event_type = 'Lock'}),
+	'5: the seal waits for a lock');
+$before = $node->safe_psql('postgres', 'SELECT count(*) FROM ca');
+sc_produce($topic{ca}, count => 300, 'start-ts' => int(time) - 60, 'step-ms' => 100, seed => 12);
+my $t_rows = time;
+my $written = 0;
+while (!$written && time - $t_rows < 10)
+{
+	$written = $node->safe_psql('postgres', "SELECT count(*) = $before + 300 FROM ca") eq 't';
+	sleep(0.1) unless $written;
+}
+ok($written, sprintf('5: the receiver writes new messages into ca while the seal waits for the view (in %.1f s)',
+		time - $t_rows));
+ok(sc_psql_bg_running($seal), sprintf('5: ... and the seal was still waiting then (%.1f s after it began)',
+		time - $t0));
+($rc, $out, $err) = sc_psql_bg_finish($seal);
+$took = time - $t0;
+note sprintf('5: the seal ended after %.1f s', $took);
+isnt($rc, 0, '5: the seal fails once its tries are spent');
+like($err, qr/ERROR:  could not seal window .* of cube public\.ca: its table or its sealed views stayed locked/,
+	'5: it says the cube or its sealed views stayed locked');
+like($err, qr/HINT:  A long query or transaction holds the cube or reads one of those views\. Nothing was changed/,
+	'5: its hint says what holds them, and that nothing changed');
+is(states('ca', $base - 10 * $hour, $base - 8 * $hour), 'active,active', '5: the windows are still active');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%''$view_tag''%' AND pid <> pg_backend_pid()");
+sc_psql_bg_finish($hv);
+cmp_ok($node->safe_psql('postgres', "SELECT streamcube_seal('ca')"), '>=', 2,
+	'5: once the view is free, the next seal seals them');
+is(states('ca', $base - 10 * $hour, $base - 8 * $hour), 'sealed,sealed', '5: sealed');
+wait_cube('ca', '5');
+check_journal('5');
+check_exact('ca', '5');
 
 # the other cubes are untouched
 check_journal('end');
