@@ -26,7 +26,10 @@
  *	   the cube: it is tried with lock_timeout = 100 ms and retried every
  *	   300 ms, at most 50 times, so a seal never queues behind a long query
  *	   and stalls every query after it; after the last try the seal fails
- *	   and changes nothing.
+ *	   and changes nothing.  Each try first locks the views rebuilt at the
+ *	   end (<cube>_sealed, <roll-up>_sealed), so that a long query on one
+ *	   of them fails the try too, instead of holding the cube, and every
+ *	   receiver, behind the rebuild.
  *
  * Then the catalog, in the same transaction: the window is sealed; per
  * Kafka partition sealed_upto is the consume position (every message of
