@@ -660,7 +660,7 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 		loffsets[nbehind] = DatumGetInt64(pos);
 		behind[r] = nbehind++;
 	}
-	sc_kafka_timestamps_at(conn, cube->topic, nbehind, lparts, loffsets, stamps);
+	sc_kafka_timestamps_at(conn, &cube->topics, nbehind, lparts, loffsets, stamps);
 	now = GetCurrentTimestamp();
 
 	for (int r = 0; r < nrows; r++)

@@ -346,6 +346,9 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->qualified = quote_qualified_identifier(cube->schema, cube->relname);
 	cube->cluster = SPI_getvalue(tup, desc, 5);
 	cube->topic = SPI_getvalue(tup, desc, 6);
+	cube->topics.n = 1;
+	cube->topics.names = palloc(sizeof(char *));
+	cube->topics.names[0] = cube->topic;
 	time_column = SPI_getvalue(tup, desc, 7);
 	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)),
 									"segment_interval");

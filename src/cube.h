@@ -11,6 +11,8 @@
 
 #include "streamcube.h"
 
+#include "kafka.h"
+
 #include "access/attnum.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
@@ -88,6 +90,7 @@ typedef struct ScCube
 	char	   *qualified;		/* quoted schema.table */
 	char	   *cluster;
 	char	   *topic;
+	ScTopicList topics;			/* by topic number: topic alone, now */
 	char	   *kafka_cluster_id;	/* the Kafka cluster its positions are of; NULL unknown */
 
 	int			ncolumns;		/* declared columns, without _partition/_offset */

@@ -506,7 +506,7 @@ sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions,
 		sc_create_starts_of_cube(cube, partitions, starts, kafka_cluster_id);
 	else if (cube->start_at_ms >= 0)
 	{
-		sc_offsets_at_checked(conn, cube->cluster, cube->topic, n, parts, ms, starts, partitions);
+		sc_offsets_at_checked(conn, cube->cluster, &cube->topics, n, parts, ms, starts, partitions);
 		foreach(lc, partitions)
 		{
 			ScKafkaPartitionInfo *p = lfirst(lc);
@@ -549,6 +549,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	options = PG_ARGISNULL(7) ? NULL : PG_GETARG_JSONB_P(7);
 	cube->cluster = cluster;
 	cube->topic = topic;
+	cube->topics.n = 1;
+	cube->topics.names = &cube->topic;
 
 	sc_require_admin("create cubes");
 	cube->format = sc_create_format(format, name);

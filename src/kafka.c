@@ -910,6 +910,17 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
  * ----------------------------------------------------------------
  */
 
+/* The name of the topic of a source partition of topics. */
+const char *
+sc_kafka_source_topic(const ScTopicList *topics, int32 source)
+{
+	int			t = sc_source_topic_no(source);
+
+	if (t < 0 || t >= topics->n)
+		elog(ERROR, "source partition %d is of none of %d topics", source, topics->n);
+	return topics->names[t];
+}
+
 /*
  * The first offset of each partition whose Kafka timestamp is at or after
  * ms[i] (milliseconds since 1970), into offsets[i]; -1 where no message is
@@ -919,8 +930,8 @@ sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
  * timeout_ms.
  */
 void
-sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
-					const int32 *partitions, const int64 *ms, int64 *offsets, int timeout_ms)
+sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const ScTopicList *topics, int n,
+					const int32 *sources, const int64 *ms, int64 *offsets, int timeout_ms)
 {
 	ScKafkaEvents events = {0};
 	rd_kafka_t *rk;
@@ -939,13 +950,15 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 	{
 		list = rd_kafka_topic_partition_list_new(n);
 		for (int i = 0; i < n; i++)
-			rd_kafka_topic_partition_list_add(list, topic, partitions[i]);
+			rd_kafka_topic_partition_list_add(list, sc_kafka_source_topic(topics, sources[i]),
+											  sc_source_kafka_partition(sources[i]));
 		err = sc_kafka_list_offsets_n(rk, list, ms, false, deadline);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 			for (int i = 0; i < n; i++)
 			{
 				rd_kafka_topic_partition_t *tp =
-					rd_kafka_topic_partition_list_find(list, topic, partitions[i]);
+					rd_kafka_topic_partition_list_find(list, sc_kafka_source_topic(topics, sources[i]),
+													   sc_source_kafka_partition(sources[i]));
 
 				offsets[i] = tp != NULL && tp->offset >= 0 ? tp->offset : -1;
 			}
@@ -960,8 +973,9 @@ sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not find offsets by time in topic \"%s\" of Kafka cluster \"%s\": %s",
-						topic, conn->cluster_name, rd_kafka_err2str(err)),
+				 errmsg("could not find offsets by time in topic \"%s\"%s of Kafka cluster \"%s\": %s",
+						topics->names[0], topics->n > 1 ? " and others" : "",
+						conn->cluster_name, rd_kafka_err2str(err)),
 				 events.last_error[0] ? errdetail("Last client error: %s", events.last_error) : 0,
 				 errhint("Check that the brokers are reachable, or raise streamcube.kafka_timeout (now %d ms).",
 						 timeout_ms)));

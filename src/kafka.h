@@ -17,6 +17,45 @@
 
 #include "nodes/pg_list.h"
 
+/*
+ * A source partition: one partition of one of a cube's topics, as the
+ * catalog keys it (consume_positions, checkpoints, assignments and the
+ * rest) and as everything above this layer numbers it:
+ * (topic_no << SC_SOURCE_PARTITION_BITS) | partition, where topic_no is the
+ * topic's place in the cube's ScTopicList.  A cube's first topic is topic
+ * 0, so its source partitions are its Kafka partitions and the catalog of
+ * a cube of one topic is what it always was.  kafka*.c turn source
+ * partitions into librdkafka's (topic, partition) pairs and back.
+ */
+#define SC_SOURCE_PARTITION_BITS 20
+#define SC_SOURCE_MAX_PARTITIONS (1 << SC_SOURCE_PARTITION_BITS)
+#define SC_SOURCE_MAX_TOPICS (1 << (31 - SC_SOURCE_PARTITION_BITS))
+
+static inline int32
+sc_source_partition(int topic_no, int32 partition)
+{
+	return ((int32) topic_no << SC_SOURCE_PARTITION_BITS) | partition;
+}
+
+static inline int
+sc_source_topic_no(int32 source)
+{
+	return source >> SC_SOURCE_PARTITION_BITS;
+}
+
+static inline int32
+sc_source_kafka_partition(int32 source)
+{
+	return source & (SC_SOURCE_MAX_PARTITIONS - 1);
+}
+
+/* The topics a cube reads, by topic number. */
+typedef struct ScTopicList
+{
+	int			n;
+	char	  **names;
+} ScTopicList;
+
 /* One librdkafka property, as stored in streamcube.clusters. */
 typedef struct ScKafkaProperty
 {
@@ -45,7 +84,7 @@ typedef struct ScKafkaPartitionInfo
 /* A consumed message; payload points into librdkafka's buffer. */
 typedef struct ScKafkaMessage
 {
-	int32		partition;
+	int32		partition;		/* a source partition */
 	int64		offset;
 	const char *payload;		/* NULL for a tombstone (a NULL value) */
 	size_t		len;
@@ -69,7 +108,7 @@ typedef enum ScKafkaPollStatus
 typedef struct ScKafkaPollResult
 {
 	ScKafkaPollStatus status;
-	int32		partition;		/* for SC_KAFKA_OUT_OF_RANGE */
+	int32		partition;		/* source partition, for SC_KAFKA_OUT_OF_RANGE */
 	char		message[512];
 } ScKafkaPollResult;
 
@@ -106,14 +145,15 @@ extern bool sc_kafka_check_property(const char *name, const char *value,
 									char *errbuf, size_t errlen);
 extern bool sc_kafka_check_config(List *properties, char *errbuf, size_t errlen);
 
-extern void sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
-										   const int32 *partitions, const int64 *positions);
-extern void sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const char *topic, int n,
-								const int32 *partitions, const int64 *ms, int64 *offsets,
+extern void sc_kafka_consumer_commit_async(ScKafkaConsumer *c, int n,
+										   const int32 *sources, const int64 *positions);
+extern const char *sc_kafka_source_topic(const ScTopicList *topics, int32 source);
+extern void sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const ScTopicList *topics, int n,
+								const int32 *sources, const int64 *ms, int64 *offsets,
 								int timeout_ms);
 extern TimestampTz sc_kafka_ms_timestamptz(int64 ms);
-extern void sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const char *topic, int n,
-								   const int32 *partitions, const int64 *offsets, int64 *ms);
+extern void sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const ScTopicList *topics, int n,
+								   const int32 *sources, const int64 *offsets, int64 *ms);
 extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 							   bool with_watermarks, int timeout_ms,
 							   bool *topic_missing, char **cluster_id);
@@ -128,11 +168,11 @@ extern List *sc_kafka_consumer_describe(ScKafkaConsumer *consumer,
 										const ScKafkaConnInfo *conn, const char *topic,
 										int timeout_ms, bool *topic_missing,
 										char **cluster_id);
-extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const char *topic,
-									 int n, const int32 *partitions,
+extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const ScTopicList *topics,
+									 int n, const int32 *sources,
 									 const int64 *offsets);
 extern bool sc_kafka_consumer_change(ScKafkaConsumer *consumer, bool gained, int n,
-									 const int32 *partitions, const int64 *offsets,
+									 const int32 *sources, const int64 *offsets,
 									 char *errbuf, size_t errlen);
 extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);
 extern int	sc_kafka_consumer_poll(ScKafkaConsumer *consumer, ScKafkaMessage *messages,
@@ -141,11 +181,12 @@ extern void sc_kafka_messages_release(ScKafkaMessage *messages, int n);
 extern int	sc_kafka_message_header(const ScKafkaMessage *message, int index,
 									const char **name, const char **value, size_t *size);
 extern void sc_kafka_consumer_set_paused(ScKafkaConsumer *consumer, bool paused);
-extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 partition);
-extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 partition,
+extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 source);
+extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 source,
 													 int timeout_ms);
 extern bool sc_kafka_consumer_take_all_down(ScKafkaConsumer *consumer);
-extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
+extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int topic_no,
+											   int timeout_ms);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);
 

@@ -41,7 +41,9 @@ struct ScKafkaConsumer
 	rd_kafka_message_t **batch;
 	int			batch_size;
 	int			pipefd[2];
-	char	   *topic;
+	ScTopicList topics;			/* what source partitions are of; n = 0 unassigned */
+	rd_kafka_topic_t *last_rkt; /* the topic of the last message polled ... */
+	int32		last_base;		/* ... and its first source partition */
 	TimestampTz last_nudge;		/* see sc_kafka_consumer_nudge() */
 	int64		nudge_messages; /* the queue may have stopped the fetcher */
 	int64		nudge_bytes;	/* ... once this much went through it */
@@ -318,25 +320,61 @@ sc_kafka_consumer_describe(ScKafkaConsumer *c, const ScKafkaConnInfo *conn,
 								  topic_missing, cluster_id);
 }
 
+/* A copy of topics as the consumer's own, in the consumer's context. */
+static void
+sc_kafka_consumer_set_topics(ScKafkaConsumer *c, const ScTopicList *topics)
+{
+	MemoryContext cxt = GetMemoryChunkContext(c);
+
+	for (int t = 0; t < c->topics.n; t++)
+		pfree(c->topics.names[t]);
+	if (c->topics.names != NULL)
+		pfree(c->topics.names);
+	c->topics.n = topics->n;
+	c->topics.names = MemoryContextAlloc(cxt, sizeof(char *) * Max(topics->n, 1));
+	for (int t = 0; t < topics->n; t++)
+		c->topics.names[t] = MemoryContextStrdup(cxt, topics->names[t]);
+	c->last_rkt = NULL;
+}
+
+/* The topic of a source partition of the consumer's topics. */
+static inline const char *
+sc_kafka_consumer_topic(ScKafkaConsumer *c, int32 source)
+{
+	return sc_kafka_source_topic(&c->topics, source);
+}
+
+/* A list of (topic, partition) pairs for n source partitions. */
+static rd_kafka_topic_partition_list_t *
+sc_kafka_consumer_pairs(ScKafkaConsumer *c, int n, const int32 *sources, const int64 *offsets)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, sc_kafka_consumer_topic(c, sources[i]),
+										  sc_source_kafka_partition(sources[i]))->offset =
+			offsets != NULL ? offsets[i] : RD_KAFKA_OFFSET_INVALID;
+	return list;
+}
+
 void
-sc_kafka_consumer_assign(ScKafkaConsumer *c, const char *topic,
-						 int n, const int32 *partitions, const int64 *offsets)
+sc_kafka_consumer_assign(ScKafkaConsumer *c, const ScTopicList *topics,
+						 int n, const int32 *sources, const int64 *offsets)
 {
 	rd_kafka_resp_err_t err;
 
+	sc_kafka_consumer_set_topics(c, topics);
 	if (c->assignment)
 		rd_kafka_topic_partition_list_destroy(c->assignment);
-	c->assignment = rd_kafka_topic_partition_list_new(Max(n, 1));
-	for (int i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(c->assignment, topic, partitions[i])->offset = offsets[i];
+	c->assignment = sc_kafka_consumer_pairs(c, n, sources, offsets);
 
 	err = rd_kafka_assign(c->rk, c->assignment);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not assign partitions of topic \"%s\": %s",
-						topic, rd_kafka_err2str(err))));
-	c->topic = pstrdup(topic);
+				 errmsg("could not assign partitions of topic \"%s\"%s: %s",
+						topics->names[0], topics->n > 1 ? " and others" : "",
+						rd_kafka_err2str(err))));
 }
 
 /*
@@ -347,7 +385,7 @@ sc_kafka_consumer_assign(ScKafkaConsumer *c, const char *topic,
  */
 bool
 sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
-						 const int32 *partitions, const int64 *offsets,
+						 const int32 *sources, const int64 *offsets,
 						 char *errbuf, size_t errlen)
 {
 	rd_kafka_topic_partition_list_t *list;
@@ -356,10 +394,7 @@ sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
 
 	if (n == 0)
 		return true;
-	list = rd_kafka_topic_partition_list_new(n);
-	for (int i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(list, c->topic, partitions[i])->offset =
-			gained ? offsets[i] : RD_KAFKA_OFFSET_INVALID;
+	list = sc_kafka_consumer_pairs(c, n, sources, gained ? offsets : NULL);
 	error = gained ? rd_kafka_incremental_assign(c->rk, list)
 		: rd_kafka_incremental_unassign(c->rk, list);
 	rd_kafka_topic_partition_list_destroy(list);
@@ -369,6 +404,8 @@ sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
 		rd_kafka_error_destroy(error);
 		return false;
 	}
+
+	c->last_rkt = NULL;
 
 	/* What pause and resume act on. */
 	if (rd_kafka_assignment(c->rk, &now) == RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -447,13 +484,44 @@ sc_kafka_consumer_nudge(ScKafkaConsumer *c)
 	rd_kafka_topic_partition_list_destroy(probe);
 }
 
+/*
+ * The source partition of a message or a partition's event: its topic's
+ * number among the consumer's, looked up by name once for each run of
+ * messages of one topic (librdkafka keeps one topic object per name while
+ * a partition of it is assigned; the cache is dropped when the assignment
+ * changes).  -1 for a topic the consumer was not given.  A consumer of one
+ * topic is given messages of that topic alone: topic 0.
+ */
+static inline int32
+sc_kafka_message_source(ScKafkaConsumer *c, const rd_kafka_message_t *m)
+{
+	if (likely(c->topics.n == 1))
+		return m->partition < SC_SOURCE_MAX_PARTITIONS ? m->partition : -1;
+	if (m->rkt != c->last_rkt)
+	{
+		const char *name = m->rkt != NULL ? rd_kafka_topic_name(m->rkt) : NULL;
+
+		c->last_base = -1;
+		for (int t = 0; name != NULL && t < c->topics.n; t++)
+			if (strcmp(c->topics.names[t], name) == 0)
+			{
+				c->last_base = sc_source_partition(t, 0);
+				break;
+			}
+		c->last_rkt = m->rkt;
+	}
+	if (c->last_base < 0 || m->partition < 0 || m->partition >= SC_SOURCE_MAX_PARTITIONS)
+		return -1;
+	return c->last_base | m->partition;
+}
+
 /* A message as the receiver sees it; its handle keeps librdkafka's alive. */
 static inline void
-sc_kafka_message_take(ScKafkaMessage *out, rd_kafka_message_t *m)
+sc_kafka_message_take(ScKafkaConsumer *c, ScKafkaMessage *out, rd_kafka_message_t *m)
 {
 	rd_kafka_timestamp_type_t tstype;
 
-	out->partition = m->partition;
+	out->partition = sc_kafka_message_source(c, m);
 	out->offset = m->offset;
 	out->payload = m->payload;
 	out->len = m->payload ? m->len : 0;
@@ -475,9 +543,9 @@ sc_kafka_message_take(ScKafkaMessage *out, rd_kafka_message_t *m)
  * (or aborted messages): the position may move there.
  */
 static inline void
-sc_kafka_message_eof(ScKafkaMessage *out, const rd_kafka_message_t *m)
+sc_kafka_message_eof(ScKafkaConsumer *c, ScKafkaMessage *out, const rd_kafka_message_t *m)
 {
-	out->partition = m->partition;
+	out->partition = sc_kafka_message_source(c, m);
 	out->offset = m->offset;
 	out->payload = NULL;
 	out->len = 0;
@@ -491,13 +559,13 @@ sc_kafka_message_eof(ScKafkaMessage *out, const rd_kafka_message_t *m)
 
 /* An error the queue delivered in place of a message, into result. */
 static void
-sc_kafka_poll_error(ScKafkaPollResult *result, rd_kafka_message_t *m)
+sc_kafka_poll_error(ScKafkaConsumer *c, ScKafkaPollResult *result, rd_kafka_message_t *m)
 {
 	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
 		m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
 	{
 		result->status = SC_KAFKA_OUT_OF_RANGE;
-		result->partition = m->partition;
+		result->partition = sc_kafka_message_source(c, m);
 		snprintf(result->message, sizeof(result->message), "%s",
 				 rd_kafka_message_errstr(m));
 	}
@@ -508,7 +576,7 @@ sc_kafka_poll_error(ScKafkaPollResult *result, rd_kafka_message_t *m)
 	{
 		/* Often transient (a leader moving); the receiver looks. */
 		result->status = SC_KAFKA_TOPIC_UNKNOWN;
-		result->partition = m->partition;
+		result->partition = sc_kafka_message_source(c, m);
 		snprintf(result->message, sizeof(result->message), "%s",
 				 rd_kafka_message_errstr(m));
 	}
@@ -588,15 +656,15 @@ sc_kafka_consumer_poll(ScKafkaConsumer *c, ScKafkaMessage *messages,
 
 		if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
-			sc_kafka_message_take(&messages[got++], m);
+			sc_kafka_message_take(c, &messages[got++], m);
 			c->drained_messages++;
 			c->drained_bytes += m->len;
 			continue;
 		}
 		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-			sc_kafka_message_eof(&messages[got++], m);
+			sc_kafka_message_eof(c, &messages[got++], m);
 		else
-			sc_kafka_poll_error(result, m);
+			sc_kafka_poll_error(c, result, m);
 		rd_kafka_message_destroy(m);
 	}
 
@@ -667,13 +735,14 @@ sc_kafka_consumer_set_paused(ScKafkaConsumer *c, bool paused)
 
 /* Kafka's high watermark as last seen in a fetch response; -1 if unknown. */
 int64
-sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 partition)
+sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 source)
 {
 	int64_t		lo,
 				hi;
 
-	if (c->topic == NULL ||
-		rd_kafka_get_watermark_offsets(c->rk, c->topic, partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+	if (c->topics.n == 0 ||
+		rd_kafka_get_watermark_offsets(c->rk, sc_kafka_consumer_topic(c, source),
+									   sc_source_kafka_partition(source), &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
 		hi < 0)
 		return -1;
 	return hi;
@@ -686,13 +755,15 @@ sc_kafka_consumer_high_watermark(ScKafkaConsumer *c, int32 partition)
  * for a lock): the cached value stops moving once its queue is full.
  */
 int64
-sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *c, int32 partition, int timeout_ms)
+sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *c, int32 source, int timeout_ms)
 {
 	int64_t		lo,
 				hi;
 
-	if (c->topic == NULL ||
-		rd_kafka_query_watermark_offsets(c->rk, c->topic, partition, &lo, &hi, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+	if (c->topics.n == 0 ||
+		rd_kafka_query_watermark_offsets(c->rk, sc_kafka_consumer_topic(c, source),
+										 sc_source_kafka_partition(source), &lo, &hi,
+										 timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR ||
 		hi < 0)
 		return -1;
 	return hi;
@@ -715,20 +786,20 @@ sc_kafka_consumer_take_all_down(ScKafkaConsumer *c)
 }
 
 /*
- * How many partitions the consumer's topic has now, from a metadata request
- * on the consumer's own connections; -1 when the broker does not answer
- * within timeout_ms or the topic is not there.
+ * How many partitions topic topic_no of the consumer's has now, from a
+ * metadata request on the consumer's own connections; -1 when the broker
+ * does not answer within timeout_ms or the topic is not there.
  */
 int
-sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
+sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int topic_no, int timeout_ms)
 {
 	rd_kafka_topic_t *rkt;
 	const struct rd_kafka_metadata *md = NULL;
 	int			n = -1;
 
-	if (c->topic == NULL)
+	if (topic_no < 0 || topic_no >= c->topics.n)
 		return -1;
-	rkt = rd_kafka_topic_new(c->rk, c->topic, NULL);
+	rkt = rd_kafka_topic_new(c->rk, c->topics.names[topic_no], NULL);
 	if (rkt == NULL)
 		return -1;
 	if (rd_kafka_metadata(c->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -779,8 +850,10 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 	close(c->pipefd[1]);
 	if (c->batch)
 		pfree(c->batch);
-	if (c->topic)
-		pfree(c->topic);
+	for (int t = 0; t < c->topics.n; t++)
+		pfree(c->topics.names[t]);
+	if (c->topics.names != NULL)
+		pfree(c->topics.names);
 	pfree(c);
 }
 
@@ -791,8 +864,8 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
  * ends there after all: a short-lived consumer fetches them.
  */
 void
-sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const char *topic, int n, const int32 *parts,
-					   const int64 *offsets, int64 *ms)
+sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const ScTopicList *topics, int n,
+					   const int32 *parts, const int64 *offsets, int64 *ms)
 {
 	ScKafkaConsumer *c;
 	ScKafkaMessage messages[64];
@@ -807,7 +880,7 @@ sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const char *topic, int n, co
 	c = sc_kafka_consumer_create(conn, "streamcube-timestamps", 1024, 0);
 	PG_TRY();
 	{
-		sc_kafka_consumer_assign(c, topic, n, parts, offsets);
+		sc_kafka_consumer_assign(c, topics, n, parts, offsets);
 		while (pending > 0 && GetCurrentTimestamp() < deadline)
 		{
 			ScKafkaPollResult res;
@@ -996,8 +1069,8 @@ sc_kafka_consumer_flush_commits(ScKafkaConsumer *c)
  * sc_kafka_consumer_report(), into the consumer's events (last_error).
  */
 void
-sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
-							   const int32 *partitions, const int64 *positions)
+sc_kafka_consumer_commit_async(ScKafkaConsumer *c, int n,
+							   const int32 *sources, const int64 *positions)
 {
 	rd_kafka_topic_partition_list_t *list;
 
@@ -1022,7 +1095,8 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, const char *topic, int n,
 	list = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
 		if (positions[i] >= 0)
-			rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = positions[i];
+			rd_kafka_topic_partition_list_add(list, sc_kafka_consumer_topic(c, sources[i]),
+											  sc_source_kafka_partition(sources[i]))->offset = positions[i];
 	if (list->cnt == 0)
 	{
 		rd_kafka_topic_partition_list_destroy(list);

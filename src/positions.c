@@ -808,7 +808,7 @@ sc_set_positions_check_cluster(ScCube *cube, List *changes, List *assigned,
  * one message per partition answered "the end", and nothing otherwise.
  */
 void
-sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const char *topic,
+sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const ScTopicList *topics,
 					  int n, const int32 *parts, const int64 *ms, int64 *offsets, List *kafka)
 {
 	int32	   *cparts = palloc(sizeof(int32) * Max(n, 1));
@@ -817,7 +817,7 @@ sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const ch
 	int		   *which = palloc(sizeof(int) * Max(n, 1));
 	int			m = 0;
 
-	sc_kafka_offsets_at(conn, topic, n, parts, ms, offsets, sc_kafka_timeout_ms);
+	sc_kafka_offsets_at(conn, topics, n, parts, ms, offsets, sc_kafka_timeout_ms);
 	for (int i = 0; i < n; i++)
 	{
 		ListCell   *kc;
@@ -836,14 +836,15 @@ sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const ch
 			}
 		}
 	}
-	sc_kafka_timestamps_at(conn, topic, m, cparts, coffsets, cms);
+	sc_kafka_timestamps_at(conn, topics, m, cparts, coffsets, cms);
 	for (int j = 0; j < m; j++)
 		if (cms[j] >= 0 && cms[j] >= ms[which[j]])
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("Kafka cluster \"%s\" does not look up offsets by time", cluster),
 					 errdetail("Asked for the first message of partition %d of topic \"%s\" stamped at or after %s, it answered the end of the partition, though its last message (offset " INT64_FORMAT ") is stamped %s.",
-							   cparts[j], topic, timestamptz_to_str(sc_kafka_ms_timestamptz(ms[which[j]])), coffsets[j],
+							   sc_source_kafka_partition(cparts[j]), sc_kafka_source_topic(topics, cparts[j]),
+							   timestamptz_to_str(sc_kafka_ms_timestamptz(ms[which[j]])), coffsets[j],
 							   timestamptz_to_str(sc_kafka_ms_timestamptz(cms[j]))),
 					 errhint("Nothing was changed. Give offsets, \"earliest\" or \"latest\" instead; librdkafka's mock cluster (the quickstart's) answers every lookup by time with the end.")));
 }
@@ -872,7 +873,7 @@ sc_offsets_by_time(ScCube *cube, List *changes, List *kafka)
 		parts[n] = c->partition;
 		ms[n++] = c->at_ms;
 	}
-	sc_offsets_at_checked(sc_cluster_conninfo(cube->cluster), cube->cluster, cube->topic,
+	sc_offsets_at_checked(sc_cluster_conninfo(cube->cluster), cube->cluster, &cube->topics,
 						  n, parts, ms, offsets, kafka);
 	n = 0;
 	foreach(lc, changes)

@@ -46,7 +46,7 @@ extern List *sc_offsets_parse(Jsonb *request, const char *what, const char *cube
 							  List *assigned);
 extern void sc_offsets_by_time(struct ScCube *cube, List *changes, List *kafka);
 extern void sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster,
-								  const char *topic, int n, const int32 *parts,
+								  const ScTopicList *topics, int n, const int32 *parts,
 								  const int64 *ms, int64 *offsets, List *kafka);
 extern bool sc_positions_earliest_again(struct ScCube *cube, int32 partition, int64 position,
 										int64 low);

@@ -816,7 +816,7 @@ sc_receiver_process(int n)
 	sc_receiver_note_stamps(n, outcome.cut);
 	/* Durable now: Kafka's tools may see them (option progress_group). */
 	if (MyReceiver->cube->progress_group != NULL && MyReceiver->consumer != NULL)
-		sc_kafka_consumer_commit_async(MyReceiver->consumer, MyReceiver->cube->topic, MyReceiver->nparts,
+		sc_kafka_consumer_commit_async(MyReceiver->consumer, MyReceiver->nparts,
 									   MyReceiver->parts, MyReceiver->positions);
 	sc_receiver_after_batch(n, &outcome);
 

@@ -270,10 +270,55 @@ sc_receiver_load_cube(void)
 	return true;
 }
 
+/* sc_receiver_part_index() of a source partition beyond topic 0's. */
 int
-sc_receiver_part_index(int32 partition)
+sc_receiver_part_index_of_topic(int32 source)
 {
-	return partition >= 0 && partition < MyReceiver->part_slot_len ? MyReceiver->part_slot[partition] : -1;
+	int			t = sc_source_topic_no(source);
+	int32		p = sc_source_kafka_partition(source);
+
+	if (source < 0 || t >= MyReceiver->part_slot_topics)
+		return -1;
+	return p < MyReceiver->part_slot_len[t] ? MyReceiver->part_slot[t][p] : -1;
+}
+
+/*
+ * Every message asks for its partition's index: a table per topic indexed
+ * by Kafka partition, not a search.
+ */
+static void
+sc_receiver_make_part_slots(const int32 *sources, int n)
+{
+	for (int t = 0; t < MyReceiver->part_slot_topics; t++)
+		pfree(MyReceiver->part_slot[t]);
+	if (MyReceiver->part_slot)
+	{
+		pfree(MyReceiver->part_slot);
+		pfree(MyReceiver->part_slot_len);
+	}
+	MyReceiver->part_slot_topics = 0;
+	for (int i = 0; i < n; i++)
+		MyReceiver->part_slot_topics = Max(MyReceiver->part_slot_topics,
+										   sc_source_topic_no(sources[i]) + 1);
+	MyReceiver->part_slot = MemoryContextAllocZero(TopMemoryContext,
+												   sizeof(int *) * Max(MyReceiver->part_slot_topics, 1));
+	MyReceiver->part_slot_len = MemoryContextAllocZero(TopMemoryContext,
+													   sizeof(int32) * Max(MyReceiver->part_slot_topics, 1));
+	for (int i = 0; i < n; i++)
+	{
+		int			t = sc_source_topic_no(sources[i]);
+
+		MyReceiver->part_slot_len[t] = Max(MyReceiver->part_slot_len[t],
+										   sc_source_kafka_partition(sources[i]) + 1);
+	}
+	for (int t = 0; t < MyReceiver->part_slot_topics; t++)
+	{
+		MyReceiver->part_slot[t] = MemoryContextAlloc(TopMemoryContext,
+													  sizeof(int) * Max(MyReceiver->part_slot_len[t], 1));
+		memset(MyReceiver->part_slot[t], -1, sizeof(int) * Max(MyReceiver->part_slot_len[t], 1));
+	}
+	for (int i = 0; i < n; i++)
+		MyReceiver->part_slot[sc_source_topic_no(sources[i])][sc_source_kafka_partition(sources[i])] = i;
 }
 
 /*
@@ -331,16 +376,7 @@ sc_receiver_take_positions(ScPositions *pos)
 	MyReceiver->nparts = pos->n;
 	MyReceiver->parts = pos->partitions;
 
-	/* Every message asks for its partition's index: a table, not a search. */
-	if (MyReceiver->part_slot)
-		pfree(MyReceiver->part_slot);
-	MyReceiver->part_slot_len = 0;
-	for (int i = 0; i < pos->n; i++)
-		MyReceiver->part_slot_len = Max(MyReceiver->part_slot_len, pos->partitions[i] + 1);
-	MyReceiver->part_slot = MemoryContextAlloc(TopMemoryContext, sizeof(int) * Max(MyReceiver->part_slot_len, 1));
-	memset(MyReceiver->part_slot, -1, sizeof(int) * Max(MyReceiver->part_slot_len, 1));
-	for (int i = 0; i < pos->n; i++)
-		MyReceiver->part_slot[pos->partitions[i]] = i;
+	sc_receiver_make_part_slots(pos->partitions, pos->n);
 	MyReceiver->positions = pos->positions;
 	MyReceiver->epochs = pos->epochs;
 	MyReceiver->assignment_epoch = pos->assignment_epoch;
@@ -1126,7 +1162,7 @@ sc_receiver_open_consumer(void)
 		MyReceiver->pace_batches = 0;
 	}
 	MyReceiver->consumer = consumer;
-	sc_kafka_consumer_assign(MyReceiver->consumer, MyReceiver->cube->topic, MyReceiver->nparts,
+	sc_kafka_consumer_assign(MyReceiver->consumer, &MyReceiver->cube->topics, MyReceiver->nparts,
 							 MyReceiver->parts, MyReceiver->positions);
 	MyReceiver->metadata_at = GetCurrentTimestamp();
 	MyReceiver->assignment_changed_at = MyReceiver->metadata_at;
@@ -1198,7 +1234,7 @@ sc_receiver_refresh_metadata(void)
 	if (!TimestampDifferenceExceeds(MyReceiver->metadata_at, GetCurrentTimestamp(),
 									sc_metadata_interval_ms))
 		return;
-	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, Min(sc_kafka_timeout_ms, 2000));
+	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, 0, Min(sc_kafka_timeout_ms, 2000));
 	if (n >= 0)
 		MyReceiver->topic_partitions = n;
 	MyReceiver->metadata_at = GetCurrentTimestamp();
@@ -1281,7 +1317,7 @@ sc_receiver_watch_health(void)
 
 	if (all_down || TimestampDifferenceExceeds(MyReceiver->contact_at, now, SC_PROBE_MS))
 	{
-		int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer,
+		int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, 0,
 														   Min(sc_kafka_timeout_ms, 1000));
 
 		now = GetCurrentTimestamp();

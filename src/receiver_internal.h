@@ -50,8 +50,10 @@ typedef struct ScReceiver
 
 	int			nparts;
 	int32	   *parts;
-	int		   *part_slot;		/* Kafka partition -> index in parts, -1 */
-	int32		part_slot_len;	/* entries of part_slot: max(parts) + 1 */
+	int		  **part_slot;		/* [topic number][Kafka partition] -> index in
+								 * parts, -1 */
+	int32	   *part_slot_len;	/* entries of part_slot[t]: max(partition) + 1 */
+	int			part_slot_topics;	/* entries of part_slot: max(topic) + 1 */
 	int64	   *positions;		/* committed: next offset to read */
 	int64	   *epochs;			/* assignment epoch of each partition */
 	int64	   *high;			/* last known high watermarks */
@@ -98,6 +100,21 @@ typedef struct ScReceiver
 /* The receiver of this process (receiver_control.c). */
 extern ScReceiver *MyReceiver;
 
+/*
+ * The index in MyReceiver->parts of a source partition; -1 if none.  Every
+ * message asks: a source partition of topic 0 (its Kafka partition) is
+ * looked up here, any other in sc_receiver_part_index_of_topic().
+ */
+extern int	sc_receiver_part_index_of_topic(int32 source);
+
+static inline int
+sc_receiver_part_index(int32 source)
+{
+	if (MyReceiver->part_slot_topics > 0 && (uint32) source < (uint32) MyReceiver->part_slot_len[0])
+		return MyReceiver->part_slot[0][source];
+	return sc_receiver_part_index_of_topic(source);
+}
+
 /* receiver_control.c: the shared-memory slot */
 extern void sc_receiver_set_state(ScReceiverState state);
 extern bool sc_receiver_wanted_elsewhere(void);
@@ -115,7 +132,6 @@ extern void sc_receiver_reload(uint32 config_version);
 extern void sc_receiver_apply_assignment(bool final);
 extern bool sc_receiver_begin_work(const char *activity);
 extern bool sc_receiver_pause_after(ErrorData *edata);
-extern int	sc_receiver_part_index(int32 partition);
 extern bool sc_receiver_past_stop(int p, const ScKafkaMessage *m);
 extern bool sc_receiver_at_stop(void);
 extern void sc_receiver_tell_stop(void);
