@@ -29,6 +29,9 @@ SELECT streamcube_add_cluster('kafka', :'kafka');
 -- Every wrong argument is a clear error and creates nothing.
 SELECT streamcube_create_cube('c1', 'nosuch', 'cube_topic', 'ts timestamptz, v int', 'ts');
 SELECT streamcube_create_cube('c1', 'kafka', 'no_such_topic', 'ts timestamptz, v int', 'ts');
+-- a name Kafka cannot have is refused before Kafka is asked
+SELECT streamcube_create_cube('c1', 'kafka', 'cube topic', 'ts timestamptz, v int', 'ts');
+SELECT streamcube_create_cube('c1', 'kafka', '..', 'ts timestamptz, v int', 'ts');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'time');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts text, v int', 'ts');
 SELECT streamcube_create_cube('c1', 'kafka', 'cube_topic', 'ts timestamptz, v int', 'ts', '1 hour', 'xml');

@@ -23,9 +23,9 @@ SET ROLE sc_admin;
 -- JSON: payload columns and every kind of metadata side by side.
 SELECT streamcube_create_cube('meta_events', 'kafka', 'meta_events',
        'ts timestamptz, country text, amount numeric, k text, kafka_ts timestamptz, kafka_ms bigint, '
-       'ts_type text, trace text, source bytea, empty text, hdrs jsonb',
+       'ts_type text, trace text, source bytea, empty text, hdrs jsonb, topic text',
        'ts', '1 day', 'json',
-       '{"fields": {"k": {"kafka": "key"}, "kafka_ts": {"kafka": "timestamp"},
+       '{"fields": {"k": {"kafka": "key"}, "kafka_ts": {"kafka": "timestamp"}, "topic": {"kafka": "topic"},
                     "kafka_ms": {"kafka": "timestamp"}, "ts_type": {"kafka": "timestamp_type"},
                     "trace": {"kafka": "header", "name": "trace-id"},
                     "source": {"kafka": "header", "name": "source"},
@@ -35,9 +35,10 @@ SELECT streamcube_create_cube('meta_events', 'kafka', 'meta_events',
 -- column is the Kafka timestamp; the key into bytea; the whole record too.
 SELECT streamcube_create_cube('meta_csv', 'kafka', 'meta_csv',
        'event_ts timestamptz, kafka_ts timestamptz, country text, device text, amount numeric, qty int, '
-       'k bytea, line text',
+       'k bytea, line text, topic varchar(20)',
        'kafka_ts', '1 day', 'csv',
-       '{"fields": {"kafka_ts": {"kafka": "timestamp"}, "k": {"kafka": "key"}, "line": {"kafka": "value"}}}');
+       '{"fields": {"kafka_ts": {"kafka": "timestamp"}, "k": {"kafka": "key"}, "line": {"kafka": "value"},
+                    "topic": {"kafka": "topic"}}}');
 -- jsonb: the document in its jsonb column, the key beside it.
 SELECT streamcube_create_cube('meta_doc', 'kafka', 'meta_events',
        'ts timestamptz, k text, doc jsonb', 'ts', '1 day', 'jsonb',
@@ -62,7 +63,8 @@ SELECT count(*) AS rows, count(DISTINCT (_partition, _offset)) AS distinct_posit
        count(*) FILTER (WHERE m.trace = e.trace) AS trace_last_value,
        count(*) FILTER (WHERE m.source = 'sckafka'::bytea) AS source,
        count(*) FILTER (WHERE m.empty IS NULL) AS empty_is_null,
-       count(*) FILTER (WHERE m.hdrs ->> 'trace-id' = e.trace AND m.hdrs ->> 'source' = 'sckafka') AS hdrs
+       count(*) FILTER (WHERE m.hdrs ->> 'trace-id' = e.trace AND m.hdrs ->> 'source' = 'sckafka') AS hdrs,
+       count(*) FILTER (WHERE m.topic = 'meta_events') AS topic
 FROM meta_events m JOIN meta_expected e ON e.ts = m.ts;
 SELECT ts, k, kafka_ts, ts_type, trace, source, empty, hdrs
 FROM meta_events WHERE ts IN (to_timestamp(1767225600), to_timestamp(1767225600 + 6)) ORDER BY ts;
@@ -75,7 +77,8 @@ SELECT count(*) AS rows, count(DISTINCT (_partition, _offset)) AS distinct_posit
        count(*) FILTER (WHERE k IS NULL) AS no_key,
        count(*) FILTER (WHERE convert_from(k, 'UTF8') = 'key-' || (extract(epoch FROM event_ts)::bigint - 1767225600)) AS keys,
        count(*) FILTER (WHERE line = concat_ws(',', to_char(event_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                                                 country, device, amount, qty)) AS lines
+                                                 country, device, amount, qty)) AS lines,
+       count(*) FILTER (WHERE topic = 'meta_csv') AS topic
 FROM meta_csv;
 SELECT event_ts, kafka_ts, k, line FROM meta_csv ORDER BY event_ts LIMIT 2;
 SELECT window_start, rows FROM streamcube.segments
@@ -181,6 +184,8 @@ SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestampt
        '{"fields": {"t": {"kafka": "timestamp_type"}}}');
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, v int', 'ts', '1 day', 'json',
        '{"fields": {"v": {"kafka": "value"}}}');
+SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, t bytea', 'ts', '1 day', 'json',
+       '{"fields": {"t": {"kafka": "topic"}}}');
 SELECT streamcube_create_cube('meta_bad', 'kafka', 'meta_events', 'ts timestamptz, h text', 'ts', '1 day', 'json',
        '{"fields": {"h": {"kafka": "header"}}}');
 -- a key or header type whose input function raises more than data errors

@@ -454,11 +454,11 @@ sc_conn_reads_uncommitted(const ScKafkaConnInfo *conn)
 	return uncommitted;
 }
 
-/* The topic's partitions (int4[]) and their ends (int8[]), as Kafka lists them. */
+/* The topics' source partitions (int4[]) and their ends (int8[]), as Kafka lists them. */
 static void
-sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum *ends)
+sc_lag_ends(const ScKafkaConnInfo *conn, const ScTopicList *topics, Datum *parts, Datum *ends)
 {
-	List	   *partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, NULL);
+	List	   *partitions = sc_kafka_describe_topics(conn, topics, true, sc_kafka_timeout_ms, NULL, NULL);
 	int			n = list_length(partitions);
 	Datum	   *pd = palloc(sizeof(Datum) * Max(n, 1));
 	Datum	   *ed = palloc(sizeof(Datum) * Max(n, 1));
@@ -469,7 +469,7 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const char *topic, Datum *parts, Datum 
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 
-		pd[i] = Int32GetDatum(p->partition);
+		pd[i] = Int32GetDatum(p->source);
 		ed[i] = Int64GetDatum(p->high_watermark);
 		i++;
 	}
@@ -598,8 +598,8 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 	 * watermark only grows, so one read after a last stable offset is at
 	 * least as high, and lso <= hw always holds in the answer.
 	 */
-	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), cube->topic, &stable_parts, &stables);
-	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), cube->topic, &parts, &highs);
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_committed"), &cube->topics, &stable_parts, &stables);
+	sc_lag_ends(sc_conn_with_isolation(conn, "read_uncommitted"), &cube->topics, &parts, &highs);
 
 	/* Two answers, matched by partition: one may have seen a partition more. */
 	args[0] = Int32GetDatum(cube_id);

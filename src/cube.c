@@ -287,6 +287,36 @@ sc_cube_load_rollups(ScCube *cube)
 	MemoryContextSwitchTo(old);
 }
 
+/* Kafka's rule: 1 to 249 ASCII letters, digits, '.', '_' and '-'; not "." or "..". */
+static bool
+sc_topic_name_valid(const char *topic)
+{
+	size_t		len = strlen(topic);
+
+	if (len == 0 || len > 249 || strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
+		return false;
+	return strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
+}
+
+/*
+ * The cube's topic and its topic list (topic 0, kafka.h), in the current
+ * memory context.  name (the cube's, as the caller wrote it) is given when
+ * the cube is created: the topic name is checked then.
+ */
+void
+sc_cube_set_topic(ScCube *cube, const char *topic, const char *name)
+{
+	if (name != NULL && !sc_topic_name_valid(topic))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a valid Kafka topic name (topic of cube \"%s\")", topic, name),
+				 errhint("A topic name is 1 to 249 ASCII letters, digits, '.', '_' and '-'.")));
+	cube->topic = pstrdup(topic);
+	cube->topics.n = 1;
+	cube->topics.names = palloc(sizeof(char *));
+	cube->topics.names[0] = cube->topic;
+}
+
 /*
  * Load a cube from the catalog, in the current transaction.
  */
@@ -345,10 +375,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->relname = SPI_getvalue(tup, desc, 4);
 	cube->qualified = quote_qualified_identifier(cube->schema, cube->relname);
 	cube->cluster = SPI_getvalue(tup, desc, 5);
-	cube->topic = SPI_getvalue(tup, desc, 6);
-	cube->topics.n = 1;
-	cube->topics.names = palloc(sizeof(char *));
-	cube->topics.names[0] = cube->topic;
+	sc_cube_set_topic(cube, SPI_getvalue(tup, desc, 6), NULL);
 	time_column = SPI_getvalue(tup, desc, 7);
 	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)),
 									"segment_interval");

@@ -37,7 +37,8 @@ typedef enum ScMeta
 	SC_META_TIMESTAMP_TYPE,		/* CreateTime or LogAppendTime */
 	SC_META_HEADER,				/* one header, by name (its last value) */
 	SC_META_HEADERS,			/* every header, as a JSON object */
-	SC_META_VALUE				/* the whole message value */
+	SC_META_VALUE,				/* the whole message value */
+	SC_META_TOPIC				/* the message's topic */
 } ScMeta;
 
 typedef enum ScBadPolicy
@@ -90,7 +91,7 @@ typedef struct ScCube
 	char	   *qualified;		/* quoted schema.table */
 	char	   *cluster;
 	char	   *topic;
-	ScTopicList topics;			/* by topic number: topic alone, now */
+	ScTopicList topics;			/* by topic number: topic alone, for now */
 	char	   *kafka_cluster_id;	/* the Kafka cluster its positions are of; NULL unknown */
 
 	int			ncolumns;		/* declared columns, without _partition/_offset */
@@ -147,6 +148,7 @@ typedef struct ScCube
 
 /* cube.c */
 extern void sc_cube_read_columns(ScCube *cube, const char *time_column);
+extern void sc_cube_set_topic(ScCube *cube, const char *topic, const char *name);
 extern int64 sc_kafka_ms_of_text(const char *text, const char *what, const char *hint);
 extern void sc_cube_check_progress_group(const char *old, const char *new);
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);

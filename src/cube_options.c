@@ -191,6 +191,7 @@ static const struct
 	{"header", SC_META_HEADER},
 	{"headers", SC_META_HEADERS},
 	{"value", SC_META_VALUE},
+	{"topic", SC_META_TOPIC},
 };
 
 static const char *
@@ -219,7 +220,7 @@ sc_parse_meta_spec(ScColumn *col, const char *kind, const char *name, int nkeys)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("column \"%s\" in cube option \"fields\" must name a kind of Kafka metadata",
 						col->name),
-				 errhint("Use {\"kafka\": K} with K one of key, timestamp, timestamp_type, header, headers, value; "
+				 errhint("Use {\"kafka\": K} with K one of key, timestamp, timestamp_type, header, headers, value, topic; "
 						 "{\"kafka\": \"header\", \"name\": \"trace-id\"} for one header.")));
 	if (col->meta == SC_META_HEADER && (name == NULL || name[0] == '\0' || nkeys != 2))
 		ereport(ERROR,
@@ -316,6 +317,7 @@ sc_meta_type_fit(const ScCube *cube, const ScColumn *col, int c, const char **wa
 			*want = "timestamptz, timestamp or bigint (milliseconds since 1970)";
 			break;
 		case SC_META_TIMESTAMP_TYPE:
+		case SC_META_TOPIC:
 			ok = text;
 			*want = "text";
 			break;

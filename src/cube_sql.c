@@ -85,8 +85,8 @@ sc_create_stmt_is_ours(CreateStmt *stmt)
 static int
 sc_partition_cmp(const ListCell *a, const ListCell *b)
 {
-	int32		x = ((ScKafkaPartitionInfo *) lfirst(a))->partition;
-	int32		y = ((ScKafkaPartitionInfo *) lfirst(b))->partition;
+	int32		x = ((ScKafkaPartitionInfo *) lfirst(a))->source;
+	int32		y = ((ScKafkaPartitionInfo *) lfirst(b))->source;
 
 	return (x > y) - (x < y);
 }
@@ -302,7 +302,7 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 		ScKafkaPartitionInfo *p = lfirst(lc);
 		int64		start = starts[foreach_current_index(lc)];
 
-		sc_positions_init(cube->cube_id, p->partition, Max(start, 0));
+		sc_positions_init(cube->cube_id, p->source, Max(start, 0));
 	}
 }
 
@@ -459,7 +459,7 @@ sc_create_starts_of_cube(ScCube *cube, List *partitions, int64 *starts,
 		ScKafkaPartitionInfo *p = lfirst(lc);
 		int			i = foreach_current_index(lc);
 
-		v[1] = Int32GetDatum(p->partition);
+		v[1] = Int32GetDatum(p->source);
 		if (has_stop)
 			sc_catalog_exec("SELECT s.stop_offset FROM streamcube.stop_offsets s "
 							"WHERE s.cube_id = $1 AND s.partition = $2", 2, t, v, NULL, true, 0);
@@ -499,7 +499,7 @@ sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions,
 		int			i = foreach_current_index(lc);
 
 		starts[i] = cube->start_latest ? p->high_watermark : p->low_watermark;
-		parts[i] = p->partition;
+		parts[i] = p->source;
 		ms[i] = cube->start_at_ms;
 	}
 	if (cube->start_cube != NULL)
@@ -548,13 +548,11 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	format = PG_ARGISNULL(6) ? "json" : text_to_cstring(PG_GETARG_TEXT_PP(6));
 	options = PG_ARGISNULL(7) ? NULL : PG_GETARG_JSONB_P(7);
 	cube->cluster = cluster;
-	cube->topic = topic;
-	cube->topics.n = 1;
-	cube->topics.names = &cube->topic;
 
 	sc_require_admin("create cubes");
 	cube->format = sc_create_format(format, name);
 	sc_create_check_arguments(cube, name, topic, interval);
+	sc_cube_set_topic(cube, topic, name);
 	rv = sc_create_name(name);
 
 	SPI_connect();
@@ -563,7 +561,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The cluster and the topic, with watermarks for the start positions. */
 	conn = sc_cluster_conninfo(cluster);
-	partitions = sc_kafka_describe(conn, topic, true, sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
+	partitions = sc_kafka_describe_topics(conn, &cube->topics, true, sc_kafka_timeout_ms, NULL,
+										  &kafka_cluster_id);
 	list_sort(partitions, sc_partition_cmp);
 
 	sc_create_table(cube, rv, name, columns, time_column);
@@ -887,8 +886,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		SPI_finish();
 		PG_RETURN_BOOL(false);
 	}
-	partitions = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-								   sc_kafka_timeout_ms, NULL, NULL);
+	partitions = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
+										  sc_kafka_timeout_ms, NULL, NULL);
 
 	parts = palloc(sizeof(int32) * Max(list_length(partitions), 1));
 	targets = palloc(sizeof(int64) * Max(list_length(partitions), 1));
@@ -898,9 +897,9 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 
-		parts[n] = p->partition;
+		parts[n] = p->source;
 		targets[n] = p->high_watermark;
-		partd[n] = Int32GetDatum(p->partition);
+		partd[n] = Int32GetDatum(p->source);
 		targetd[n] = Int64GetDatum(p->high_watermark);
 		n++;
 	}

@@ -182,7 +182,8 @@ extern int	sc_line_split_text(ScFormatContext *fc, char *line, int len, char **f
 
 /*
  * Append "<sep>partition<sep>offset\n", the two columns every line ends
- * with.  Inline: once per message on the hot path.
+ * with (the Kafka partition, not the source partition).  Inline: once per
+ * message on the hot path.
  */
 static inline void
 sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
@@ -191,7 +192,7 @@ sc_line_position(StringInfo out, char sep, const ScKafkaMessage *m)
 	int			len = 0;
 
 	buf[len++] = sep;
-	len += pg_ltoa(m->partition, buf + len);
+	len += pg_ltoa(sc_source_kafka_partition(m->partition), buf + len);
 	buf[len++] = sep;
 	len += pg_lltoa(m->offset, buf + len);
 	buf[len++] = '\n';

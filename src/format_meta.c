@@ -199,6 +199,10 @@ sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage 
 			return sc_meta_header(fc, out, m, col->header, bytea, error);
 		case SC_META_HEADERS:
 			return sc_meta_headers(fc, out, m, error);
+		case SC_META_TOPIC:
+			/* topic names are ASCII letters, digits, '.', '_' and '-' */
+			sc_line_short(fc, out, sc_kafka_source_topic(&fc->cube->topics, m->partition));
+			break;
 	}
 	return true;
 }

@@ -590,7 +590,7 @@ sc_direct_form_row(ScIngest *ing, ScDirectRun *run, ScDirectTarget *t, int l,
 	run->ctx.value = NULL;
 	if (t->attno[cube->ncolumns] > 0)
 	{
-		slot->tts_values[t->attno[cube->ncolumns] - 1] = Int32GetDatum(m->partition);
+		slot->tts_values[t->attno[cube->ncolumns] - 1] = Int32GetDatum(sc_source_kafka_partition(m->partition));
 		slot->tts_isnull[t->attno[cube->ncolumns] - 1] = false;
 	}
 	if (t->attno[cube->ncolumns + 1] > 0)

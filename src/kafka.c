@@ -826,6 +826,7 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 
 				info->topic = pstrdup(mt->topic);
 				info->partition = mt->partitions[p].id;
+				info->source = info->partition;
 				info->leader = mt->partitions[p].leader;
 				info->low_watermark = -1;
 				info->high_watermark = -1;
@@ -879,6 +880,72 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 				 errmsg("topic \"%s\" does not exist on Kafka cluster \"%s\"",
 						topic, conn->cluster_name),
 				 errhint("Create the topic first; streamcube never creates topics.")));
+	return result;
+}
+
+/*
+ * sc_kafka_describe_with() of every topic of topics in turn, each partition
+ * with its source partition, in that order.  With topic_missing, a topic
+ * that is not there sets it and the others are still described; without,
+ * it is an error.  Caller holds rk; each topic has timeout_ms.
+ */
+List *
+sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
+							  const ScKafkaConnInfo *conn, const ScTopicList *topics,
+							  bool with_watermarks, int timeout_ms, bool *topic_missing,
+							  char **cluster_id)
+{
+	List	   *result = NIL;
+
+	if (topic_missing != NULL)
+		*topic_missing = false;
+	for (int t = 0; t < topics->n; t++)
+	{
+		bool		missing = false;
+		List	   *partitions = sc_kafka_describe_with(rk, events, conn, topics->names[t],
+														with_watermarks, timeout_ms,
+														topic_missing != NULL ? &missing : NULL,
+														t == 0 ? cluster_id : NULL);
+		ListCell   *lc;
+
+		foreach(lc, partitions)
+		{
+			ScKafkaPartitionInfo *info = lfirst(lc);
+
+			if (info->partition >= SC_SOURCE_MAX_PARTITIONS)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("topic \"%s\" of Kafka cluster \"%s\" has partition %d; streamcube reads partitions below %d",
+								info->topic, conn->cluster_name, info->partition, SC_SOURCE_MAX_PARTITIONS)));
+			info->source = sc_source_partition(t, info->partition);
+		}
+		result = list_concat(result, partitions);
+		if (missing)
+			*topic_missing = true;
+	}
+	return result;
+}
+
+/* sc_kafka_describe_topics_with() through a client of its own. */
+List *
+sc_kafka_describe_topics(const ScKafkaConnInfo *conn, const ScTopicList *topics,
+						 bool with_watermarks, int timeout_ms, bool *topic_missing,
+						 char **cluster_id)
+{
+	ScKafkaEvents events = {0};
+	rd_kafka_t *rk = sc_kafka_client(conn, &events);
+	List	   *volatile result = NIL;
+
+	PG_TRY();
+	{
+		result = sc_kafka_describe_topics_with(rk, &events, conn, topics, with_watermarks,
+											   timeout_ms, topic_missing, cluster_id);
+	}
+	PG_FINALLY();
+	{
+		rd_kafka_destroy(rk);
+	}
+	PG_END_TRY();
 	return result;
 }
 

@@ -76,6 +76,8 @@ typedef struct ScKafkaPartitionInfo
 {
 	char	   *topic;
 	int32		partition;
+	int32		source;			/* its source partition: of topic 0, unless
+								 * described among a cube's topics */
 	int32		leader;			/* broker id, -1 when leaderless */
 	int64		low_watermark;
 	int64		high_watermark;
@@ -158,6 +160,9 @@ extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
 							   bool with_watermarks, int timeout_ms,
 							   bool *topic_missing, char **cluster_id);
 
+extern List *sc_kafka_describe_topics(const ScKafkaConnInfo *conn, const ScTopicList *topics,
+									  bool with_watermarks, int timeout_ms,
+									  bool *topic_missing, char **cluster_id);
 extern ScKafkaConsumer *sc_kafka_consumer_create(const ScKafkaConnInfo *conn,
 												 const char *group_id,
 												 int queue_kbytes, int batch_max_ms);
@@ -165,7 +170,7 @@ extern int	sc_kafka_consumer_batch_hold_ms(ScKafkaConsumer *consumer, int batch_
 extern void sc_kafka_consumer_fetch_settings(ScKafkaConsumer *consumer, int *wait_ms,
 											 int *min_bytes, bool *derived);
 extern List *sc_kafka_consumer_describe(ScKafkaConsumer *consumer,
-										const ScKafkaConnInfo *conn, const char *topic,
+										const ScKafkaConnInfo *conn, const ScTopicList *topics,
 										int timeout_ms, bool *topic_missing,
 										char **cluster_id);
 extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const ScTopicList *topics,
@@ -185,8 +190,7 @@ extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 s
 extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 source,
 													 int timeout_ms);
 extern bool sc_kafka_consumer_take_all_down(ScKafkaConsumer *consumer);
-extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int topic_no,
-											   int timeout_ms);
+extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);
 

@@ -307,17 +307,18 @@ sc_kafka_consumer_create(const ScKafkaConnInfo *conn, const char *group_id,
 }
 
 /*
- * sc_kafka_describe() through the consumer's own client: no second client
- * to start and connect, and the consumer's connections to the leaders are
- * up by the time it is assigned (a receiver's first fetch starts at once).
+ * sc_kafka_describe_topics() through the consumer's own client: no second
+ * client to start and connect, and the consumer's connections to the
+ * leaders are up by the time it is assigned (a receiver's first fetch
+ * starts at once).
  */
 List *
 sc_kafka_consumer_describe(ScKafkaConsumer *c, const ScKafkaConnInfo *conn,
-						   const char *topic, int timeout_ms, bool *topic_missing,
+						   const ScTopicList *topics, int timeout_ms, bool *topic_missing,
 						   char **cluster_id)
 {
-	return sc_kafka_describe_with(c->rk, &c->events, conn, topic, true, timeout_ms,
-								  topic_missing, cluster_id);
+	return sc_kafka_describe_topics_with(c->rk, &c->events, conn, topics, true, timeout_ms,
+										 topic_missing, cluster_id);
 }
 
 /* A copy of topics as the consumer's own, in the consumer's context. */
@@ -790,15 +791,13 @@ sc_kafka_consumer_take_all_down(ScKafkaConsumer *c)
  * metadata request on the consumer's own connections; -1 when the broker
  * does not answer within timeout_ms or the topic is not there.
  */
-int
-sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int topic_no, int timeout_ms)
+static int
+sc_kafka_consumer_count_partitions(ScKafkaConsumer *c, int topic_no, int timeout_ms)
 {
 	rd_kafka_topic_t *rkt;
 	const struct rd_kafka_metadata *md = NULL;
 	int			n = -1;
 
-	if (topic_no < 0 || topic_no >= c->topics.n)
-		return -1;
 	rkt = rd_kafka_topic_new(c->rk, c->topics.names[topic_no], NULL);
 	if (rkt == NULL)
 		return -1;
@@ -810,6 +809,28 @@ sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int topic_no, int timeout
 	}
 	rd_kafka_topic_destroy(rkt);
 	return n;
+}
+
+/*
+ * How many partitions the consumer's topics have now, all together; -1
+ * when one of them is not known (see above; each within timeout_ms).
+ */
+int
+sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
+{
+	int			total = 0;
+
+	if (c->topics.n == 0)
+		return -1;
+	for (int t = 0; t < c->topics.n; t++)
+	{
+		int			n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
+
+		if (n < 0)
+			return -1;
+		total += n;
+	}
+	return total;
 }
 
 static void sc_kafka_consumer_flush_commits(ScKafkaConsumer *c);

@@ -54,5 +54,9 @@ extern List *sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 									const ScKafkaConnInfo *conn, const char *topic,
 									bool with_watermarks, int timeout_ms,
 									bool *topic_missing, char **cluster_id);
+extern List *sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
+										   const ScKafkaConnInfo *conn, const ScTopicList *topics,
+										   bool with_watermarks, int timeout_ms,
+										   bool *topic_missing, char **cluster_id);
 
 #endif							/* SC_KAFKA_INTERNAL_H */

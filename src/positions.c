@@ -828,7 +828,7 @@ sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster, const Sc
 		{
 			ScKafkaPartitionInfo *k = lfirst(kc);
 
-			if (k->partition == parts[i] && k->high_watermark > Max(k->low_watermark, 0))
+			if (k->source == parts[i] && k->high_watermark > Max(k->low_watermark, 0))
 			{
 				cparts[m] = parts[i];
 				coffsets[m] = k->high_watermark - 1;
@@ -893,12 +893,14 @@ sc_offsets_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 	ListCell   *kc;
 
 	foreach(kc, kafka)
-		if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == c->partition)
+		if (((ScKafkaPartitionInfo *) lfirst(kc))->source == c->partition)
 			k = lfirst(kc);
 	if (k == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("topic \"%s\" has no partition %d", cube->topic, c->partition),
+				 errmsg("topic \"%s\" has no partition %d",
+						sc_kafka_source_topic(&cube->topics, c->partition),
+						sc_source_kafka_partition(c->partition)),
 				 errhint("Check the topic with streamcube_check_cluster('%s').", cube->cluster)));
 	if (c->at_ms >= 0)
 		c->offset = c->offset < 0 ? k->high_watermark : Max(c->offset, k->low_watermark);
@@ -910,7 +912,7 @@ sc_offsets_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("offset " INT64_FORMAT " is outside partition %d of topic \"%s\", which holds offsets " INT64_FORMAT " to " INT64_FORMAT,
-						c->offset, c->partition, cube->topic, k->low_watermark, k->high_watermark - 1),
+						c->offset, k->partition, k->topic, k->low_watermark, k->high_watermark - 1),
 				 errhint("Give an offset from " INT64_FORMAT " (\"earliest\") to " INT64_FORMAT " (\"latest\").",
 						 k->low_watermark, k->high_watermark)));
 }
@@ -1044,8 +1046,8 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	assigned = sc_set_positions_lock(cube_id, name, &reason);
 	cube = sc_cube_load(cube_id, false);
 	changes = sc_offsets_parse(request, "positions", cube->qualified, assigned);
-	kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-							  sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
+	kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
+									 sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
 	sc_offsets_by_time(cube, changes, kafka);
 

@@ -502,7 +502,7 @@ sc_reassign_first_assignment(int32 cube_id, List *replica_sets, List *partitions
 		sc_catalog_exec("INSERT INTO streamcube.assignments (cube_id, partition, replica_set) "
 						"VALUES ($1, $2, $3)",
 						3, (Oid[]) {INT4OID, INT4OID, TEXTOID},
-						(Datum[]) {Int32GetDatum(cube_id), Int32GetDatum(p->partition),
+						(Datum[]) {Int32GetDatum(cube_id), Int32GetDatum(p->source),
 						CStringGetTextDatum(set)}, NULL, false, 0);
 	}
 }
@@ -763,9 +763,10 @@ sc_reassign_describe_cb(void *arg)
 {
 	ScDescribeArgs *d = arg;
 
-	d->partitions = sc_kafka_describe(sc_cluster_conninfo(d->r->cube->cluster), d->r->cube->topic,
-									  true, (int) Min(d->r->timeout_ms, sc_kafka_timeout_ms),
-									  &d->missing, NULL);
+	d->partitions = sc_kafka_describe_topics(sc_cluster_conninfo(d->r->cube->cluster),
+											 &d->r->cube->topics, true,
+											 (int) Min(d->r->timeout_ms, sc_kafka_timeout_ms),
+											 &d->missing, NULL);
 }
 
 static List *
@@ -805,7 +806,7 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 		ListCell   *kc;
 
 		foreach(kc, kafka)
-			if (((ScKafkaPartitionInfo *) lfirst(kc))->partition == a->partition)
+			if (((ScKafkaPartitionInfo *) lfirst(kc))->source == a->partition)
 				found = true;
 		if (!found)
 			ereport(ERROR,
@@ -820,8 +821,8 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 	{
 		ScKafkaPartitionInfo *k = lfirst(lc);
 
-		if (sc_assigned_find(r->new, k->partition) == NULL)
-			missing = lappend_int(missing, k->partition);
+		if (sc_assigned_find(r->new, k->source) == NULL)
+			missing = lappend_int(missing, k->source);
 	}
 	list_sort(missing, list_int_cmp);
 	if (missing != NIL && !r->allow_partial)
@@ -837,8 +838,8 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 	foreach(lc, kafka)
 	{
 		ScKafkaPartitionInfo *k = lfirst(lc);
-		ScAssigned *o = sc_assigned_find(r->old, k->partition);
-		ScAssigned *n = sc_assigned_find(r->new, k->partition);
+		ScAssigned *o = sc_assigned_find(r->old, k->source);
+		ScAssigned *n = sc_assigned_find(r->new, k->source);
 		char	   *from = o ? o->replica_set : NULL;
 		char	   *to = n ? n->replica_set : NULL;
 		ScMove	   *m;
@@ -846,7 +847,7 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 		if ((from == NULL && to == NULL) || (from && to && strcmp(from, to) == 0))
 			continue;
 		m = palloc0(sizeof(ScMove));
-		m->partition = k->partition;
+		m->partition = k->source;
 		m->from = from;
 		m->to = to;
 		m->low_watermark = Max(k->low_watermark, 0);
@@ -1287,20 +1288,20 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 		ScAssigned *a;
 		int			best = 0;
 
-		if (list_member_int(known, k->partition))
+		if (list_member_int(known, k->source))
 			continue;
 		for (int i = 1; i < list_length(sets); i++)
 			if (load[i] < load[best])
 				best = i;
 		load[best]++;
 		m = palloc0(sizeof(ScMove));
-		m->partition = k->partition;
+		m->partition = k->source;
 		m->to = strVal(list_nth(sets, best));
 		m->offset = Max(k->low_watermark, 0);
 		m->held_at = GetCurrentTimestamp();
 		r.moves = lappend(r.moves, m);
 		a = palloc(sizeof(ScAssigned));
-		a->partition = k->partition;
+		a->partition = k->source;
 		a->replica_set = m->to;
 		r.new = lappend(r.new, a);
 		adopted++;

@@ -998,10 +998,10 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 	bool		missing;
 	char	   *cluster_id = NULL;
 	List	   *partitions = via != NULL
-		? sc_kafka_consumer_describe(via, MyReceiver->conn, MyReceiver->cube->topic,
+		? sc_kafka_consumer_describe(via, MyReceiver->conn, &MyReceiver->cube->topics,
 									 sc_kafka_timeout_ms, &missing, &cluster_id)
-		: sc_kafka_describe(MyReceiver->conn, MyReceiver->cube->topic, true,
-							sc_kafka_timeout_ms, &missing, &cluster_id);
+		: sc_kafka_describe_topics(MyReceiver->conn, &MyReceiver->cube->topics, true,
+								   sc_kafka_timeout_ms, &missing, &cluster_id);
 	const char *cube = MyReceiver->cube->qualified;
 	char	   *reason = NULL;
 	ListCell   *lc;
@@ -1044,13 +1044,14 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 		ScKafkaPartitionInfo *p = NULL;
 
 		foreach(lc, partitions)
-			if (((ScKafkaPartitionInfo *) lfirst(lc))->partition == MyReceiver->parts[i])
+			if (((ScKafkaPartitionInfo *) lfirst(lc))->source == MyReceiver->parts[i])
 				p = lfirst(lc);
 		if (p == NULL)
 			reason = psprintf("partition %d of topic \"%s\" no longer exists: the topic was deleted "
 							  "and created with fewer partitions. Nothing was skipped. Recreate the "
 							  "cube, or the partition",
-							  MyReceiver->parts[i], MyReceiver->cube->topic);
+							  sc_source_kafka_partition(MyReceiver->parts[i]),
+							  sc_kafka_source_topic(&MyReceiver->cube->topics, MyReceiver->parts[i]));
 		else if (MyReceiver->positions[i] < p->low_watermark &&
 				 sc_receiver_earliest_again(i, p->low_watermark))
 			MyReceiver->high[i] = p->high_watermark;
@@ -1070,7 +1071,7 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 							  "again, and its offsets started over. Nothing was skipped. Check the topic, "
 							  "then call streamcube_set_positions('%s', '\"earliest\"') and "
 							  "streamcube_resume('%s')",
-							  p->partition, MyReceiver->cube->topic, p->high_watermark,
+							  p->partition, p->topic, p->high_watermark,
 							  MyReceiver->positions[i], cube, cube);
 		else
 			MyReceiver->high[i] = p->high_watermark;
@@ -1218,8 +1219,8 @@ sc_receiver_close_consumer(void)
 static void
 sc_receiver_adopt_cb(void *arg)
 {
-	List	   *kafka = sc_kafka_describe(MyReceiver->conn, MyReceiver->cube->topic, true,
-										  sc_kafka_timeout_ms, NULL, NULL);
+	List	   *kafka = sc_kafka_describe_topics(MyReceiver->conn, &MyReceiver->cube->topics, true,
+												 sc_kafka_timeout_ms, NULL, NULL);
 
 	/* the cube changed meanwhile: read it again, then look again */
 	if (sc_reassign_adopt_partitions(MyReceiver->cube, kafka) >= 0)
@@ -1234,7 +1235,7 @@ sc_receiver_refresh_metadata(void)
 	if (!TimestampDifferenceExceeds(MyReceiver->metadata_at, GetCurrentTimestamp(),
 									sc_metadata_interval_ms))
 		return;
-	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, 0, Min(sc_kafka_timeout_ms, 2000));
+	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, Min(sc_kafka_timeout_ms, 2000));
 	if (n >= 0)
 		MyReceiver->topic_partitions = n;
 	MyReceiver->metadata_at = GetCurrentTimestamp();
@@ -1266,8 +1267,8 @@ sc_receiver_refresh_metadata(void)
 			/* Kafka did not answer: look again at the next interval. */
 			sc_receiver_warn(edata->message);
 			ereport(LOG,
-					(errmsg("streamcube receiver of cube %s could not assign the partitions added to topic \"%s\": %s",
-							MyReceiver->cube->qualified, MyReceiver->cube->topic, edata->message)));
+					(errmsg("streamcube receiver of cube %s could not assign the partitions added to its topics: %s",
+							MyReceiver->cube->qualified, edata->message)));
 		}
 		MemoryContextDelete(cxt);
 	}
@@ -1317,7 +1318,7 @@ sc_receiver_watch_health(void)
 
 	if (all_down || TimestampDifferenceExceeds(MyReceiver->contact_at, now, SC_PROBE_MS))
 	{
-		int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, 0,
+		int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer,
 														   Min(sc_kafka_timeout_ms, 1000));
 
 		now = GetCurrentTimestamp();
@@ -1355,14 +1356,14 @@ sc_receiver_watch_health(void)
 static void
 sc_receiver_paused_probe_cb(void *arg)
 {
-	List	   *kafka = sc_kafka_describe(MyReceiver->conn, MyReceiver->cube->topic, true,
-										  Min(sc_kafka_timeout_ms, 2000), NULL, NULL);
+	List	   *kafka = sc_kafka_describe_topics(MyReceiver->conn, &MyReceiver->cube->topics, true,
+												 Min(sc_kafka_timeout_ms, 2000), NULL, NULL);
 	ListCell   *lc;
 
 	foreach(lc, kafka)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
-		int			i = sc_receiver_part_index(p->partition);
+		int			i = sc_receiver_part_index(p->source);
 
 		if (i >= 0)
 			MyReceiver->high[i] = p->high_watermark;

@@ -123,8 +123,8 @@ sc_stops_set(ScCube *cube, Jsonb *until)
 {
 	List	   *changes = sc_offsets_parse(until, "stop point", cube->qualified,
 										   sc_stops_partitions(cube->cube_id));
-	List	   *kafka = sc_kafka_describe(sc_cluster_conninfo(cube->cluster), cube->topic, true,
-										  sc_kafka_timeout_ms, NULL, NULL);
+	List	   *kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
+												 sc_kafka_timeout_ms, NULL, NULL);
 	Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
 	Datum		v[4];
 	ListCell   *lc;
