@@ -584,12 +584,7 @@ sc_compact_finish(ScCube *cube, List *jobs)
 	 * roll-ups' views read none in between (their partitions of the
 	 * buckets go too).
 	 */
-	{
-		int			nviews;
-		Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
-
-		sc_seal_lock_views(cube, true, views, nviews, "compact windows");
-	}
+	sc_rollup_lock_sealed_views(cube, true, "compact windows");
 	sources = palloc(sizeof(Oid) * sc_compact_sources(jobs));
 	foreach(lc, jobs)
 	{

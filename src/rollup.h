@@ -106,6 +106,7 @@ extern int32 sc_rollup_catalog_insert(const ScCube *cube, Oid relid, Interval *g
 									  const ScRollup *r, Jsonb *measures, Interval *retention);
 extern void sc_rollup_catalog_delete(Oid relid);
 extern Oid *sc_rollup_sealed_views(int32 cube_id, int *n);
+extern void sc_rollup_lock_sealed_views(const ScCube *cube, bool cube_view, const char *what);
 extern void sc_rollup_refresh_views(int32 cube_id, Oid only, bool empty);
 extern void sc_rollup_drop_views(int32 cube_id, Oid only);
 extern char *sc_rollup_insert_sql(const ScRollup *r, TupleDesc desc, const char *target, bool upsert);

@@ -189,6 +189,21 @@ sc_rollup_sealed_views(int32 cube_id, int *n)
 }
 
 /*
+ * Take the locks of the views a change of the cube's sealed partitions
+ * rebuilds, <cube>_sealed (with cube_view) and its roll-ups' <roll-up>_sealed,
+ * in tries of their own (sc_seal_lock_views; what: for its error).  The
+ * caller is connected to SPI.
+ */
+void
+sc_rollup_lock_sealed_views(const ScCube *cube, bool cube_view, const char *what)
+{
+	int			nviews;
+	Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
+
+	sc_seal_lock_views(cube, cube_view, views, nviews, what);
+}
+
+/*
  * Rebuild the view <roll-up>_sealed of each of the cube's roll-ups (or of
  * the one whose table is only), made at the roll-up's creation: its
  * sealed partitions, UNION ALL, the roll-up's counterpart of <cube>_sealed
@@ -1048,10 +1063,7 @@ sc_rollup_retention(ScCube *cube, int max_partitions)
 	/* The views must not read what is dropped: rebuilt without, then with what stands. */
 	if (n > 0)
 	{
-		int			nviews;
-		Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
-
-		sc_seal_lock_views(cube, false, views, nviews, "drop roll-up windows past their retention");
+		sc_rollup_lock_sealed_views(cube, false, "drop roll-up windows past their retention");
 		sc_rollup_refresh_views(cube->cube_id, InvalidOid, true);
 	}
 	for (uint64 i = 0; i < n; i++)

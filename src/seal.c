@@ -99,6 +99,8 @@ typedef struct ScSealJob
 	Oid			twin;
 	int64		rows;
 	List	   *rollup_twins;	/* the roll-ups' partitions of the window (rollups.c) */
+	Oid		   *views;			/* the roll-ups' views the swap rebuilds ... */
+	int			nviews;			/* ... read once for its tries */
 } ScSealJob;
 
 /* ----------------------------------------------------------------
@@ -161,11 +163,9 @@ sc_seal_swap_statements(ScSealJob *job)
 	ScCube	   *cube = job->cube;
 	StringInfoData sql;
 	char	   *active = quote_qualified_identifier(job->active_schema, job->active_name);
-	int			nviews;
-	Oid		   *views = sc_rollup_sealed_views(cube->cube_id, &nviews);
 
 	/* the views rebuilt at the end, in the try that takes the cube */
-	sc_seal_lock_views_now(cube, true, views, nviews);
+	sc_seal_lock_views_now(cube, true, job->views, job->nviews);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s DETACH PARTITION %s", cube->qualified, active);
@@ -208,6 +208,7 @@ sc_seal_swap_fn(void *arg)
 static void
 sc_seal_swap(ScSealJob *job)
 {
+	job->views = sc_rollup_sealed_views(job->cube->cube_id, &job->nviews);
 	sc_seal_with_view_lock_retry(job->cube, sc_seal_swap_fn, job,
 							job->nwindows == 1
 							? psprintf("seal window %s", sc_bound_literal(job->cube, job->start))
