@@ -897,6 +897,8 @@ sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
 {
 	List	   *result = NIL;
 
+	if (topics->n > SC_SOURCE_MAX_TOPICS)
+		elog(ERROR, "streamcube reads at most %d topics in one cube, not %d", SC_SOURCE_MAX_TOPICS, topics->n);
 	if (topic_missing != NULL)
 		*topic_missing = false;
 	for (int t = 0; t < topics->n; t++)

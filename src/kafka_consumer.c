@@ -42,6 +42,7 @@ struct ScKafkaConsumer
 	int			batch_size;
 	int			pipefd[2];
 	ScTopicList topics;			/* what source partitions are of; n = 0 unassigned */
+	rd_kafka_topic_t **held;	/* a handle on each of topics (see below) */
 	rd_kafka_topic_t *last_rkt; /* the topic of the last message polled ... */
 	int32		last_base;		/* ... and its first source partition */
 	TimestampTz last_nudge;		/* see sc_kafka_consumer_nudge() */
@@ -321,21 +322,51 @@ sc_kafka_consumer_describe(ScKafkaConsumer *c, const ScKafkaConnInfo *conn,
 										 topic_missing, cluster_id);
 }
 
-/* A copy of topics as the consumer's own, in the consumer's context. */
+/* Forget the consumer's topics, and let go of their handles. */
+static void
+sc_kafka_consumer_drop_topics(ScKafkaConsumer *c)
+{
+	for (int t = 0; t < c->topics.n; t++)
+	{
+		if (c->held != NULL && c->held[t] != NULL)
+			rd_kafka_topic_destroy(c->held[t]);
+		pfree(c->topics.names[t]);
+	}
+	if (c->topics.names != NULL)
+		pfree(c->topics.names);
+	if (c->held != NULL)
+		pfree(c->held);
+	c->topics.n = 0;
+	c->topics.names = NULL;
+	c->held = NULL;
+	c->last_rkt = NULL;
+}
+
+/*
+ * A copy of topics as the consumer's own, in the consumer's context, with
+ * a handle on each: librdkafka keeps one topic object per name, and while
+ * the consumer holds it no other topic's object can take its address, so
+ * sc_kafka_message_source() may know a topic by its object.
+ */
 static void
 sc_kafka_consumer_set_topics(ScKafkaConsumer *c, const ScTopicList *topics)
 {
 	MemoryContext cxt = GetMemoryChunkContext(c);
+	char	  **names;
+	rd_kafka_topic_t **held;
 
-	for (int t = 0; t < c->topics.n; t++)
-		pfree(c->topics.names[t]);
-	if (c->topics.names != NULL)
-		pfree(c->topics.names);
-	c->topics.n = topics->n;
-	c->topics.names = MemoryContextAlloc(cxt, sizeof(char *) * Max(topics->n, 1));
+	if (topics->n < 1 || topics->n > SC_SOURCE_MAX_TOPICS)
+		elog(ERROR, "a consumer reads 1 to %d topics, not %d", SC_SOURCE_MAX_TOPICS, topics->n);
+	names = MemoryContextAlloc(cxt, sizeof(char *) * topics->n);
+	held = MemoryContextAllocZero(cxt, sizeof(rd_kafka_topic_t *) * topics->n);
 	for (int t = 0; t < topics->n; t++)
-		c->topics.names[t] = MemoryContextStrdup(cxt, topics->names[t]);
-	c->last_rkt = NULL;
+		names[t] = MemoryContextStrdup(cxt, topics->names[t]);
+	sc_kafka_consumer_drop_topics(c);
+	c->topics.n = topics->n;
+	c->topics.names = names;
+	c->held = held;
+	for (int t = 0; t < topics->n; t++)
+		held[t] = rd_kafka_topic_new(c->rk, names[t], NULL);
 }
 
 /* The topic of a source partition of the consumer's topics. */
@@ -345,12 +376,19 @@ sc_kafka_consumer_topic(ScKafkaConsumer *c, int32 source)
 	return sc_kafka_source_topic(&c->topics, source);
 }
 
-/* A list of (topic, partition) pairs for n source partitions. */
+/*
+ * A list of (topic, partition) pairs for n source partitions (offsets[i]
+ * as their offsets, or none).  Every source is checked first: an error
+ * leaves nothing of librdkafka's behind.
+ */
 static rd_kafka_topic_partition_list_t *
 sc_kafka_consumer_pairs(ScKafkaConsumer *c, int n, const int32 *sources, const int64 *offsets)
 {
-	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(n, 1));
+	rd_kafka_topic_partition_list_t *list;
 
+	for (int i = 0; i < n; i++)
+		(void) sc_kafka_consumer_topic(c, sources[i]);
+	list = rd_kafka_topic_partition_list_new(Max(n, 1));
 	for (int i = 0; i < n; i++)
 		rd_kafka_topic_partition_list_add(list, sc_kafka_consumer_topic(c, sources[i]),
 										  sc_source_kafka_partition(sources[i]))->offset =
@@ -364,10 +402,13 @@ sc_kafka_consumer_assign(ScKafkaConsumer *c, const ScTopicList *topics,
 {
 	rd_kafka_resp_err_t err;
 
+	rd_kafka_topic_partition_list_t *list;
+
 	sc_kafka_consumer_set_topics(c, topics);
+	list = sc_kafka_consumer_pairs(c, n, sources, offsets);
 	if (c->assignment)
 		rd_kafka_topic_partition_list_destroy(c->assignment);
-	c->assignment = sc_kafka_consumer_pairs(c, n, sources, offsets);
+	c->assignment = list;
 
 	err = rd_kafka_assign(c->rk, c->assignment);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -849,6 +890,7 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 		rd_kafka_queue_destroy(c->main_queue);
 		if (c->assignment)
 			rd_kafka_topic_partition_list_destroy(c->assignment);
+		sc_kafka_consumer_drop_topics(c);
 
 		/*
 		 * No consumer close: there is no group to leave and no offset to
@@ -871,10 +913,6 @@ sc_kafka_consumer_destroy(ScKafkaConsumer *c)
 	close(c->pipefd[1]);
 	if (c->batch)
 		pfree(c->batch);
-	for (int t = 0; t < c->topics.n; t++)
-		pfree(c->topics.names[t]);
-	if (c->topics.names != NULL)
-		pfree(c->topics.names);
 	pfree(c);
 }
 
@@ -1113,6 +1151,8 @@ sc_kafka_consumer_commit_async(ScKafkaConsumer *c, int n,
 		c->commit_queue = rd_kafka_queue_get_main(c->committer);
 		c->commit_backoff_ms = SC_COMMIT_BACKOFF_MIN_MS;
 	}
+	for (int i = 0; i < n; i++)
+		(void) sc_kafka_consumer_topic(c, sources[i]);	/* errors before the list */
 	list = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
 		if (positions[i] >= 0)

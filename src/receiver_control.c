@@ -296,6 +296,8 @@ sc_receiver_make_part_slots(const int32 *sources, int n)
 		pfree(MyReceiver->part_slot);
 		pfree(MyReceiver->part_slot_len);
 	}
+	MyReceiver->part_slot = NULL;
+	MyReceiver->part_slot_len = NULL;
 	MyReceiver->part_slot_topics = 0;
 	for (int i = 0; i < n; i++)
 		MyReceiver->part_slot_topics = Max(MyReceiver->part_slot_topics,
