@@ -609,7 +609,7 @@ sc_check_cluster(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	conn = sc_cluster_conninfo(name);
-	partitions = sc_kafka_describe(conn, NULL, true, sc_kafka_timeout_ms, NULL, NULL);
+	partitions = sc_kafka_describe_topics(conn, NULL, true, sc_kafka_timeout_ms, NULL, NULL);
 	sc_check_registry(name);
 
 	foreach(lc, partitions)

@@ -887,7 +887,9 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
  * sc_kafka_describe_with() of every topic of topics in turn, each partition
  * with its source partition, in that order.  With topic_missing, a topic
  * that is not there sets it and the others are still described; without,
- * it is an error.  Caller holds rk; each topic has timeout_ms.
+ * it is an error.  Caller holds rk; each topic has timeout_ms.  topics
+ * NULL: every topic of the cluster (not Kafka's own), in one request, each
+ * partition its own source partition.
  */
 List *
 sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
@@ -897,6 +899,9 @@ sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
 {
 	List	   *result = NIL;
 
+	if (topics == NULL)
+		return sc_kafka_describe_with(rk, events, conn, NULL, with_watermarks, timeout_ms,
+									  topic_missing, cluster_id);
 	if (topics->n > SC_SOURCE_MAX_TOPICS)
 		elog(ERROR, "streamcube reads at most %d topics in one cube, not %d", SC_SOURCE_MAX_TOPICS, topics->n);
 	if (topic_missing != NULL)
@@ -942,29 +947,6 @@ sc_kafka_describe_topics(const ScKafkaConnInfo *conn, const ScTopicList *topics,
 	{
 		result = sc_kafka_describe_topics_with(rk, &events, conn, topics, with_watermarks,
 											   timeout_ms, topic_missing, cluster_id);
-	}
-	PG_FINALLY();
-	{
-		rd_kafka_destroy(rk);
-	}
-	PG_END_TRY();
-	return result;
-}
-
-/* sc_kafka_describe_with() through a client of its own. */
-List *
-sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-				  bool with_watermarks, int timeout_ms, bool *topic_missing,
-				  char **cluster_id)
-{
-	ScKafkaEvents events = {0};
-	rd_kafka_t *rk = sc_kafka_client(conn, &events);
-	List	   *volatile result = NIL;
-
-	PG_TRY();
-	{
-		result = sc_kafka_describe_with(rk, &events, conn, topic, with_watermarks,
-										timeout_ms, topic_missing, cluster_id);
 	}
 	PG_FINALLY();
 	{

@@ -156,9 +156,6 @@ extern void sc_kafka_offsets_at(const ScKafkaConnInfo *conn, const ScTopicList *
 extern TimestampTz sc_kafka_ms_timestamptz(int64 ms);
 extern void sc_kafka_timestamps_at(const ScKafkaConnInfo *conn, const ScTopicList *topics, int n,
 								   const int32 *sources, const int64 *offsets, int64 *ms);
-extern List *sc_kafka_describe(const ScKafkaConnInfo *conn, const char *topic,
-							   bool with_watermarks, int timeout_ms,
-							   bool *topic_missing, char **cluster_id);
 
 extern List *sc_kafka_describe_topics(const ScKafkaConnInfo *conn, const ScTopicList *topics,
 									  bool with_watermarks, int timeout_ms,
