@@ -32,6 +32,7 @@ OBJS = \
 	src/cluster.o \
 	src/launcher.o \
 	src/cube.o \
+	src/topics.o \
 	src/cube_sql.o \
 	src/cube_options.o \
 	src/cube_catalog.o \
@@ -71,7 +72,7 @@ SHLIB_LINK  = -lrdkafka -lcurl -lpthread
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
-REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening ownership sealing compaction reassign direct_insert operations metadata
+REGRESS      = setup clusters cubes ingest_json ingest_csv bad_messages control security hardening ownership sealing compaction reassign direct_insert operations metadata topics
 REGRESS_OPTS = --use-existing --dbname=postgres
 
 # Isolation specs (test/isolation/specs), run by test/run-tests after the

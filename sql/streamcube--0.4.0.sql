@@ -1274,6 +1274,88 @@ SELECT streamcube._rollups_to_0_4();
 DROP FUNCTION streamcube._rollups_to_0_4();
 
 -- ---------------------------------------------------------------------
+-- 0.4.0: several topics in one cube.  A cube reads a topic, a list of
+-- topics or the topics a pattern matches; streamcube.cube_topics numbers
+-- them (src/kafka.h, "source partition"): the catalog keys a partition of
+-- topic n as n * 2^20 + partition, so a cube's first topic is topic 0 and
+-- the catalog of a cube of one topic is what it was.  A number is never
+-- reused for another topic.  cubes.topic keeps what the cube was created
+-- with: a topic name, or the JSON of a list or a pattern.
+-- ---------------------------------------------------------------------
+CREATE TABLE streamcube.cube_topics (
+    cube_id  integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    topic_no integer NOT NULL CHECK (topic_no >= 0 AND topic_no < 2048),
+    topic    text NOT NULL,
+    added_at timestamptz NOT NULL DEFAULT now(),
+    added_by text NOT NULL CHECK (added_by IN ('create', 'pattern')),
+    PRIMARY KEY (cube_id, topic_no),
+    UNIQUE (cube_id, topic)
+);
+REVOKE ALL ON streamcube.cube_topics FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.cube_topics', '');
+INSERT INTO streamcube.cube_topics (cube_id, topic_no, topic, added_at, added_by)
+SELECT cube_id, 0, topic, created_at, 'create' FROM streamcube.cubes;
+
+CREATE VIEW streamcube.topics AS
+SELECT c.relid::regclass AS cube,
+       t.topic,
+       t.topic_no,              -- the topic's number in the cube (partition keys of the catalog)
+       t.added_at,
+       t.added_by,              -- create: named when the cube was made; pattern: matched later
+       CASE WHEN c.topic LIKE '{%' THEN (c.topic::jsonb) ->> 'pattern' END AS pattern
+FROM streamcube.cube_topics t
+JOIN streamcube.cubes c USING (cube_id)
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+GRANT SELECT ON streamcube.topics TO PUBLIC;
+COMMENT ON VIEW streamcube.topics IS
+    'The Kafka topics each cube the caller may read consumes: when and how each was added (with the cube, or matched by its pattern later)';
+
+-- A bad message's partition of a cube of several topics is "topic:partition".
+CREATE OR REPLACE VIEW streamcube.cube_status AS
+SELECT c.relid::regclass AS cube,
+       c.paused,
+       CASE WHEN c.paused THEN coalesce(c.paused_reason,
+            'paused by a bad message at partition ' || bad.name || ' offset ' || c.bad_offset,
+            'paused by streamcube_pause()') END AS paused_reason,
+       c.stop_requested,
+       c.stop_reached_at,
+       b.windows_to_seal,
+       b.partitions_to_compact,
+       b.partitions_to_drop
+FROM streamcube.cubes c
+JOIN streamcube._maintenance_backlog() b ON b.cube = c.relid
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN c.bad_partition < 1048576 AND c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%'
+                THEN c.bad_partition::text
+                ELSE (SELECT t.topic FROM streamcube.cube_topics t
+                      WHERE t.cube_id = c.cube_id AND t.topic_no = c.bad_partition >> 20)
+                     || ':' || (c.bad_partition & 1048575) END AS name) bad
+WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
+
+-- A stop point says each partition's topic.
+CREATE OR REPLACE VIEW streamcube.stops AS
+SELECT c.relid AS cube,
+       s.partition & 1048575 AS partition,
+       s.requested,
+       s.stop_offset,
+       c.stop_reached_at,
+       c.stop_requested,
+       t.topic
+FROM streamcube.cubes c
+JOIN streamcube.stop_offsets s USING (cube_id)
+LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = s.partition >> 20
+WHERE c.stop_requested IS NOT NULL
+  AND pg_catalog.has_table_privilege(c.relid, 'SELECT');
+
+-- A dead letter says its topic; partition is the topic's partition.
+ALTER TABLE streamcube.dead_letters ADD COLUMN topic text;
+UPDATE streamcube.dead_letters d SET topic = c.topic FROM streamcube.cubes c WHERE c.cube_id = d.cube_id;
+ALTER TABLE streamcube.dead_letters ALTER COLUMN topic SET NOT NULL,
+    DROP CONSTRAINT dead_letters_cube_id_partition_offset_key,
+    ADD CONSTRAINT dead_letters_cube_id_topic_partition_offset_key UNIQUE (cube_id, topic, partition, "offset");
+
+
+-- ---------------------------------------------------------------------
 -- 0.4.0: streamcube.consumers tells the truth in an outage.  State
 -- disconnected while Kafka does not answer (lag_seconds then counts at
 -- least from its last answer), pausing between streamcube_pause() and
@@ -1308,7 +1390,8 @@ SELECT r.pid,
        -- disconnected: Kafka does not answer it
        CASE WHEN c.paused AND r.state IN ('running', 'disconnected') THEN 'pausing'
             ELSE r.state END AS state,
-       r.partitions,
+       ARRAY(SELECT u.p & 1048575 FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
+             ORDER BY u.i) AS partitions,
        r.positions,
        r.high_watermarks,
        r.lag,
@@ -1322,16 +1405,18 @@ SELECT r.pid,
        r.last_batch_at,
        CASE WHEN c.paused AND c.bad_error IS NOT NULL
             THEN format('paused by bad message at partition %s offset %s: %s',
-                        c.bad_partition, c.bad_offset, c.bad_error)
+                        bad.name, c.bad_offset, c.bad_error)
             WHEN c.paused AND c.paused_reason IS NOT NULL AND c.stop_reached_at IS NULL
             THEN c.paused_reason
             ELSE r.last_error END AS last_error,
        r.last_error_at,
        -- partitions of the topic that no replica set of the cube consumes
+       -- (a cube of several topics: streamcube.lag() lists them, replica_set NULL)
+       CASE WHEN c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%' THEN
        ARRAY(SELECT p FROM generate_series(0, r.topic_partitions - 1) AS p
              WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
                                WHERE a.cube_id = c.cube_id AND a.partition = p)
-             ORDER BY p) AS unassigned_partitions,
+             ORDER BY p) END AS unassigned_partitions,
        r.tombstones_skipped,
        -- the logged restart point of each partition: where a crash restarts it
        ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
@@ -1349,14 +1434,24 @@ SELECT r.pid,
        -- what it needs, or a user; NULL while it is not (as streamcube.cube_status)
        CASE WHEN c.paused
             THEN coalesce(c.paused_reason,
-                          'paused by a bad message at partition ' || c.bad_partition || ' offset ' || c.bad_offset,
+                          'paused by a bad message at partition ' || bad.name || ' offset ' || c.bad_offset,
                           'paused by streamcube_pause()') END AS paused_reason,
        r.disconnected_since,   -- Kafka stopped answering; NULL while it answers
        r.last_contact_at,      -- Kafka's last answer (a fetch, a probe)
        r.previous_error,       -- an error the receiver got over, and when
-       r.previous_error_at
+       r.previous_error_at,
+       -- the topic of each of partitions
+       ARRAY(SELECT t.topic FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
+             LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = u.p >> 20
+             ORDER BY u.i) AS topics
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN c.bad_partition < 1048576 AND c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%'
+                THEN c.bad_partition::text
+                ELSE (SELECT t.topic FROM streamcube.cube_topics t
+                      WHERE t.cube_id = c.cube_id AND t.topic_no = c.bad_partition >> 20)
+                     || ':' || (c.bad_partition & 1048575) END AS name) bad
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
 UNION ALL
 -- (cube, replica set) pairs with partitions and no receiver slot: the
@@ -1367,7 +1462,7 @@ SELECT NULL::integer,
        w.replica_set,
        NULL::bigint,
        CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby' ELSE 'waiting' END,
-       w.partitions,
+       ARRAY(SELECT u.p & 1048575 FROM unnest(w.partitions) WITH ORDINALITY AS u(p, i) ORDER BY u.i),
        NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
        NULL::bigint[],
        NULL::bigint,
@@ -1393,41 +1488,52 @@ SELECT NULL::integer,
        NULL::bigint,
        CASE WHEN c.paused
             THEN coalesce(c.paused_reason,
-                          'paused by a bad message at partition ' || c.bad_partition || ' offset ' || c.bad_offset,
+                          'paused by a bad message at partition ' || bad.name || ' offset ' || c.bad_offset,
                           'paused by streamcube_pause()') END,
        NULL::timestamptz,
        NULL::timestamptz,
        NULL::text,
-       NULL::timestamptz
+       NULL::timestamptz,
+       ARRAY(SELECT t.topic FROM unnest(w.partitions) WITH ORDINALITY AS u(p, i)
+             LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = u.p >> 20
+             ORDER BY u.i)
 FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions
       FROM streamcube.assignments a GROUP BY 1, 2) w
 JOIN streamcube.cubes c USING (cube_id)
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN c.bad_partition < 1048576 AND c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%'
+                THEN c.bad_partition::text
+                ELSE (SELECT t.topic FROM streamcube.cube_topics t
+                      WHERE t.cube_id = c.cube_id AND t.topic_no = c.bad_partition >> 20)
+                     || ':' || (c.bad_partition & 1048575) END AS name) bad
 CROSS JOIN streamcube._receiver_slots() s
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
   AND NOT EXISTS (SELECT 1 FROM streamcube._receivers() r
                   WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
 COMMENT ON VIEW streamcube.consumers IS
-    'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state (running, disconnected, pausing, paused, ...), partitions, positions, Kafka end offsets, lag in messages and seconds, throughput, last error and the one before, why the cube is paused, unassigned partitions';
+    'One row per receiver of a cube and replica set (state waiting: none runs yet, and why): state (running, disconnected, pausing, paused, ...), partitions and their topics, positions, Kafka end offsets, lag in messages and seconds, throughput, last error and the one before, why the cube is paused, unassigned partitions';
 GRANT SELECT ON streamcube.consumers TO PUBLIC;
 
 CREATE VIEW streamcube.consumer_partitions AS
 SELECT c.relid::regclass AS cube,
        r.replica_set,
        r.state,
-       u.partition,
+       u.source & 1048575 AS partition,
        u.position,
        nullif(u.high_watermark, -1) AS high_watermark,
        CASE WHEN u.high_watermark >= 0 THEN greatest(u.high_watermark - u.position, 0) END AS lag,
        round(u.lag_seconds::numeric, 3) AS lag_seconds,
-       r.last_batch_at
+       r.last_batch_at,
+       t.topic
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
 CROSS JOIN LATERAL unnest(r.partitions, r.positions, r.high_watermarks, r.partition_lag_seconds)
-     AS u(partition, position, high_watermark, lag_seconds)
+     AS u(source, position, high_watermark, lag_seconds)
+LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = u.source >> 20
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.consumer_partitions TO PUBLIC;
 COMMENT ON VIEW streamcube.consumer_partitions IS
-    'One row per Kafka partition a running receiver consumes: position, end, lag in messages and in seconds (Kafka timestamps, bounded by the server''s clock)';
+    'One row per Kafka partition a running receiver consumes, with its topic: position, end, lag in messages and in seconds (Kafka timestamps, bounded by the server''s clock)';
 
 -- ---------------------------------------------------------------------
 -- 0.4.0: streamcube_set_positions says what a move forward skips (column
@@ -1436,11 +1542,27 @@ COMMENT ON VIEW streamcube.consumer_partitions IS
 -- ---------------------------------------------------------------------
 DROP FUNCTION streamcube_set_positions(text, jsonb);
 CREATE FUNCTION streamcube_set_positions(cube text, positions jsonb)
-    RETURNS TABLE (partition integer, old_position bigint, new_position bigint, skipped bigint)
+    RETURNS TABLE (partition integer, old_position bigint, new_position bigint, skipped bigint,
+                   topic text)
     LANGUAGE C SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_set_positions';
 COMMENT ON FUNCTION streamcube_set_positions(text, jsonb) IS
-    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}}; journalled in streamcube.position_changes; skipped: the offsets a move forward leaves unread (a NOTICE says it)';
+    'Set the consume positions of a paused cube: ''"earliest"'', ''"latest"'', {"timestamp": T} (each partition''s first message stamped at or after T), or {"partition": offset | "earliest" | "latest" | {"timestamp": T}} (a partition of a cube of several topics: "topic:partition"); journalled in streamcube.position_changes; skipped: the offsets a move forward leaves unread (a NOTICE says it)';
+
+-- streamcube.lag() says each partition's topic.
+DROP FUNCTION streamcube.lag(text);
+CREATE FUNCTION streamcube.lag(cube text)
+    RETURNS TABLE (partition integer, replica_set text, "position" bigint,
+                   checkpoint bigint, high_watermark bigint,
+                   last_stable_offset bigint, lag bigint,
+                   last_batch_at timestamptz, since_last_batch interval,
+                   oldest_unconsumed_at timestamptz, lag_seconds double precision,
+                   topic text)
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_cube_lag';
+COMMENT ON FUNCTION streamcube.lag(text) IS
+    'Per Kafka partition of a cube''s topics: replica set (NULL: unassigned), committed position, checkpoint, high watermark, last stable offset, lag in messages, when the position last moved, the oldest message not consumed and its wait in seconds, the topic; asks Kafka';
+GRANT EXECUTE ON FUNCTION streamcube.lag(text) TO PUBLIC;
 
 -- ---------------------------------------------------------------------
 -- 0.4.0: one place that says how a cube is doing
@@ -1517,3 +1639,4 @@ FROM streamcube._progress() p;
 COMMENT ON VIEW streamcube.progress IS
     'Long work under way on the cubes the caller may read, one row per backend at it: a roll-up filled from the rows a cube holds, a seal, a compaction; its phase, done out of total, since when';
 GRANT SELECT ON streamcube.progress TO PUBLIC;
+

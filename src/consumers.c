@@ -477,7 +477,7 @@ sc_lag_ends(const ScKafkaConnInfo *conn, const ScTopicList *topics, Datum *parts
 	*ends = sc_int_array(ed, n, INT8OID);
 }
 
-#define SC_LAG_COLS 11
+#define SC_LAG_COLS 12
 
 /*
  * One row of streamcube.lag() from one row of its catalog query (tup):
@@ -670,6 +670,10 @@ sc_cube_lag(PG_FUNCTION_ARGS)
 
 		sc_lag_row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, uncommitted, behind[r], stamps, now,
 				   values, nulls);
+		/* Kafka's partition number, beside its topic */
+		values[11] = CStringGetTextDatum(sc_kafka_source_topic(&cube->topics, DatumGetInt32(values[0])));
+		nulls[11] = false;
+		values[0] = Int32GetDatum(sc_source_kafka_partition(DatumGetInt32(values[0])));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();

@@ -287,36 +287,6 @@ sc_cube_load_rollups(ScCube *cube)
 	MemoryContextSwitchTo(old);
 }
 
-/* Kafka's rule: 1 to 249 ASCII letters, digits, '.', '_' and '-'; not "." or "..". */
-static bool
-sc_topic_name_valid(const char *topic)
-{
-	size_t		len = strlen(topic);
-
-	if (len == 0 || len > 249 || strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
-		return false;
-	return strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
-}
-
-/*
- * The cube's topic and its topic list (topic 0, kafka.h), in the current
- * memory context.  name (the cube's, as the caller wrote it) is given when
- * the cube is created: the topic name is checked then.
- */
-void
-sc_cube_set_topic(ScCube *cube, const char *topic, const char *name)
-{
-	if (name != NULL && !sc_topic_name_valid(topic))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" is not a valid Kafka topic name (topic of cube \"%s\")", topic, name),
-				 errhint("A topic name is 1 to 249 ASCII letters, digits, '.', '_' and '-'.")));
-	cube->topic = pstrdup(topic);
-	cube->topics.n = 1;
-	cube->topics.names = palloc(sizeof(char *));
-	cube->topics.names[0] = cube->topic;
-}
-
 /*
  * Load a cube from the catalog, in the current transaction.
  */
@@ -375,7 +345,8 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 	cube->relname = SPI_getvalue(tup, desc, 4);
 	cube->qualified = quote_qualified_identifier(cube->schema, cube->relname);
 	cube->cluster = SPI_getvalue(tup, desc, 5);
-	sc_cube_set_topic(cube, SPI_getvalue(tup, desc, 6), NULL);
+	cube->topic = SPI_getvalue(tup, desc, 6);
+	sc_topics_load(cube);		/* leaves caller current */
 	time_column = SPI_getvalue(tup, desc, 7);
 	cube->width = sc_interval_usecs(DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull)),
 									"segment_interval");
@@ -407,6 +378,7 @@ sc_cube_load(int32 cube_id, bool missing_ok)
 				 errmsg("table %s of cube %d is not partitioned by a column", cube->qualified, cube_id),
 				 errhint("Restore the table as streamcube_create_cube() made it, or drop the cube.")));
 	sc_cube_parse_options(cube, options, false);
+	sc_topics_mark_column(cube);
 	sc_cube_find_stranger(cube);
 	sc_cube_load_rollups(cube);
 	SPI_finish();

@@ -80,6 +80,17 @@ typedef struct ScCompactLevel
 	int64		usecs;			/* else a fixed width */
 } ScCompactLevel;
 
+/* What a cube's topic argument is (topics.c). */
+typedef enum ScTopicsKind
+{
+	SC_TOPICS_ONE,				/* a topic name: no _topic column */
+	SC_TOPICS_LIST,				/* a JSON list of topic names */
+	SC_TOPICS_PATTERN			/* {"pattern": regex}: topics that match */
+} ScTopicsKind;
+
+/* The column of a cube of several topics that holds each row's topic. */
+#define SC_TOPIC_COLUMN "_topic"
+
 typedef struct ScCube
 {
 	MemoryContext mcxt;			/* where everything below is allocated */
@@ -90,8 +101,10 @@ typedef struct ScCube
 	char	   *relname;
 	char	   *qualified;		/* quoted schema.table */
 	char	   *cluster;
-	char	   *topic;
-	ScTopicList topics;			/* by topic number: topic alone, for now */
+	char	   *topic;			/* as created: a name, or a list's or a pattern's JSON */
+	ScTopicsKind topics_kind;
+	char	   *topic_pattern;	/* SC_TOPICS_PATTERN: its regular expression */
+	ScTopicList topics;			/* by topic number (streamcube.cube_topics) */
 	char	   *kafka_cluster_id;	/* the Kafka cluster its positions are of; NULL unknown */
 
 	int			ncolumns;		/* declared columns, without _partition/_offset */
@@ -146,9 +159,19 @@ typedef struct ScCube
 	int64		config_version;
 } ScCube;
 
+/* topics.c */
+extern void sc_topics_parse(ScCube *cube, const char *spec, const char *name);
+extern void sc_topics_load(ScCube *cube);
+extern void sc_topics_insert(const ScCube *cube, int first, const char *added_by);
+extern bool sc_topics_matches(const ScCube *cube, const char *topic);
+extern List *sc_topics_match_kafka(const ScCube *cube, List *kafka);
+extern void sc_topics_add(ScCube *cube, List *names);
+extern void sc_topics_mark_column(ScCube *cube);
+extern char *sc_partition_name(const ScCube *cube, int32 source);
+extern int32 sc_partition_parse(const ScCube *cube, const char *text, const char **error);
+
 /* cube.c */
 extern void sc_cube_read_columns(ScCube *cube, const char *time_column);
-extern void sc_cube_set_topic(ScCube *cube, const char *topic, const char *name);
 extern int64 sc_kafka_ms_of_text(const char *text, const char *what, const char *hint);
 extern void sc_cube_check_progress_group(const char *old, const char *new);
 extern ScCube *sc_cube_load(int32 cube_id, bool missing_ok);

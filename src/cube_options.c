@@ -443,6 +443,12 @@ sc_parse_fields(ScCube *cube, Datum fields, bool validate)
 		int			nelems;
 		int			c;
 
+		if (validate && cube->topics_kind != SC_TOPICS_ONE && strcmp(column, SC_TOPIC_COLUMN) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"fields\" maps column %s of cube %s, which streamcube fills with each row's topic",
+							SC_TOPIC_COLUMN, cube->qualified),
+					 errhint("Leave _topic out of \"fields\".")));
 		for (c = 0; c < cube->ncolumns; c++)
 			if (strcmp(cube->columns[c].name, column) == 0)
 				break;

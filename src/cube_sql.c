@@ -227,10 +227,11 @@ sc_create_table(ScCube *cube, RangeVar *rv, const char *name, const char *column
 
 	initStringInfo(&sql);
 	/* The line break ends any "--" comment hidden in the columns. */
-	appendStringInfo(&sql, "CREATE TABLE %s (%s\n, _partition integer NOT NULL, _offset bigint NOT NULL) "
+	appendStringInfo(&sql, "CREATE TABLE %s (%s\n, %s_partition integer NOT NULL, _offset bigint NOT NULL) "
 					 "PARTITION BY RANGE (%s)",
-					 quote_qualified_identifier(rv->schemaname, rv->relname),
-					 columns, quote_identifier(time_column));
+					 quote_qualified_identifier(rv->schemaname, rv->relname), columns,
+					 cube->topics_kind == SC_TOPICS_ONE ? "" : SC_TOPIC_COLUMN " text NOT NULL, ",
+					 quote_identifier(time_column));
 	raw = sc_parse_create(sql.data);
 	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt) ||
 		!sc_create_stmt_is_ours((CreateStmt *) linitial_node(RawStmt, raw)->stmt))
@@ -242,9 +243,23 @@ sc_create_table(ScCube *cube, RangeVar *rv, const char *name, const char *column
 	/* Check the time column before CREATE TABLE turns it into a worse error. */
 	create = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
 	foreach(elt, create->tableElts)
+	{
 		if (IsA(lfirst(elt), ColumnDef) &&
 			strcmp(((ColumnDef *) lfirst(elt))->colname, time_column) == 0)
 			found = true;
+		/* the caller's columns: all but ours, at the end */
+		if (IsA(lfirst(elt), ColumnDef) &&
+			foreach_current_index(elt) < list_length(create->tableElts) - 2 -
+			(cube->topics_kind == SC_TOPICS_ONE ? 0 : 1) &&
+			(strcmp(((ColumnDef *) lfirst(elt))->colname, SC_TOPIC_COLUMN) == 0 ||
+			 strcmp(((ColumnDef *) lfirst(elt))->colname, "_partition") == 0 ||
+			 strcmp(((ColumnDef *) lfirst(elt))->colname, "_offset") == 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_RESERVED_NAME),
+					 errmsg("column name \"%s\" of cube \"%s\" is reserved",
+							((ColumnDef *) lfirst(elt))->colname, name),
+					 errhint("streamcube fills _topic, _partition and _offset itself; name the column otherwise.")));
+	}
 	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -289,11 +304,14 @@ sc_create_catalog_rows(ScCube *cube, const char *name, const char *time_column, 
 
 	cube->cube_id = sc_cube_row_insert(cube->relid, cube->cluster, cube->topic, time_column,
 									   interval, format, options, kafka_cluster_id);
+	sc_topics_insert(cube, 0, "create");
 	if (list_length(cube->replica_sets) > list_length(partitions))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cube \"%s\" names %d replica sets, but topic \"%s\" has only %d partitions",
-						name, list_length(cube->replica_sets), cube->topic, list_length(partitions)),
+				 errmsg("cube \"%s\" names %d replica sets, but %s %s only %d partitions",
+						name, list_length(cube->replica_sets),
+						cube->topics_kind == SC_TOPICS_ONE ? psprintf("topic \"%s\"", cube->topic) : "its topics",
+						cube->topics_kind == SC_TOPICS_ONE ? "has" : "have", list_length(partitions)),
 				 errhint("Each replica set needs at least one partition to consume.")));
 
 	sc_reassign_first_assignment(cube->cube_id, cube->replica_sets, partitions);
@@ -410,6 +428,31 @@ sc_create_check_schema(ScCube *cube, const char *name)
 				 errhint("Give the column a type that takes the field (text takes any), or map another field to it with option \"fields\".")));
 }
 
+/* A cube's topics for messages: topic "a", or topics "a", "b". */
+static char *
+sc_topics_text(const ScCube *cube)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, cube->topics.n == 1 ? "topic " : "topics ");
+	for (int t = 0; t < cube->topics.n; t++)
+		appendStringInfo(&buf, "%s\"%s\"", t > 0 ? ", " : "", cube->topics.names[t]);
+	return buf.data;
+}
+
+/* The same topics, by the same numbers (so the same source partitions)? */
+static bool
+sc_same_topics(const ScTopicList *a, const ScTopicList *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int t = 0; t < a->n; t++)
+		if (strcmp(a->names[t], b->names[t]) != 0)
+			return false;
+	return true;
+}
+
 /*
  * Option start {"cube": name}: where each partition starts is where that
  * cube stops (a cut-over): its stop offset when it has a stop point, else
@@ -445,14 +488,14 @@ sc_create_starts_of_cube(ScCube *cube, List *partitions, int64 *starts,
 				 errhint("Give it a stop point first, for example streamcube_resume('%s', until => '\"latest\"'), then create this cube.",
 						 cube->start_cube)));
 	other = sc_cube_load(other_id, false);
-	if (strcmp(other->topic, cube->topic) != 0 ||
+	if (!sc_same_topics(&other->topics, &cube->topics) ||
 		(kafka_cluster_id != NULL && other->kafka_cluster_id != NULL
 		 ? strcmp(kafka_cluster_id, other->kafka_cluster_id) != 0
 		 : strcmp(other->cluster, cube->cluster) != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cube %s reads topic \"%s\" of cluster \"%s\", not topic \"%s\" of cluster \"%s\"",
-						cube->start_cube, other->topic, other->cluster, cube->topic, cube->cluster),
+				 errmsg("cube %s reads %s of cluster \"%s\", not %s of cluster \"%s\"",
+						cube->start_cube, sc_topics_text(other), other->cluster, sc_topics_text(cube), cube->cluster),
 				 errhint("Option start {\"cube\": ...} names a cube of the same topic, whose offsets mean the same messages.")));
 	foreach(lc, partitions)
 	{
@@ -518,6 +561,40 @@ sc_create_starts(ScCube *cube, ScKafkaConnInfo *conn, List *partitions,
 	return starts;
 }
 
+static int
+sc_topic_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(strVal(lfirst(a)), strVal(lfirst(b)));
+}
+
+/* The topics a new cube's pattern matches now: one at least. */
+static void
+sc_create_match_pattern(ScCube *cube, ScKafkaConnInfo *conn, const char *name)
+{
+	List	   *all = sc_kafka_describe_topics(conn, NULL, false, sc_kafka_timeout_ms, NULL, NULL);
+	List	   *found = sc_topics_match_kafka(cube, all);
+	ListCell   *lc;
+
+	if (found == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic pattern \"%s\" of cube \"%s\" matches no topic of Kafka cluster \"%s\"",
+						cube->topic_pattern, name, conn->cluster_name),
+				 errhint("Create a first topic the pattern matches; the cube picks up the others as they appear. "
+						 "The pattern matches whole topic names.")));
+	if (list_length(found) > SC_SOURCE_MAX_TOPICS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("topic pattern \"%s\" of cube \"%s\" matches %d topics; a cube reads at most %d",
+						cube->topic_pattern, name, list_length(found), SC_SOURCE_MAX_TOPICS),
+				 errhint("Use a narrower pattern, or several cubes.")));
+	list_sort(found, sc_topic_cmp);
+	cube->topics.n = list_length(found);
+	cube->topics.names = palloc(sizeof(char *) * cube->topics.n);
+	foreach(lc, found)
+		cube->topics.names[foreach_current_index(lc)] = strVal(lfirst(lc));
+}
+
 /*
  * streamcube_create_cube(name, cluster, topic, columns, time_column,
  * segment_interval, format, options)
@@ -552,7 +629,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	sc_require_admin("create cubes");
 	cube->format = sc_create_format(format, name);
 	sc_create_check_arguments(cube, name, topic, interval);
-	sc_cube_set_topic(cube, topic, name);
+	sc_topics_parse(cube, topic, name);
 	rv = sc_create_name(name);
 
 	SPI_connect();
@@ -561,6 +638,8 @@ sc_create_cube(PG_FUNCTION_ARGS)
 
 	/* The cluster and the topic, with watermarks for the start positions. */
 	conn = sc_cluster_conninfo(cluster);
+	if (cube->topics_kind == SC_TOPICS_PATTERN)
+		sc_create_match_pattern(cube, conn, name);
 	partitions = sc_kafka_describe_topics(conn, &cube->topics, true, sc_kafka_timeout_ms, NULL,
 										  &kafka_cluster_id);
 	list_sort(partitions, sc_partition_cmp);
@@ -569,6 +648,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	if (options == NULL)
 		options = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
 	sc_cube_parse_options(cube, options, true);
+	sc_topics_mark_column(cube);
 	sc_cube_check_progress_group(NULL, cube->progress_group);
 	options = DatumGetJsonbP(sc_cube_pin_document(cube, JsonbPGetDatum(options)));
 	sc_create_catalog_rows(cube, name, time_column, interval, format, options, partitions,
@@ -738,48 +818,65 @@ sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *ta
  * when all are assigned.
  */
 static char *
-sc_wait_unassigned(int32 cube_id, Datum partarray)
+sc_wait_unassigned(const ScCube *cube, Datum partarray)
 {
 	ScPrivilegeSave save;
-	Datum		args[2] = {Int32GetDatum(cube_id), partarray};
+	Datum		args[2] = {Int32GetDatum(cube->cube_id), partarray};
 	Oid			types[2] = {INT4OID, INT4ARRAYOID};
-	bool		isnull;
-	Datum		d;
+	StringInfoData names;
 
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT string_agg(t.part::text, ', ' ORDER BY t.part) "
-							  "FROM unnest($2) AS t(part) "
+	if (SPI_execute_with_args("SELECT t.part FROM unnest($2) AS t(part) "
 							  "WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a "
-							  "                  WHERE a.cube_id = $1 AND a.partition = t.part)",
-							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+							  "                  WHERE a.cube_id = $1 AND a.partition = t.part) "
+							  "ORDER BY t.part",
+							  2, types, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.assignments");
 	sc_catalog_leave(&save);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? NULL : TextDatumGetCString(d);
+	if (SPI_processed == 0)
+		return NULL;
+	initStringInfo(&names);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		appendStringInfo(&names, "%s%s", i > 0 ? ", " : "",
+						 sc_partition_name(cube, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																			 SPI_tuptable->tupdesc, 1, &isnull))));
+	}
+	return names.data;
 }
 
 /* Why the cube is paused, or NULL when it runs (or paused at its stop point). */
 static char *
-sc_wait_paused(int32 cube_id)
+sc_wait_paused(const ScCube *cube)
 {
 	ScPrivilegeSave save;
-	Datum		arg = Int32GetDatum(cube_id);
+	Datum		arg = Int32GetDatum(cube->cube_id);
 	Oid			type = INT4OID;
 	char	   *why = NULL;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
 
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT CASE WHEN paused AND stop_reached_at IS NULL THEN coalesce(paused_reason, "
-							  "  'paused by a bad message at partition ' || bad_partition || ' offset ' || bad_offset, "
-							  "  'paused by streamcube_pause()') END "
+	if (SPI_execute_with_args("SELECT paused AND stop_reached_at IS NULL, paused_reason, bad_partition, bad_offset "
 							  "FROM streamcube.cubes WHERE cube_id = $1",
 							  1, &type, &arg, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.cubes");
 	sc_catalog_leave(&save);
-	if (SPI_processed > 0)
-		why = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	else
-		why = "the cube was dropped";
-	return why;
+	if (SPI_processed == 0)
+		return "the cube was dropped";
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	if (!DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)))
+		return NULL;
+	why = SPI_getvalue(tup, desc, 2);
+	if (why == NULL && SPI_getvalue(tup, desc, 3) != NULL)
+		why = psprintf("paused by a bad message at partition %s offset %s",
+					   sc_partition_name(cube, DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull))),
+					   SPI_getvalue(tup, desc, 4));
+	return why ? why : "paused by streamcube_pause()";
 }
 
 /*
@@ -819,9 +916,9 @@ sc_wait_unserved_warn(int32 cube_id, const char *name)
 
 /* Is the cube paused?  Then say why, in a WARNING: waiting cannot help. */
 static bool
-sc_wait_paused_warn(int32 cube_id, const char *name)
+sc_wait_paused_warn(const ScCube *cube, const char *name)
 {
-	char	   *paused = sc_wait_paused(cube_id);
+	char	   *paused = sc_wait_paused(cube);
 
 	if (paused == NULL)
 		return false;
@@ -881,7 +978,7 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 		SPI_finish();
 		PG_RETURN_BOOL(false);
 	}
-	if (sc_wait_paused_warn(cube_id, name) || sc_wait_unserved_warn(cube_id, name))
+	if (sc_wait_paused_warn(cube, name) || sc_wait_unserved_warn(cube_id, name))
 	{
 		SPI_finish();
 		PG_RETURN_BOOL(false);
@@ -906,13 +1003,14 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	partarray = PointerGetDatum(construct_array(partd, n, INT4OID, 4, true, TYPALIGN_INT));
 	targetarray = PointerGetDatum(construct_array(targetd, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 
-	unassigned = sc_wait_unassigned(cube_id, partarray);
+	unassigned = sc_wait_unassigned(cube, partarray);
 	if (unassigned != NULL)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
-				 errmsg("partitions %s of topic \"%s\" are not consumed by cube \"%s\"",
-						unassigned, cube->topic, name),
+				 errmsg("partitions %s%s are not consumed by cube \"%s\"", unassigned,
+						cube->topics_kind == SC_TOPICS_ONE ? psprintf(" of topic \"%s\"", cube->topic) : "",
+						name),
 				 errdetail("No replica set is assigned them (the cube's option new_partitions is \"ignore\", or a reassignment left them out); streamcube.consumers lists them as unassigned_partitions."),
 				 errhint("streamcube_wait() returns false for this cube until they are assigned; assign them with streamcube_reassign().")));
 		SPI_finish();
@@ -929,7 +1027,7 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 										   timeout ? sc_interval_usecs(timeout, "timeout") / 1000 : 30000);
 	for (;;)
 	{
-		if (sc_wait_paused_warn(cube_id, name))
+		if (sc_wait_paused_warn(cube, name))
 			break;
 		if (stops != (Datum) 0)
 			done = sc_positions_short_of(cube_id, partarray, stops) == 0;

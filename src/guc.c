@@ -144,8 +144,8 @@ sc_guc_define(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("streamcube.metadata_interval",
-							"How often a receiver asks Kafka how many partitions its topic has.",
-							"Partitions added to a topic are noticed within this time, and assigned or shown as unassigned according to the cube's option new_partitions.",
+							"How often a receiver asks Kafka how many partitions its cube's topics have, and which topics its pattern matches.",
+							"Partitions added to a topic are noticed within this time, and assigned or shown as unassigned according to the cube's option new_partitions; topics created that a cube's pattern matches are read from their first offset.",
 							&sc_metadata_interval_ms,
 							30000, 1000, 3600 * 1000,
 							PGC_SIGHUP,

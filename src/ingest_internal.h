@@ -245,6 +245,7 @@ struct ScIngest
 	List	   *copy_options;	/* ingest_copy.c: COPY's options of the encoding */
 	StringInfoData copy_buf;	/* ingest_copy.c: lines with their datums as text */
 	SPIPlanPtr	dead_letter_plan;	/* ingest_write.c */
+	bool		dead_letter_topic;	/* it writes dead_letters.topic (0.4.0 on) */
 	bool		(*wanted_elsewhere) (void); /* see sc_ingest_create() */
 };
 

@@ -21,11 +21,13 @@
  */
 #include "streamcube.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "ingest_internal.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 typedef struct ScWriteWork
 {
@@ -168,42 +170,71 @@ sc_bytea(const char *data, size_t len, char *isnull)
 	return PointerGetDatum(b);
 }
 
+/*
+ * Does streamcube.dead_letters say each message's topic (0.4.0 on)?  A
+ * catalog not yet updated has neither the column nor its key; the update
+ * may come while the receiver runs, so this is asked for every dead letter
+ * (a syscache lookup: they are rare).
+ */
+static bool
+sc_dead_letters_have_topic(void)
+{
+	Oid			rel = get_relname_relid("dead_letters", get_namespace_oid(SC_SCHEMA, false));
+
+	return OidIsValid(rel) && get_attnum(rel, "topic") != InvalidAttrNumber;
+}
+
 /* Record message m as a dead letter, in the batch's transaction. */
 void
 sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
 {
-	Datum		values[7];
-	char		nulls[8] = "       ";
+	Datum		values[8];
+	char		nulls[9] = "        ";
 	ScPrivilegeSave save;
 	int			ret;
+	bool		with_topic = sc_dead_letters_have_topic();
 
+	if (ing->dead_letter_plan != NULL && ing->dead_letter_topic != with_topic)
+	{
+		SPI_freeplan(ing->dead_letter_plan);
+		ing->dead_letter_plan = NULL;
+	}
 	if (ing->dead_letter_plan == NULL)
 	{
-		Oid			types[7] = {INT4OID, OIDOID, INT4OID, INT8OID, BYTEAOID, TEXTOID, BYTEAOID};
+		Oid			types[8] = {INT4OID, OIDOID, INT4OID, INT8OID, BYTEAOID, TEXTOID, BYTEAOID, TEXTOID};
 
 		sc_catalog_enter(&save);
-		ing->dead_letter_plan =
-			SPI_prepare("INSERT INTO streamcube.dead_letters "
-						"(cube_id, cube, partition, \"offset\", payload, error, key) "
-						"VALUES ($1, $2, $3, $4, $5, $6, $7) "
-						"ON CONFLICT (cube_id, partition, \"offset\") DO UPDATE "
-						"SET payload = EXCLUDED.payload, error = EXCLUDED.error, "
-						"    key = EXCLUDED.key, recorded_at = now()",
-						7, types);
+		ing->dead_letter_plan = with_topic
+			? SPI_prepare("INSERT INTO streamcube.dead_letters "
+						  "(cube_id, cube, partition, \"offset\", payload, error, key, topic) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+						  "ON CONFLICT (cube_id, topic, partition, \"offset\") DO UPDATE "
+						  "SET payload = EXCLUDED.payload, error = EXCLUDED.error, "
+						  "    key = EXCLUDED.key, recorded_at = now()",
+						  8, types)
+			: SPI_prepare("INSERT INTO streamcube.dead_letters "
+						  "(cube_id, cube, partition, \"offset\", payload, error, key) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7) "
+						  "ON CONFLICT (cube_id, partition, \"offset\") DO UPDATE "
+						  "SET payload = EXCLUDED.payload, error = EXCLUDED.error, "
+						  "    key = EXCLUDED.key, recorded_at = now()",
+						  7, types);
 		sc_catalog_leave(&save);
 		if (ing->dead_letter_plan == NULL)
 			elog(ERROR, "could not prepare the dead-letter insert: %s",
 				 SPI_result_code_string(SPI_result));
 		SPI_keepplan(ing->dead_letter_plan);
+		ing->dead_letter_topic = with_topic;
 	}
 
 	values[0] = Int32GetDatum(ing->cube->cube_id);
 	values[1] = ObjectIdGetDatum(ing->cube->relid);
-	values[2] = Int32GetDatum(m->partition);
+	values[2] = Int32GetDatum(sc_source_kafka_partition(m->partition));
 	values[3] = Int64GetDatum(m->offset);
 	values[4] = sc_bytea(m->payload, m->len, &nulls[4]);
 	values[5] = CStringGetTextDatum(sc_valid_text(error));
 	values[6] = sc_bytea(m->key, m->key_len, &nulls[6]);
+	values[7] = CStringGetTextDatum(sc_kafka_source_topic(&ing->cube->topics, m->partition));
 
 	sc_catalog_enter(&save);
 	ret = SPI_execute_plan(ing->dead_letter_plan, values, nulls, false, 0);

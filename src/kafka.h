@@ -173,7 +173,8 @@ extern List *sc_kafka_consumer_describe(ScKafkaConsumer *consumer,
 extern void sc_kafka_consumer_assign(ScKafkaConsumer *consumer, const ScTopicList *topics,
 									 int n, const int32 *sources,
 									 const int64 *offsets);
-extern bool sc_kafka_consumer_change(ScKafkaConsumer *consumer, bool gained, int n,
+extern bool sc_kafka_consumer_change(ScKafkaConsumer *consumer, const ScTopicList *topics,
+									 bool gained, int n,
 									 const int32 *sources, const int64 *offsets,
 									 char *errbuf, size_t errlen);
 extern int	sc_kafka_consumer_wait_fd(ScKafkaConsumer *consumer);

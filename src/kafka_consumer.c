@@ -421,12 +421,13 @@ sc_kafka_consumer_assign(ScKafkaConsumer *c, const ScTopicList *topics,
 
 /*
  * Add partitions to (gained) or remove them from (!gained) the consumer's
- * assignment, without touching the others: their fetch goes on.  Returns
- * false, with the reason in errbuf, when librdkafka refuses; the caller
- * then opens a new consumer.
+ * assignment, without touching the others: their fetch goes on.  topics:
+ * the cube's topics now, which a pattern only ever extends (the numbers
+ * of the consumer's stay).  Returns false, with the reason in errbuf, when
+ * librdkafka refuses; the caller then opens a new consumer.
  */
 bool
-sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
+sc_kafka_consumer_change(ScKafkaConsumer *c, const ScTopicList *topics, bool gained, int n,
 						 const int32 *sources, const int64 *offsets,
 						 char *errbuf, size_t errlen)
 {
@@ -436,6 +437,18 @@ sc_kafka_consumer_change(ScKafkaConsumer *c, bool gained, int n,
 
 	if (n == 0)
 		return true;
+	if (topics->n != c->topics.n)
+	{
+		for (int t = 0; t < Min(topics->n, c->topics.n); t++)
+			if (strcmp(topics->names[t], c->topics.names[t]) != 0)
+			{
+				snprintf(errbuf, errlen, "topic %d is \"%s\", no longer \"%s\"", t,
+						 topics->names[t], c->topics.names[t]);
+				return false;
+			}
+		sc_kafka_consumer_set_topics(c, topics);
+		c->last_rkt = NULL;
+	}
 	list = sc_kafka_consumer_pairs(c, n, sources, gained ? offsets : NULL);
 	error = gained ? rd_kafka_incremental_assign(c->rk, list)
 		: rd_kafka_incremental_unassign(c->rk, list);

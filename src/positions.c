@@ -620,8 +620,9 @@ sc_position_change(int32 partition, char *requested, const char *time_text, cons
  * point cannot be "earliest".  Caller is connected to SPI.
  */
 List *
-sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *assigned)
+sc_offsets_parse(Jsonb *request, const char *what, const ScCube *cube, List *assigned)
 {
+	const char *cube_name = cube->qualified;
 	bool		stop = strcmp(what, "positions") != 0;
 	Oid			argtype = JSONBOID;
 	Datum		arg = JsonbPGetDatum(request);
@@ -672,7 +673,6 @@ sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *
 	}
 
 	if (SPI_execute_with_args("SELECT key, jsonb_typeof(value), value #>> '{}', "
-							  "       key ~ '^[0-9]{1,9}$', "
 							  "       CASE WHEN jsonb_typeof(value) = 'object' AND value ? 'timestamp' "
 							  "             AND (SELECT count(*) FROM jsonb_object_keys(value)) = 1 "
 							  "            THEN value ->> 'timestamp' END "
@@ -686,29 +686,32 @@ sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *
 		char	   *key = SPI_getvalue(tup, desc, 1);
 		char	   *vtype = SPI_getvalue(tup, desc, 2);
 		char	   *value = SPI_getvalue(tup, desc, 3);
-		char	   *time_text = SPI_getvalue(tup, desc, 5);
-		bool		isnull;
+		char	   *time_text = SPI_getvalue(tup, desc, 4);
 		int32		partition;
 		ScPositionChange *c;
 
-		if (!DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull)))
+		const char *error;
+
+		partition = sc_partition_parse(cube, key, &error);
+		if (partition < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("\"%s\" is not a partition number", key),
-					 errhint("Keys of the %s object are Kafka partition numbers, such as \"0\"; \"timestamp\" alone applies to every partition by time.", what)));
-		partition = pg_strtoint32(key);
+					 errmsg("\"%s\" is not a partition of cube %s: %s", key, cube_name, error),
+					 errhint("Keys of the %s object are partitions, such as \"0\" (\"orders.eu:0\" in a cube of several topics); \"timestamp\" alone applies to every partition by time.", what)));
 		foreach(lc, changes)
 		{
 			if (((ScPositionChange *) lfirst(lc))->partition == partition)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("two keys of the %s object for cube %s name partition %d", what, cube_name, partition),
-						 errhint("Give each partition once, as a number without leading zeros such as \"%d\"; nothing was changed.", partition)));
+						 errmsg("two keys of the %s object for cube %s name partition %s", what, cube_name,
+								sc_partition_name(cube, partition)),
+						 errhint("Give each partition once, without leading zeros such as \"%s\"; nothing was changed.",
+								 sc_partition_name(cube, partition))));
 		}
 		if (!list_member_int(assigned, partition))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cube %s does not consume partition %d", cube_name, partition),
+					 errmsg("cube %s does not consume partition %s", cube_name, sc_partition_name(cube, partition)),
 					 errhint("streamcube.consumers lists the partitions of each receiver.")));
 		if (time_text != NULL)
 			c = sc_position_change(partition, NULL, time_text, what);
@@ -724,8 +727,8 @@ sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name, List *
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid %s %s for partition %d of cube %s",
-							stop ? "stop offset" : "position", value, partition, cube_name),
+					 errmsg("invalid %s %s for partition %s of cube %s",
+							stop ? "stop offset" : "position", value, sc_partition_name(cube, partition), cube_name),
 					 errhint(stop ? "Give an offset (a non-negative integer), \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}."
 							 : "Give an offset (a non-negative integer), \"earliest\", \"latest\" or {\"timestamp\": \"2026-11-01 10:00+00\"}.")));
 		changes = lappend(changes, c);
@@ -1045,7 +1048,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	cube_id = sc_cube_for_action(name, "set positions of", &relid, &owner);
 	assigned = sc_set_positions_lock(cube_id, name, &reason);
 	cube = sc_cube_load(cube_id, false);
-	changes = sc_offsets_parse(request, "positions", cube->qualified, assigned);
+	changes = sc_offsets_parse(request, "positions", cube, assigned);
 	kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
 									 sc_kafka_timeout_ms, NULL, &kafka_cluster_id);
 	sc_set_positions_check_cluster(cube, changes, assigned, kafka_cluster_id);
@@ -1055,12 +1058,14 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	foreach(lc, changes)
 	{
 		ScPositionChange *c = lfirst(lc);
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
 
 		sc_offsets_resolve(cube, c, kafka);
 		sc_set_position(cube, c, who, reason);
-		values[0] = Int32GetDatum(c->partition);
+		values[0] = Int32GetDatum(sc_source_kafka_partition(c->partition));
+		/* 0.4.0 on: the partition's topic */
+		values[4] = CStringGetTextDatum(sc_kafka_source_topic(&cube->topics, c->partition));
 		values[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
 		values[2] = Int64GetDatum(c->offset);
 		/* 0.4.0 on: how many offsets forward the position moved, unread */
@@ -1069,8 +1074,8 @@ sc_set_positions(PG_FUNCTION_ARGS)
 		moved_back |= !nulls[1] && c->offset < DatumGetInt64(values[1]);
 		if (!nulls[1] && DatumGetInt64(values[3]) > 0)
 		{
-			appendStringInfo(&skips, "%spartition %d: " INT64_FORMAT " (offsets " INT64_FORMAT " to " INT64_FORMAT ")",
-							 skips.len > 0 ? ", " : "", c->partition, DatumGetInt64(values[3]),
+			appendStringInfo(&skips, "%spartition %s: " INT64_FORMAT " (offsets " INT64_FORMAT " to " INT64_FORMAT ")",
+							 skips.len > 0 ? ", " : "", sc_partition_name(cube, c->partition), DatumGetInt64(values[3]),
 							 DatumGetInt64(values[1]), c->offset - 1);
 			skipped += DatumGetInt64(values[3]);
 		}

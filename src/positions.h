@@ -42,7 +42,7 @@ typedef struct ScPositionChange
 
 struct ScCube;
 
-extern List *sc_offsets_parse(Jsonb *request, const char *what, const char *cube_name,
+extern List *sc_offsets_parse(Jsonb *request, const char *what, const ScCube *cube,
 							  List *assigned);
 extern void sc_offsets_by_time(struct ScCube *cube, List *changes, List *kafka);
 extern void sc_offsets_at_checked(const ScKafkaConnInfo *conn, const char *cluster,

@@ -158,12 +158,22 @@ sc_assigned_find(List *list, int32 partition)
 	return NULL;
 }
 
+/* A partition in JSON: 3, or "orders.eu:3" in a cube of several topics. */
+static void
+sc_partition_json(StringInfo buf, const ScCube *cube, int32 partition)
+{
+	if (cube->topics_kind == SC_TOPICS_ONE)
+		appendStringInfo(buf, "%d", partition);
+	else
+		escape_json(buf, sc_partition_name(cube, partition));
+}
+
 /*
  * {"set": [partitions], ...} of the entries with a replica set; the sets
  * named in `names` (String nodes) appear even when they hold nothing.
  */
 static char *
-sc_assignment_json(List *assigned, List *names)
+sc_assignment_json(const ScCube *cube, List *assigned, List *names)
 {
 	StringInfoData buf;
 	List	   *sorted = NIL;
@@ -202,7 +212,7 @@ sc_assignment_json(List *assigned, List *names)
 		{
 			if (!first_of_set && buf.data[buf.len - 1] != '[')
 				appendStringInfoString(&buf, ", ");
-			appendStringInfo(&buf, "%d", a->partition);
+			sc_partition_json(&buf, cube, a->partition);
 		}
 	}
 	if (current != NULL)
@@ -223,14 +233,15 @@ sc_int_list_array(List *ints)
 }
 
 static char *
-sc_partition_list(List *partitions)
+sc_partition_list(const ScCube *cube, List *partitions)
 {
 	StringInfoData buf;
 	ListCell   *lc;
 
 	initStringInfo(&buf);
 	foreach(lc, partitions)
-		appendStringInfo(&buf, "%s%d", foreach_current_index(lc) > 0 ? ", " : "", lfirst_int(lc));
+		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
+						 sc_partition_name(cube, lfirst_int(lc)));
 	return buf.data;
 }
 
@@ -646,6 +657,7 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 		bool		exists = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 		char	   *elem = SPI_getvalue(tup, desc, 4);
 		char	   *etype = SPI_getvalue(tup, desc, 5);
+		const char *error = NULL;
 		ScAssigned *a;
 		ScAssigned *dup;
 
@@ -663,21 +675,25 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 			*names = lappend(*names, makeString(set));
 		if (etype == NULL)
 			continue;			/* an empty array: the set gets nothing */
-		if (elem == NULL || strcmp(etype, "number") != 0 ||
-			strspn(elem, "0123456789") != strlen(elem) || strlen(elem) > 9)
+		a = palloc(sizeof(ScAssigned));
+		a->partition = -1;
+		/* a number, or a string "topic:partition" */
+		if (elem != NULL && (strcmp(etype, "number") == 0 ||
+							 (strcmp(etype, "string") == 0 && strchr(elem, ':') != NULL)))
+			a->partition = sc_partition_parse(r->cube, elem, &error);
+		if (a->partition < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid partition %s for replica set \"%s\"", elem ? elem : "null", set),
-					 errhint("Partitions are non-negative integers, such as 0.")));
-		a = palloc(sizeof(ScAssigned));
-		a->partition = pg_strtoint32(elem);
+					 errmsg("invalid partition %s for replica set \"%s\" of cube %s%s%s", elem ? elem : "null", set,
+							r->cube->qualified, error ? ": " : "", error ? error : ""),
+					 errhint("Partitions are non-negative integers, such as 0; in a cube of several topics \"topic:partition\", such as \"orders.eu:0\".")));
 		a->replica_set = set;
 		dup = sc_assigned_find(result, a->partition);
 		if (dup != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("partition %d is assigned twice: to replica set \"%s\" and to \"%s\"",
-							a->partition, dup->replica_set, set),
+					 errmsg("partition %s is assigned twice: to replica set \"%s\" and to \"%s\"",
+							sc_partition_name(r->cube, a->partition), dup->replica_set, set),
 					 errhint("Each partition goes to one replica set.")));
 		result = lappend(result, a);
 	}
@@ -803,18 +819,23 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 	{
 		ScAssigned *a = lfirst(lc);
 		bool		found = false;
+		int			of_topic = 0;
 		ListCell   *kc;
 
 		foreach(kc, kafka)
-			if (((ScKafkaPartitionInfo *) lfirst(kc))->source == a->partition)
-				found = true;
+		{
+			int32		source = ((ScKafkaPartitionInfo *) lfirst(kc))->source;
+
+			found |= source == a->partition;
+			of_topic += sc_source_topic_no(source) == sc_source_topic_no(a->partition);
+		}
 		if (!found)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("topic \"%s\" of cube %s has no partition %d", r->cube->topic,
-							r->cube->qualified, a->partition),
-					 errdetail("The topic has %d partitions, 0 to %d.", list_length(kafka),
-							   list_length(kafka) - 1),
+					 errmsg("topic \"%s\" of cube %s has no partition %d",
+							sc_kafka_source_topic(&r->cube->topics, a->partition),
+							r->cube->qualified, sc_source_kafka_partition(a->partition)),
+					 errdetail("The topic has %d partitions, 0 to %d.", of_topic, of_topic - 1),
 					 errhint("Assign only partitions the topic has.")));
 	}
 	foreach(lc, kafka)
@@ -828,9 +849,10 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 	if (missing != NIL && !r->allow_partial)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the assignment for cube %s leaves %s %s of topic \"%s\" unassigned",
+				 errmsg("the assignment for cube %s leaves %s %s%s unassigned",
 						r->cube->qualified, list_length(missing) == 1 ? "partition" : "partitions",
-						sc_partition_list(missing), r->cube->topic),
+						sc_partition_list(r->cube, missing),
+						r->cube->topics_kind == SC_TOPICS_ONE ? psprintf(" of topic \"%s\"", r->cube->topic) : ""),
 				 errdetail("Nothing would consume them."),
 				 errhint("Assign them to a replica set, or pass '{\"allow_partial\": true}' as options.")));
 
@@ -934,7 +956,7 @@ sc_reassign_pause(ScReassign *r)
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("reassignment of cube %s timed out at step pause: replica set \"%s\" did not finish its batch of partitions %s within " INT64_FORMAT " ms",
-							r->cube->qualified, set, sc_partition_list(parts), r->timeout_ms),
+							r->cube->qualified, set, sc_partition_list(r->cube, parts), r->timeout_ms),
 					 errdetail("Nothing changed: the current assignment keeps running."),
 					 errhint("streamcube.consumers and pg_stat_activity show what holds the receiver; call again, or with a longer {\"timeout\": ...}.")));
 		if (edata != NULL)
@@ -1078,15 +1100,17 @@ sc_reassign_summary(ScReassign *r)
 	appendStringInfo(&buf, "{\"reassign_id\": " INT64_FORMAT ", \"noop\": %s, ",
 					 r->id, r->moves == NIL ? "true" : "false");
 	appendStringInfo(&buf, "\"removed\": %s, \"added\": %s, \"unchanged\": %s, \"moved\": [",
-					 sc_assignment_json(removed, NIL), sc_assignment_json(added, NIL),
-					 sc_assignment_json(unchanged, NIL));
+					 sc_assignment_json(r->cube, removed, NIL), sc_assignment_json(r->cube, added, NIL),
+					 sc_assignment_json(r->cube, unchanged, NIL));
 	foreach(lc, r->moves)
 	{
 		ScMove	   *m = lfirst(lc);
 
 		if (foreach_current_index(lc) > 0)
 			appendStringInfoString(&buf, ", ");
-		appendStringInfo(&buf, "{\"partition\": %d, \"from\": ", m->partition);
+		appendStringInfoString(&buf, "{\"partition\": ");
+		sc_partition_json(&buf, r->cube, m->partition);
+		appendStringInfoString(&buf, ", \"from\": ");
 		if (m->from)
 			escape_json(&buf, m->from);
 		else
@@ -1114,9 +1138,9 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 	sc_reassign_lock_cube(r);
 	r->cube = sc_cube_load(r->cube_id, false);
 	r->new = sc_reassign_parse_assignment(r, assignment, &names);
-	r->new_json = sc_assignment_json(r->new, names);
+	r->new_json = sc_assignment_json(r->cube, r->new, names);
 	r->old = sc_reassign_read_assignment(r->cube_id);
-	r->old_json = sc_assignment_json(r->old, NIL);
+	r->old_json = sc_assignment_json(r->cube, r->old, NIL);
 	kafka = sc_reassign_describe(r);
 	sc_reassign_diff(r, kafka);
 
@@ -1202,10 +1226,13 @@ sc_reassign(PG_FUNCTION_ARGS)
  */
 
 /*
- * A receiver saw the topic grow.  Under option new_partitions = assign,
- * give every partition the cube never knew to the least loaded replica
- * set of the cube (fewest partitions, then by name), from Kafka's first
- * offset, and journal it; in the caller's transaction, which holds
+ * A receiver saw a topic grow, or its cube's pattern match new topics
+ * (new_topics, String nodes; kafka describes them numbered after the
+ * cube's others).  The new topics become the cube's (streamcube.topics);
+ * every partition of theirs, and under option new_partitions = assign
+ * every partition of the cube's other topics it never knew, goes to the
+ * least loaded replica set of the cube (fewest partitions, then by name),
+ * from Kafka's first offset, and is journalled; in the caller's transaction, which holds
  * nothing of the cube before (the row, lock 2, is taken here).  Returns
  * how many were assigned, or -1 when the cube's row changed since the
  * caller read the cube (or the cube is gone): the caller reads it again,
@@ -1214,17 +1241,22 @@ sc_reassign(PG_FUNCTION_ARGS)
  * and the later ones find nothing to do.
  */
 int
-sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
+sc_reassign_adopt_partitions(ScCube *cube, List *kafka, List *new_topics)
 {
 	ScReassign	r = {0};
 	List	   *known = NIL;
 	List	   *sets = NIL;
 	int		   *load;
 	int			adopted = 0;
+	int			old_topics = cube->topics.n;
+	ScCube		with_new;
 	ListCell   *lc;
 
-	if (!cube->assign_new_partitions)
+	if (!cube->assign_new_partitions && new_topics == NIL)
 		return 0;
+	/* the caller's cube keeps its topics until it reads the committed ones */
+	with_new = *cube;
+	cube = &with_new;
 
 	r.cube_id = cube->cube_id;
 	r.relid = cube->relid;
@@ -1280,6 +1312,10 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 				load[foreach_current_index(sc)]++;
 	}
 
+	/* A pattern's new topics: numbered after the others, as kafka describes them. */
+	if (new_topics != NIL)
+		sc_topics_add(cube, new_topics);
+
 	r.new = list_copy(r.old);
 	foreach(lc, kafka)
 	{
@@ -1288,7 +1324,9 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 		ScAssigned *a;
 		int			best = 0;
 
-		if (list_member_int(known, k->source))
+		/* known, or a topic's new partition while new_partitions = ignore */
+		if (list_member_int(known, k->source) ||
+			(!cube->assign_new_partitions && sc_source_topic_no(k->source) < old_topics))
 			continue;
 		for (int i = 1; i < list_length(sets); i++)
 			if (load[i] < load[best])
@@ -1313,14 +1351,20 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka)
 		sc_catalog_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
 						0, NULL, NULL, NULL, false, 0);
 		r.id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		r.old_json = sc_assignment_json(r.old, NIL);
-		r.new_json = sc_assignment_json(r.new, NIL);
+		r.old_json = sc_assignment_json(cube, r.old, NIL);
+		r.new_json = sc_assignment_json(cube, r.new, NIL);
 		r.step = "assign";
 		sc_reassign_assign(&r);
 		ereport(LOG,
-				(errmsg("cube %s: %d partitions added to topic \"%s\" assigned (reassign_id " INT64_FORMAT "): %s",
-						cube->qualified, adopted, cube->topic, r.id, r.new_json)));
+				(errmsg("cube %s: %d partitions added to its topics assigned (reassign_id " INT64_FORMAT "): %s",
+						cube->qualified, adopted, r.id, r.new_json)));
 	}
+	else if (new_topics != NIL)
+		sc_cube_row_touch(cube->cube_id);
+	foreach(lc, new_topics)
+		ereport(LOG,
+				(errmsg("cube %s reads topic \"%s\" from now on: its pattern matches it",
+						cube->qualified, strVal(lfirst(lc)))));
 	SPI_finish();
 	return adopted;
 }

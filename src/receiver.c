@@ -40,9 +40,10 @@
  * crash: unlogged rows and unlogged positions are emptied together, and
  * the receiver starts again from the logged checkpoints.
  *
- * This file is the batch side and the main loop; receiver_control.c is
- * the control side (the slot, the catalog, the consumer's life, Kafka's
- * health), and receiver_internal.h the state both share.
+ * This file is the batch side, new partitions and topics, and the main
+ * loop; receiver_control.c is the control side (the slot, the catalog,
+ * the consumer's life, Kafka's health), and receiver_internal.h the state
+ * both share.
  *
  *-------------------------------------------------------------------------
  */
@@ -159,7 +160,8 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("offset out of range on partition %d of topic \"%s\": %s",
-						res->partition, MyReceiver->cube->topic, res->message),
+						sc_source_kafka_partition(res->partition),
+						sc_kafka_source_topic(&MyReceiver->cube->topics, res->partition), res->message),
 				 errhint("streamcube never skips messages silently; the receiver starts again from its committed position.")));
 	}
 	ereport(ERROR,
@@ -603,8 +605,9 @@ sc_receiver_lost_partition(int32 partition, int n)
 	AbortCurrentTransaction();
 	sc_ingest_end_batch(MyReceiver->ing, false);
 	ereport(LOG,
-			(errmsg("streamcube receiver of cube %s (%s) rolled back a batch: partition %d was reassigned",
-					MyReceiver->cube->qualified, MyReceiver->replica_set, partition)));
+			(errmsg("streamcube receiver of cube %s (%s) rolled back a batch: partition %s was reassigned",
+					MyReceiver->cube->qualified, MyReceiver->replica_set,
+					sc_partition_name(MyReceiver->cube, partition))));
 
 	/*
 	 * Nothing of the batch committed: all of it waits for the next batch,
@@ -709,8 +712,9 @@ sc_receiver_after_batch(int n, ScBatchOutcome *outcome)
 		MyReceiver->cube->paused = true;
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("cube %s paused by a bad message at partition %d offset " INT64_FORMAT ": %s",
-						MyReceiver->cube->qualified, outcome->bad_partition, outcome->bad_offset,
+				 errmsg("cube %s paused by a bad message at partition %s offset " INT64_FORMAT ": %s",
+						MyReceiver->cube->qualified,
+						sc_partition_name(MyReceiver->cube, outcome->bad_partition), outcome->bad_offset,
 						outcome->bad_error),
 				 errhint("Fix the cause and call streamcube_resume('%s'), or skip the message with streamcube_resume('%s', skip_bad_message => true).",
 						 MyReceiver->cube->qualified, MyReceiver->cube->qualified)));
@@ -968,6 +972,100 @@ sc_receiver_windows_ahead(void)
 	sc_receiver_commit();
 	sc_ingest_end_batch(MyReceiver->ing, true);
 	MyReceiver->current_window = window;
+}
+
+/* ----------------------------------------------------------------
+ * New partitions and topics
+ * ----------------------------------------------------------------
+ * Look at the topics' partition counts every streamcube.metadata_interval,
+ * so that partitions added to a topic are assigned (option new_partitions
+ * = assign) or show in streamcube.consumers as unassigned_partitions, and
+ * at the topics a cube's pattern matches, so that new ones are read.
+ */
+
+/*
+ * In a subtransaction: ask Kafka for the topics' partitions (a pattern's
+ * new topics among them), assign the new ones.
+ */
+static void
+sc_receiver_adopt_cb(void *arg)
+{
+	ScCube	   *cube = MyReceiver->cube;
+	List	   *new_topics = NIL;
+	ScTopicList topics = cube->topics;
+	List	   *kafka;
+
+	if (cube->topic_pattern != NULL)
+	{
+		List	   *all = sc_kafka_describe_topics(MyReceiver->conn, NULL, false,
+												   sc_kafka_timeout_ms, NULL, NULL);
+		ListCell   *lc;
+
+		new_topics = sc_topics_match_kafka(cube, all);
+		if (new_topics == NIL && !*(bool *) arg)
+			return;				/* no new topic; the others did not grow */
+		/* described as they will be numbered: after the cube's others */
+		topics.n = cube->topics.n + list_length(new_topics);
+		topics.names = palloc(sizeof(char *) * topics.n);
+		memcpy(topics.names, cube->topics.names, sizeof(char *) * cube->topics.n);
+		foreach(lc, new_topics)
+			topics.names[cube->topics.n + foreach_current_index(lc)] = strVal(lfirst(lc));
+	}
+	kafka = sc_kafka_describe_topics(MyReceiver->conn, &topics, true, sc_kafka_timeout_ms, NULL, NULL);
+
+	/* the cube changed meanwhile: read it again, then look again */
+	if (sc_reassign_adopt_partitions(cube, kafka, new_topics) >= 0)
+		MyReceiver->known_partitions = Max(MyReceiver->known_partitions, list_length(kafka));
+}
+
+static void
+sc_receiver_refresh_metadata(void)
+{
+	int			n;
+	bool		grew;
+
+	if (!TimestampDifferenceExceeds(MyReceiver->metadata_at, GetCurrentTimestamp(),
+									sc_metadata_interval_ms))
+		return;
+	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, Min(sc_kafka_timeout_ms, 2000));
+	if (n >= 0)
+		MyReceiver->topic_partitions = n;
+	MyReceiver->metadata_at = GetCurrentTimestamp();
+
+	/*
+	 * A topic grew (under new_partitions = assign), or the cube has a
+	 * pattern, which may match new topics: give the new partitions to the
+	 * cube's replica sets (the launcher then tells every receiver of the
+	 * cube, this one included).
+	 */
+	grew = n > MyReceiver->known_partitions && MyReceiver->cube->assign_new_partitions;
+	if (grew || MyReceiver->cube->topic_pattern != NULL)
+	{
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube new partitions",
+												  ALLOCSET_SMALL_SIZES);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		ErrorData  *edata;
+
+		/*
+		 * Nothing of the cube held before: Kafka is asked for the topic's
+		 * partitions first, then the cube's row is taken to assign them
+		 * (lock 2), which would wait out of order while holding the table.
+		 */
+		sc_receiver_begin("assigning new partitions");
+		MemoryContextSwitchTo(cxt);
+		edata = sc_try(sc_receiver_adopt_cb, &grew);
+		sc_receiver_commit();
+		MemoryContextSwitchTo(old);
+		if (edata != NULL)
+		{
+			/* Kafka did not answer: look again at the next interval. */
+			sc_receiver_warn(edata->message);
+			ereport(LOG,
+					(errmsg("streamcube receiver of cube %s could not assign the partitions added to its topics: %s",
+							MyReceiver->cube->qualified, edata->message)));
+		}
+		MemoryContextDelete(cxt);
+	}
 }
 
 /* ----------------------------------------------------------------

@@ -529,10 +529,10 @@ sc_receiver_change_consumer(const ScAssignmentDiff *d, TimestampTz now)
 		TimestampDifferenceExceeds(MyReceiver->assignment_changed_at, now, SC_ASSIGNMENT_SETTLE_MS);
 
 	if (ok)
-		ok = sc_kafka_consumer_change(MyReceiver->consumer, false, d->nlost, d->lost, NULL,
-									  errbuf, sizeof(errbuf)) &&
-			sc_kafka_consumer_change(MyReceiver->consumer, true, d->ngained, d->gained, d->gained_offsets,
-									 errbuf, sizeof(errbuf));
+		ok = sc_kafka_consumer_change(MyReceiver->consumer, &MyReceiver->cube->topics, false,
+									  d->nlost, d->lost, NULL, errbuf, sizeof(errbuf)) &&
+			sc_kafka_consumer_change(MyReceiver->consumer, &MyReceiver->cube->topics, true,
+									 d->ngained, d->gained, d->gained_offsets, errbuf, sizeof(errbuf));
 	if (ok)
 	{
 		for (int p = 0; p < MyReceiver->nparts; p++)
@@ -691,12 +691,27 @@ sc_receiver_reload(uint32 config_version)
 	if (fresh != NULL)
 	{
 		MyReceiver->cube->paused = fresh->paused;
+		MyReceiver->cube->paused_reason = fresh->paused_reason ? pstrdup(fresh->paused_reason) : NULL;
 		MyReceiver->cube->stop_reached = fresh->stop_reached;
 		MyReceiver->cube->skip_partition = fresh->skip_partition;
 		MyReceiver->cube->skip_offset = fresh->skip_offset;
 		MyReceiver->cube->skip_error = fresh->skip_error ? pstrdup(fresh->skip_error) : NULL;
 		MyReceiver->cube->config_version = fresh->config_version;
 		MyReceiver->cube->kafka_cluster_id = fresh->kafka_cluster_id ? pstrdup(fresh->kafka_cluster_id) : NULL;
+
+		/*
+		 * Its pattern matched topics (they are only ever added): the new
+		 * assignment may hold their partitions.
+		 */
+		if (fresh->topics.n != MyReceiver->cube->topics.n)
+		{
+			char	  **names = palloc(sizeof(char *) * fresh->topics.n);
+
+			for (int t = 0; t < fresh->topics.n; t++)
+				names[t] = pstrdup(fresh->topics.names[t]);
+			MyReceiver->cube->topics.names = names;
+			MyReceiver->cube->topics.n = fresh->topics.n;
+		}
 
 		/*
 		 * Options or roll-ups changed (streamcube_alter_cube,
@@ -985,6 +1000,60 @@ sc_receiver_earliest_again(int i, int64 low)
 }
 
 /*
+ * What streamcube_set_positions() takes to read a partition from its
+ * start again: every partition of a cube of one topic, that one of a cube
+ * of several.
+ */
+static char *
+sc_receiver_earliest_request(int32 source)
+{
+	if (MyReceiver->cube->topics_kind == SC_TOPICS_ONE)
+		return "'\"earliest\"'";
+	return psprintf("'{\"%s\": \"earliest\"}'", sc_partition_name(MyReceiver->cube, source));
+}
+
+/* Why the cube pauses when Kafka lists none of a topic's partitions. */
+static char *
+sc_receiver_topic_gone_reason(List *partitions)
+{
+	const char *cube = MyReceiver->cube->qualified;
+	StringInfoData gone;
+	StringInfoData request;
+
+	if (MyReceiver->cube->topics_kind == SC_TOPICS_ONE)
+		return psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
+						"Nothing was skipped. If it was deleted and created again, its offsets "
+						"start over: check it, then call streamcube_set_positions('%s', '\"earliest\"') "
+						"and streamcube_resume('%s')",
+						MyReceiver->cube->topic, MyReceiver->cube->cluster, cube, cube);
+
+	/* the topics of the receiver's partitions that Kafka did not describe */
+	initStringInfo(&gone);
+	initStringInfo(&request);
+	for (int i = 0; i < MyReceiver->nparts; i++)
+	{
+		const char *topic = sc_kafka_source_topic(&MyReceiver->cube->topics, MyReceiver->parts[i]);
+		bool		described = false;
+		ListCell   *lc;
+
+		foreach(lc, partitions)
+			described |= sc_source_topic_no(((ScKafkaPartitionInfo *) lfirst(lc))->source) ==
+				sc_source_topic_no(MyReceiver->parts[i]);
+		if (described)
+			continue;
+		if (strstr(gone.data, psprintf("\"%s\"", topic)) == NULL)
+			appendStringInfo(&gone, "%s\"%s\"", gone.len > 0 ? ", " : "", topic);
+		appendStringInfo(&request, "%s\"%s\": \"earliest\"", request.len > 0 ? ", " : "",
+						 sc_partition_name(MyReceiver->cube, MyReceiver->parts[i]));
+	}
+	return psprintf("topic %s of cube %s no longer exists on Kafka cluster \"%s\". Nothing was "
+					"skipped. If it was deleted and created again, its offsets start over: check it, "
+					"then call streamcube_set_positions('%s', '{%s}') and streamcube_resume('%s')",
+					gone.len > 0 ? gone.data : "(one of its topics)", cube, MyReceiver->cube->cluster,
+					cube, request.data, cube);
+}
+
+/*
  * Does Kafka still hold what the cube needs?  Compares every position with
  * the partition's watermarks, asked through the consumer via (not assigned
  * yet), or through a client of its own when via is NULL.  When it does
@@ -1035,11 +1104,7 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 						  "positions it has there with streamcube_set_positions('%s', ...), then resume",
 						  MyReceiver->cube->cluster, cluster_id, MyReceiver->cube->kafka_cluster_id, cube, cube);
 	if (reason == NULL && missing)
-		reason = psprintf("topic \"%s\" no longer exists on Kafka cluster \"%s\". "
-						  "Nothing was skipped. If it was deleted and created again, its offsets "
-						  "start over: check it, then call streamcube_set_positions('%s', '\"earliest\"') "
-						  "and streamcube_resume('%s')",
-						  MyReceiver->cube->topic, MyReceiver->cube->cluster, cube, cube);
+		reason = sc_receiver_topic_gone_reason(partitions);
 	MyReceiver->topic_partitions = list_length(partitions);
 	for (int i = 0; i < MyReceiver->nparts && reason == NULL && !missing; i++)
 	{
@@ -1060,31 +1125,32 @@ sc_receiver_check_kafka(ScKafkaConsumer *via)
 		else if (MyReceiver->positions[i] < p->low_watermark)
 		{
 			/* every partition so far behind, named in one reason */
-			appendStringInfo(&lost, "%s" INT64_FORMAT " to " INT64_FORMAT " of partition %d",
+			appendStringInfo(&lost, "%s" INT64_FORMAT " to " INT64_FORMAT " of partition %s",
 							 lost.len > 0 ? ", " : "", MyReceiver->positions[i], p->low_watermark - 1,
-							 p->partition);
-			appendStringInfo(&earliest, "%s\"%d\": \"earliest\"", earliest.len > 0 ? ", " : "",
-							 p->partition);
+							 sc_partition_name(MyReceiver->cube, p->source));
+			appendStringInfo(&earliest, "%s\"%s\": \"earliest\"", earliest.len > 0 ? ", " : "",
+							 sc_partition_name(MyReceiver->cube, p->source));
 			nlost++;
 		}
 		else if (MyReceiver->positions[i] > p->high_watermark)
 			reason = psprintf("partition %d of topic \"%s\" ends at offset " INT64_FORMAT ", before the "
 							  "cube's position " INT64_FORMAT ": the topic was probably deleted and created "
 							  "again, and its offsets started over. Nothing was skipped. Check the topic, "
-							  "then call streamcube_set_positions('%s', '\"earliest\"') and "
+							  "then call streamcube_set_positions('%s', %s) and "
 							  "streamcube_resume('%s')",
 							  p->partition, p->topic, p->high_watermark,
-							  MyReceiver->positions[i], cube, cube);
+							  MyReceiver->positions[i], cube, sc_receiver_earliest_request(p->source), cube);
 		else
 			MyReceiver->high[i] = p->high_watermark;
 	}
 	if (reason == NULL && nlost > 0)
-		reason = psprintf("offsets %s of topic \"%s\" %s no longer in Kafka: retention deleted them "
+		reason = psprintf("offsets %s%s %s no longer in Kafka: retention deleted them "
 						  "before the cube read them (or read them again after a crash). Nothing was "
 						  "skipped. To accept the loss, call streamcube_set_positions('%s', '{%s}') and "
 						  "streamcube_resume('%s'), and raise the topic's retention.ms",
-						  lost.data, MyReceiver->cube->topic, nlost > 1 ? "are all" : "are",
-						  cube, earliest.data, cube);
+						  lost.data, MyReceiver->cube->topics_kind == SC_TOPICS_ONE
+						  ? psprintf(" of topic \"%s\"", MyReceiver->cube->topic) : "",
+						  nlost > 1 ? "are all" : "are", cube, earliest.data, cube);
 	MemoryContextSwitchTo(old);
 	if (reason != NULL)
 		reason = pstrdup(reason);
@@ -1182,9 +1248,15 @@ sc_receiver_close_consumer(void)
 	 * librdkafka 2.0.2 cannot destroy a consumer whose topic was deleted
 	 * under it: rd_kafka_destroy() waits forever for a broker thread.  The
 	 * receiver exits instead (the cube is paused in the catalog already);
-	 * the launcher starts a new one, which stays paused.
+	 * the launcher starts a new one, which stays paused.  So does every
+	 * receiver of a cube that streamcube paused for what it found in Kafka
+	 * (paused_reason, not a stop point): another receiver of the cube may
+	 * be the one that found the topic gone, and this one's consumer may
+	 * hold partitions of it too.
 	 */
-	if (MyReceiver->topic_gone)
+	if (MyReceiver->topic_gone ||
+		(MyReceiver->cube->paused && MyReceiver->cube->paused_reason != NULL &&
+		 !MyReceiver->cube->stop_reached))
 	{
 		ereport(LOG,
 				(errmsg("streamcube receiver of cube %s exits: the Kafka consumer of a deleted topic cannot be closed in place",
@@ -1209,71 +1281,6 @@ sc_receiver_close_consumer(void)
 	for (int p = 0; p < MyReceiver->nparts; p++)
 		MyReceiver->eof[p] = -1;
 	MyReceiver->disconnected_since = 0;	/* looked at again by the next consumer */
-}
-
-/*
- * Look at the topic's partition count every streamcube.metadata_interval,
- * so that partitions added to the topic are assigned (option
- * new_partitions = assign) or show in streamcube.consumers as
- * unassigned_partitions.
- */
-/* In a subtransaction: ask Kafka for the topic's partitions, assign the new ones. */
-static void
-sc_receiver_adopt_cb(void *arg)
-{
-	List	   *kafka = sc_kafka_describe_topics(MyReceiver->conn, &MyReceiver->cube->topics, true,
-												 sc_kafka_timeout_ms, NULL, NULL);
-
-	/* the cube changed meanwhile: read it again, then look again */
-	if (sc_reassign_adopt_partitions(MyReceiver->cube, kafka) >= 0)
-		MyReceiver->known_partitions = Max(MyReceiver->known_partitions, list_length(kafka));
-}
-
-void
-sc_receiver_refresh_metadata(void)
-{
-	int			n;
-
-	if (!TimestampDifferenceExceeds(MyReceiver->metadata_at, GetCurrentTimestamp(),
-									sc_metadata_interval_ms))
-		return;
-	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, Min(sc_kafka_timeout_ms, 2000));
-	if (n >= 0)
-		MyReceiver->topic_partitions = n;
-	MyReceiver->metadata_at = GetCurrentTimestamp();
-
-	/*
-	 * The topic grew: under new_partitions = assign, give the new
-	 * partitions to the cube's replica sets (the launcher then tells every
-	 * receiver of the cube, this one included).
-	 */
-	if (n > MyReceiver->known_partitions && MyReceiver->cube->assign_new_partitions)
-	{
-		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamcube new partitions",
-												  ALLOCSET_SMALL_SIZES);
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		ErrorData  *edata;
-
-		/*
-		 * Nothing of the cube held before: Kafka is asked for the topic's
-		 * partitions first, then the cube's row is taken to assign them
-		 * (lock 2), which would wait out of order while holding the table.
-		 */
-		sc_receiver_begin("assigning new partitions");
-		MemoryContextSwitchTo(cxt);
-		edata = sc_try(sc_receiver_adopt_cb, NULL);
-		sc_receiver_commit();
-		MemoryContextSwitchTo(old);
-		if (edata != NULL)
-		{
-			/* Kafka did not answer: look again at the next interval. */
-			sc_receiver_warn(edata->message);
-			ereport(LOG,
-					(errmsg("streamcube receiver of cube %s could not assign the partitions added to its topics: %s",
-							MyReceiver->cube->qualified, edata->message)));
-		}
-		MemoryContextDelete(cxt);
-	}
 }
 
 /*

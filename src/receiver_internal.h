@@ -141,7 +141,6 @@ extern bool sc_receiver_open_consumer(void);
 extern void sc_receiver_close_consumer(void);
 extern bool sc_receiver_check_kafka(ScKafkaConsumer *via);
 extern void sc_receiver_follow_group(void);
-extern void sc_receiver_refresh_metadata(void);
 extern void sc_receiver_reached_kafka(TimestampTz now);
 extern void sc_receiver_watch_health(void);
 extern void sc_receiver_paused_probe(void);

@@ -106,8 +106,8 @@ sc_stops_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 	if (c->offset < position)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("stop offset " INT64_FORMAT " of partition %d is below the position " INT64_FORMAT " of cube %s",
-						c->offset, c->partition, position, cube->qualified),
+				 errmsg("stop offset " INT64_FORMAT " of partition %s is below the position " INT64_FORMAT " of cube %s",
+						c->offset, sc_partition_name(cube, c->partition), position, cube->qualified),
 				 errdetail("The cube has read the messages below its position already."),
 				 errhint("Give an offset at or past the position, or \"latest\"; streamcube.lag('%s') shows the positions.",
 						 cube->qualified)));
@@ -121,7 +121,7 @@ sc_stops_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 void
 sc_stops_set(ScCube *cube, Jsonb *until)
 {
-	List	   *changes = sc_offsets_parse(until, "stop point", cube->qualified,
+	List	   *changes = sc_offsets_parse(until, "stop point", cube,
 										   sc_stops_partitions(cube->cube_id));
 	List	   *kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
 												 sc_kafka_timeout_ms, NULL, NULL);

@@ -33,6 +33,8 @@
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
  *	cluster.c		Kafka clusters: SQL functions, who may set a property
  *	cube.c			what a cube is: lookup by name, loading, the check of its table
+ *	topics.c		a cube's topics: the topic argument, streamcube.cube_topics (its one writer),
+ *					patterns, partitions named for users
  *	cube_options.c	parsing and checking the options of a cube
  *	cube_catalog.c	the one writer of a cube's row in streamcube.cubes
  *	positions.c		consume positions, checkpoints, seal marks (their one writer)

@@ -1,0 +1,131 @@
+--
+-- topics: cubes of several topics, as a user sees them.  A list or a
+-- pattern at creation and its errors, the _topic column, rows exact per
+-- topic, streamcube.topics, lag() and the views by topic, partitions named
+-- "topic:partition" in reassign and set_positions, dead letters with
+-- their topic.  Crashes, reassignment under load and topics created later
+-- are in test/t/055_topics.pl.
+--
+\set VERBOSITY default
+
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_eu 2 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_us 3 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_apac 1 >/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_eu --count 300 --format json --start-ts 1767225600 2>/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_us --count 200 --format json --start-ts 1767225600 2>/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_apac --count 100 --format json --start-ts 1767225600 2>/dev/null
+
+SET ROLE sc_admin;
+SELECT streamcube_create_replica_set('mt_a');
+SELECT streamcube_create_replica_set('mt_b');
+
+-- Errors: each names the cube and says what to give.
+SELECT streamcube_create_cube('mt_bad', 'kafka', '[]', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu", "mt_eu"]', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu", 5]', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu", "no/such"]', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu", "mt_nowhere"]', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu"', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '{"regex": "mt_.*"}', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '{"pattern": "mt_(eu"}', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '{"pattern": ""}', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '{"pattern": "mt_nothing_.*"}', 'ts timestamptz', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu"]', 'ts timestamptz, _topic text', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', 'mt_eu', 'ts timestamptz, _topic text', 'ts');
+SELECT streamcube_create_cube('mt_bad', 'kafka', '["mt_eu"]', 'ts timestamptz, k text', 'ts', '1 day', 'json',
+       '{"fields": {"_topic": {"kafka": "key"}}}');
+SELECT count(*) AS nothing_left FROM pg_class WHERE relname = 'mt_bad';
+
+-- A list of three topics: each row says its topic; a message is
+-- (_topic, _partition, _offset).
+SELECT streamcube_create_cube('mt_list', 'kafka', '["mt_eu", "mt_us", "mt_apac"]',
+       'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 day', 'json',
+       '{"replica_sets": ["mt_a", "mt_b"]}') IS NOT NULL AS created;
+RESET ROLE;
+SELECT attname FROM pg_attribute WHERE attrelid = 'mt_list'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT length(kafka_cluster_id) > 0 AS knows_its_kafka_cluster FROM streamcube.cubes WHERE relid = 'mt_list'::regclass;
+SELECT streamcube_wait('mt_list', '60 s');
+SELECT _topic, count(*) AS rows, count(DISTINCT (_partition, _offset)) AS messages,
+       array_agg(DISTINCT _partition ORDER BY _partition) AS partitions
+FROM mt_list GROUP BY _topic ORDER BY _topic;
+SELECT count(*) = count(DISTINCT (_topic, _partition, _offset)) AS unique_messages FROM mt_list;
+SELECT topic, topic_no, added_by, pattern FROM streamcube.topics
+WHERE cube = 'mt_list'::regclass ORDER BY topic_no;
+SELECT topic, partition, replica_set, lag, lag_seconds FROM streamcube.lag('mt_list') ORDER BY topic, partition;
+SELECT sc_test.wait_for($$SELECT count(*) = 2 FROM streamcube.consumers
+                          WHERE cube = 'mt_list'::regclass AND state = 'running'$$);
+SELECT replica_set, partitions, topics FROM streamcube.consumers
+WHERE cube = 'mt_list'::regclass ORDER BY replica_set;
+SELECT topic, partition, replica_set FROM streamcube.consumer_partitions
+WHERE cube = 'mt_list'::regclass ORDER BY topic, partition;
+
+-- Partitions are "topic:partition" where a user names one.
+SET ROLE sc_admin;
+SELECT streamcube_reassign('mt_list', '{"mt_a": [0, 1], "mt_b": [2]}');
+SELECT streamcube_reassign('mt_list', '{"mt_a": ["mt_nowhere:0"]}');
+SELECT streamcube_reassign('mt_list', '{"mt_a": ["mt_eu:7"]}');
+SELECT streamcube_reassign('mt_list', '{"mt_a": ["mt_eu:0", "mt_eu:0"]}');
+SELECT streamcube_reassign('mt_list', '{"mt_a": ["mt_eu:0", "mt_eu:1", "mt_us:0"]}');
+SELECT r->'added' AS added, r->'removed' AS removed
+FROM streamcube_reassign('mt_list',
+       '{"mt_a": ["mt_eu:0", "mt_eu:1", "mt_us:0"], "mt_b": ["mt_us:1", "mt_us:2", "mt_apac:0"]}') AS r;
+SELECT new_assignment FROM streamcube.reassign_log
+WHERE cube = 'mt_list'::regclass AND step = 'assign' ORDER BY entry_id DESC LIMIT 1;
+RESET ROLE;
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_us --count 200 --format json --start-ts 1767225600 2>/dev/null
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_apac --count 50 --format json --start-ts 1767225600 2>/dev/null
+SELECT streamcube_wait('mt_list', '60 s');
+SELECT _topic, count(*) AS rows, count(DISTINCT (_partition, _offset)) AS messages
+FROM mt_list GROUP BY _topic ORDER BY _topic;
+
+-- Positions by "topic:partition"; a bare number is ambiguous here.
+SELECT streamcube_pause('mt_list');
+SELECT * FROM streamcube_set_positions('mt_list', '{"0": 5}');
+SELECT * FROM streamcube_set_positions('mt_list', '{"mt_nowhere:0": 5}');
+SELECT * FROM streamcube_set_positions('mt_list', '{"mt_apac:0": 1000}');
+SELECT partition, old_position, new_position, skipped, topic
+FROM streamcube_set_positions('mt_list', '{"mt_apac:0": "latest", "mt_eu:1": "latest"}') ORDER BY topic;
+SELECT streamcube_resume('mt_list');
+
+-- A dead letter says its topic and the topic's partition.
+\! printf '%s\n' 'not json' | kcat -P -b "$SC_KAFKA" -t mt_us -p 2
+SELECT streamcube_wait('mt_list', '60 s');
+SELECT topic, partition, error FROM streamcube.dead_letters WHERE cube = 'mt_list'::regclass;
+
+-- Policy "pause" names the bad message's partition by its topic.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_a 1 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_b 2 >/dev/null
+\! printf '%s\n' '{"ts":"2026-01-01T00:00:00Z","n":1}' '{"ts":"2026-01-01T00:00:02Z","n":"three"}' | kcat -P -b "$SC_KAFKA" -t mt_bad_b -p 1
+SELECT streamcube_create_cube('mt_pause', 'kafka', '["mt_bad_a", "mt_bad_b"]', 'ts timestamptz, n int', 'ts', '1 hour', 'json',
+       '{"bad_message": "pause"}') IS NOT NULL AS created;
+SELECT sc_test.wait_for($$SELECT EXISTS (SELECT 1 FROM streamcube.consumers WHERE cube = 'mt_pause'::regclass AND state = 'paused')$$);
+SELECT _topic, _partition, _offset, n FROM mt_pause;
+SELECT last_error, paused_reason FROM streamcube.consumers WHERE cube = 'mt_pause'::regclass;
+SELECT paused_reason FROM streamcube.cube_status WHERE cube = 'mt_pause'::regclass;
+SELECT streamcube_wait('mt_pause', '1 s');
+SELECT streamcube_drop_cube('mt_pause');
+
+-- A pattern: the topics it matches at creation, whole names only.
+SET ROLE sc_admin;
+SELECT streamcube_create_cube('mt_pat', 'kafka', '{"pattern": "mt_(eu|us)"}',
+       'ts timestamptz, country text, device text, amount numeric, qty int', 'ts', '1 day', 'json',
+       '{"replica_sets": ["mt_a"]}') IS NOT NULL AS created;
+RESET ROLE;
+SELECT streamcube_wait('mt_pat', '60 s');
+SELECT topic, topic_no, added_by, pattern FROM streamcube.topics
+WHERE cube = 'mt_pat'::regclass ORDER BY topic_no;
+SELECT _topic, count(*) AS rows FROM mt_pat GROUP BY _topic ORDER BY _topic;
+
+-- Others see no topics of cubes they cannot read.
+SET ROLE sc_other;
+SELECT count(*) AS topics FROM streamcube.topics;
+RESET ROLE;
+
+SELECT streamcube_drop_cube('mt_pat');
+SELECT streamcube_drop_cube('mt_list');
+SELECT count(*) AS topics_left FROM streamcube.cube_topics t
+WHERE NOT EXISTS (SELECT 1 FROM streamcube.cubes c WHERE c.cube_id = t.cube_id);
+SET ROLE sc_admin;
+SELECT streamcube_drop_replica_set('mt_a');
+SELECT streamcube_drop_replica_set('mt_b');
+RESET ROLE;
