@@ -62,6 +62,7 @@ OBJS = \
 	src/ingest_rollup.o \
 	src/receiver.o src/receiver_control.o \
 	src/reassign.o \
+	src/reassign_topics.o \
 	src/consumers.o \
 	src/rollup_sql.o
 

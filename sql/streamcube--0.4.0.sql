@@ -1287,7 +1287,8 @@ CREATE TABLE streamcube.cube_topics (
     topic_no integer NOT NULL CHECK (topic_no >= 0 AND topic_no < 2048),
     topic    text NOT NULL,
     added_at timestamptz NOT NULL DEFAULT now(),
-    added_by text NOT NULL CHECK (added_by IN ('create', 'pattern')),
+    added_by text NOT NULL CHECK (added_by IN ('create', 'pattern', 'alter')),
+    removed_at timestamptz,   -- taken out by streamcube_alter_cube (NULL: read)
     PRIMARY KEY (cube_id, topic_no),
     UNIQUE (cube_id, topic)
 );
@@ -1301,14 +1302,16 @@ SELECT c.relid::regclass AS cube,
        t.topic,
        t.topic_no,              -- the topic's number in the cube (partition keys of the catalog)
        t.added_at,
-       t.added_by,              -- create: named when the cube was made; pattern: matched later
-       CASE WHEN c.topic LIKE '{%' THEN (c.topic::jsonb) ->> 'pattern' END AS pattern
+       t.added_by,              -- create: named when the cube was made; pattern: matched later;
+                                -- alter: named by streamcube_alter_cube
+       CASE WHEN c.topic LIKE '{%' THEN (c.topic::jsonb) ->> 'pattern' END AS pattern,
+       t.removed_at             -- taken out of the cube (its partitions assigned to no set); NULL: read
 FROM streamcube.cube_topics t
 JOIN streamcube.cubes c USING (cube_id)
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT');
 GRANT SELECT ON streamcube.topics TO PUBLIC;
 COMMENT ON VIEW streamcube.topics IS
-    'The Kafka topics each cube the caller may read consumes: when and how each was added (with the cube, or matched by its pattern later)';
+    'The Kafka topics of each cube the caller may read: when and how each was added (with the cube, matched by its pattern later, or by streamcube_alter_cube), and when it was taken out';
 
 -- A bad message's partition of a cube of several topics is "topic:partition".
 CREATE OR REPLACE VIEW streamcube.cube_status AS
@@ -1346,6 +1349,12 @@ JOIN streamcube.stop_offsets s USING (cube_id)
 LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = s.partition >> 20
 WHERE c.stop_requested IS NOT NULL
   AND pg_catalog.has_table_privilege(c.relid, 'SELECT');
+
+-- streamcube_alter_cube changes the topics of a cube of several topics,
+-- journalled as a reassignment of their partitions.
+ALTER TABLE streamcube.reassign_log DROP CONSTRAINT reassign_log_origin_check,
+    ADD CONSTRAINT reassign_log_origin_check
+        CHECK (origin IN ('streamcube_reassign', 'new_partitions', 'streamcube_alter_cube'));
 
 -- A dead letter says its topic; partition is the topic's partition.
 ALTER TABLE streamcube.dead_letters ADD COLUMN topic text;

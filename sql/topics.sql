@@ -92,6 +92,42 @@ SELECT streamcube_resume('mt_list');
 SELECT streamcube_wait('mt_list', '60 s');
 SELECT topic, partition, error FROM streamcube.dead_letters WHERE cube = 'mt_list'::regclass;
 
+-- A cube made with a list takes a new list: a topic taken out keeps its
+-- rows and positions and is read no more; put back, it goes on where it
+-- stopped.
+SELECT streamcube_alter_cube('mt_list', '{"topic": {"pattern": "mt_.*"}}');
+SELECT streamcube_alter_cube('mt_list', '{"topic": []}');
+SELECT streamcube_alter_cube('mt_list', '{"topic": ["mt_eu", "mt_us", "mt_nowhere"]}');
+SELECT streamcube_alter_cube('mt_list', '{"topic": null}');
+-- Which topics a cube reads is an admin's call: its owner may not change them.
+GRANT CREATE ON SCHEMA public TO sc_user;
+ALTER TABLE mt_list OWNER TO sc_user;
+SET ROLE sc_user;
+SELECT streamcube_alter_cube('mt_list', '{"topic": ["mt_eu", "mt_us", "mt_other"]}');
+RESET ROLE;
+ALTER TABLE mt_list OWNER TO sc_admin;
+REVOKE CREATE ON SCHEMA public FROM sc_user;
+SELECT streamcube_alter_cube('mt_list', '{"topic": ["mt_eu", "mt_us"]}') - 'bad_message' AS options;
+SELECT topic, topic_no, removed_at IS NOT NULL AS taken_out FROM streamcube.topics
+WHERE cube = 'mt_list'::regclass ORDER BY topic_no;
+SELECT topic FROM streamcube.cubes WHERE relid = 'mt_list'::regclass;
+SELECT DISTINCT topic FROM streamcube.lag('mt_list') ORDER BY 1;
+SELECT sc_test.wait_for($$SELECT count(*) = 5 FROM streamcube.consumer_partitions WHERE cube = 'mt_list'::regclass$$);
+SELECT streamcube_reassign('mt_list', '{"mt_a": ["mt_apac:0"]}', '{"allow_partial": true}');
+\! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_apac --count 50 --format json --start-ts 1767225600 2>/dev/null
+SELECT streamcube_wait('mt_list', '60 s');
+SELECT count(*) AS apac_rows FROM mt_list WHERE _topic = 'mt_apac';
+SELECT streamcube_alter_cube('mt_list', '{"topic": ["mt_eu", "mt_us", "mt_apac"]}') IS NOT NULL AS altered;
+SELECT topic, topic_no, removed_at IS NOT NULL AS taken_out FROM streamcube.topics
+WHERE cube = 'mt_list'::regclass ORDER BY topic_no;
+SELECT streamcube_wait('mt_list', '60 s');
+SELECT count(*) AS apac_rows, count(DISTINCT _offset) AS apac_offsets, max(_offset) + 1 AS apac_end
+FROM mt_list WHERE _topic = 'mt_apac';
+SELECT origin, step, old_assignment, new_assignment FROM streamcube.reassign_log
+WHERE cube = 'mt_list'::regclass AND origin = 'streamcube_alter_cube' AND step = 'assign' ORDER BY entry_id;
+SELECT old_value, new_value FROM streamcube.config_log
+WHERE cube = 'mt_list'::regclass AND new_value ? 'topic' ORDER BY log_id;
+
 -- Policy "pause" names the bad message's partition by its topic.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_a 1 >/dev/null
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_b 2 >/dev/null
@@ -115,6 +151,14 @@ SELECT streamcube_wait('mt_pat', '60 s');
 SELECT topic, topic_no, added_by, pattern FROM streamcube.topics
 WHERE cube = 'mt_pat'::regclass ORDER BY topic_no;
 SELECT _topic, count(*) AS rows FROM mt_pat GROUP BY _topic ORDER BY _topic;
+-- A pattern cube takes a new pattern: what no longer matches is taken out.
+SELECT streamcube_alter_cube('mt_pat', '{"topic": ["mt_eu"]}');
+SELECT streamcube_alter_cube('mt_pat', '{"topic": {"pattern": "mt_nothing"}}');
+SELECT streamcube_alter_cube('mt_pat', '{"topic": {"pattern": "mt_eu"}}') IS NOT NULL AS altered;
+SELECT topic, topic_no, removed_at IS NOT NULL AS taken_out, pattern FROM streamcube.topics
+WHERE cube = 'mt_pat'::regclass ORDER BY topic_no;
+SELECT sc_test.wait_for($$SELECT count(*) = 2 FROM streamcube.consumer_partitions WHERE cube = 'mt_pat'::regclass$$);
+SELECT topic, partition FROM streamcube.consumer_partitions WHERE cube = 'mt_pat'::regclass ORDER BY 1, 2;
 
 -- Others see no topics of cubes they cannot read.
 SET ROLE sc_other;

@@ -167,6 +167,9 @@ extern bool sc_topics_matches(const ScCube *cube, const char *topic);
 extern List *sc_topics_match_kafka(const ScCube *cube, List *kafka);
 extern void sc_topics_add(ScCube *cube, List *names);
 extern void sc_topics_mark_column(ScCube *cube);
+extern void sc_topics_change(ScCube *cube, const char *spec, const char *name, List *kafka,
+							 List **taken_out, List **put_in);
+extern List *sc_topics_live(const ScCube *cube, List *sources);
 extern char *sc_partition_name(const ScCube *cube, int32 source);
 extern int32 sc_partition_parse(const ScCube *cube, const char *text, const char **error);
 

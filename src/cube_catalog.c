@@ -303,6 +303,16 @@ sc_cube_row_set_sealed_view(int32 cube_id, const char *view)
 		elog(ERROR, "could not record the sealed view");
 }
 
+/* The cube's topic argument, after streamcube_alter_cube changed its topics. */
+void
+sc_cube_row_set_topic(int32 cube_id, const char *topic)
+{
+	sc_catalog_exec("UPDATE streamcube.cubes SET topic = $2, config_version = config_version + 1 "
+					"WHERE cube_id = $1", 2, (Oid[]) {INT4OID, TEXTOID},
+					(Datum[]) {Int32GetDatum(cube_id), CStringGetTextDatum(topic)}, NULL, false, 0);
+	sc_launcher_wakeup_at_commit();
+}
+
 /*
  * Something receivers must read again changed beside the row (a roll-up
  * created or dropped): bump config_version.

@@ -26,6 +26,7 @@ extern void sc_cube_row_skip_done(int32 cube_id);
 extern void sc_cube_row_positions_set(int32 cube_id, const char *kafka_cluster_id);
 extern void sc_cube_row_set_options(int32 cube_id, Datum options);
 extern void sc_cube_row_set_epoch(int32 cube_id, int64 epoch);
+extern void sc_cube_row_set_topic(int32 cube_id, const char *topic);
 extern void sc_cube_row_touch(int32 cube_id);
 extern void sc_cube_rows_touch_cluster(const char *cluster);
 extern char *sc_cube_row_set_kafka_cluster_id(int32 cube_id, const char *kafka_cluster_id);

@@ -44,6 +44,7 @@
 #include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/datetime.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
@@ -428,6 +429,34 @@ sc_create_check_schema(ScCube *cube, const char *name)
 				 errhint("Give the column a type that takes the field (text takes any), or map another field to it with option \"fields\".")));
 }
 
+/* A topic argument as it is stored, as JSON: a name is a JSON string. */
+static char *
+sc_json_text(const char *spec)
+{
+	StringInfoData buf;
+
+	if (spec[0] == '[' || spec[0] == '{')
+		return pstrdup(spec);
+	initStringInfo(&buf);
+	escape_json(&buf, spec);
+	return buf.data;
+}
+
+/* Names (String) for messages: "a", "b"; none: "none". */
+static char *
+sc_names_text(List *names)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	if (names == NIL)
+		return "none";
+	initStringInfo(&buf);
+	foreach(lc, names)
+		appendStringInfo(&buf, "%s\"%s\"", foreach_current_index(lc) > 0 ? ", " : "", strVal(lfirst(lc)));
+	return buf.data;
+}
+
 /* A cube's topics for messages: topic "a", or topics "a", "b". */
 static char *
 sc_topics_text(const ScCube *cube)
@@ -596,6 +625,32 @@ sc_create_match_pattern(ScCube *cube, ScKafkaConnInfo *conn, const char *name)
 }
 
 /*
+ * The schemas of option "subject" checked against the columns: a subject
+ * with "{topic}" (as Confluent's TopicNameStrategy names them:
+ * "{topic}-value") is each topic's, checked for every topic of the cube.
+ * Messages are decoded by the schema id they carry, whatever their topic.
+ */
+static void
+sc_create_check_schemas(ScCube *cube, const char *name)
+{
+	const char *subject = cube->avro_subject;
+	const char *at = subject ? strstr(subject, "{topic}") : NULL;
+
+	if (at == NULL)
+	{
+		sc_create_check_schema(cube, name);
+		return;
+	}
+	for (int t = 0; t < cube->topics.n; t++)
+	{
+		cube->avro_subject = psprintf("%.*s%s%s", (int) (at - subject), subject, cube->topics.names[t],
+									  at + strlen("{topic}"));
+		sc_create_check_schema(cube, name);
+	}
+	cube->avro_subject = (char *) subject;
+}
+
+/*
  * streamcube_create_cube(name, cluster, topic, columns, time_column,
  * segment_interval, format, options)
  */
@@ -657,7 +712,7 @@ sc_create_cube(PG_FUNCTION_ARGS)
 	if (cube->end != NULL)
 		sc_stops_set(cube, cube->end);
 	if (cube->format == SC_FORMAT_AVRO || cube->format == SC_FORMAT_PROTOBUF)
-		sc_create_check_schema(cube, name);
+		sc_create_check_schemas(cube, name);
 
 	/* The current and the next window, so the first rows take no DDL lock. */
 	now = sc_window_start(cube, sc_cube_time(cube, GetCurrentTimestamp()));
@@ -1057,7 +1112,7 @@ static const struct
 	const char *hint;
 }			sc_fixed_options[] = {
 	{"topic", "its positions are offsets of its topic; another topic's offsets mean other messages",
-	"Create a new cube for the other topic."},
+	"Create a new cube for the other topic; a cube created with a topic list or a pattern can change its topics."},
 	{"format", "the format decides how every message of the topic becomes a row; messages consumed and messages to come would be read differently",
 	"Create a new cube over the same topic with the other format; streamcube_set_positions() can start it where this one is."},
 	{"time_column", "the table is partitioned by the time column and every window was cut by it",
@@ -1071,6 +1126,74 @@ static const struct
 	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",
 	"Move partitions between replica sets with streamcube_reassign()."},
 };
+
+/* Can the cube's topics change: is it a cube of several topics? */
+static bool
+sc_alter_topics_allowed(int32 cube_id)
+{
+	char	   *topic;
+
+	sc_catalog_exec("SELECT topic FROM streamcube.cubes WHERE cube_id = $1", 1, (Oid[]) {INT4OID},
+					(Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 1);
+	topic = SPI_processed > 0 ? SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
+	return topic != NULL && (topic[0] == '[' || topic[0] == '{');
+}
+
+/*
+ * Option "topic" of streamcube_alter_cube for a cube of several topics:
+ * its new list, or its new pattern (topics.c).  Topics taken out keep
+ * their positions and rows; their partitions leave their replica sets as
+ * in a reassignment, and those of topics added or put back join the
+ * cube's sets (reassign_topics.c); journalled in streamcube.config_log and
+ * streamcube.reassign_log.  The caller holds the cube's row.
+ */
+static void
+sc_alter_topics(ScCube *cube, Jsonb *given, const char *name)
+{
+	char	   *spec;
+	char	   *old_spec = pstrdup(cube->topic);
+	List	   *all = NIL;
+	List	   *taken_out;
+	List	   *put_in;
+	List	   *kafka;
+	ScKafkaConnInfo *conn;
+
+	/* which topics of a cluster a cube reads is an admin's call, as at creation */
+	sc_require_admin("change the topics of cubes");
+	conn = sc_cluster_conninfo(cube->cluster);
+	sc_catalog_exec("SELECT CASE jsonb_typeof($1 -> 'topic') WHEN 'string' THEN $1 ->> 'topic' "
+					"ELSE ($1 -> 'topic')::text END", 1, (Oid[]) {JSONBOID},
+					(Datum[]) {JsonbPGetDatum(given)}, NULL, true, 1);
+	spec = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (spec == NULL || strcmp(spec, "null") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic of cube \"%s\" cannot be removed", name),
+				 errhint("Give the cube's new topic list, or its new pattern.")));
+	if (cube->topics_kind == SC_TOPICS_PATTERN)
+		all = sc_kafka_describe_topics(conn, NULL, false, sc_kafka_timeout_ms, NULL, NULL);
+	sc_topics_change(cube, spec, name, all, &taken_out, &put_in);
+	if (strcmp(old_spec, cube->topic) == 0 && taken_out == NIL && put_in == NIL)
+		return;
+	sc_cube_row_set_topic(cube->cube_id, cube->topic);
+
+	/* Every topic it reads must be there: added ones are read from their start. */
+	kafka = sc_kafka_describe_topics(conn, &cube->topics, true, sc_kafka_timeout_ms, NULL, NULL);
+	(void) sc_reassign_topics(cube, kafka);
+	{
+		Jsonb	   *was = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(
+			psprintf("{\"topic\": %s}", sc_json_text(old_spec)))));
+		Jsonb	   *is = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(
+			psprintf("{\"topic\": %s}", sc_json_text(cube->topic)))));
+
+		sc_config_journal(NULL, cube->cube_id, cube->relid, JsonbPGetDatum(was), JsonbPGetDatum(is));
+	}
+	ereport(NOTICE,
+			(errmsg("cube %s: topics taken out: %d; added or put back: %d", cube->qualified,
+					list_length(taken_out), list_length(put_in)),
+			 errdetail("Taken out: %s. Added or put back: %s.", sc_names_text(taken_out), sc_names_text(put_in)),
+			 errhint("streamcube.topics shows the cube's topics, streamcube.reassign_log their partitions' moves.")));
+}
 
 /*
  * streamcube_alter_cube(cube text, options jsonb) RETURNS jsonb
@@ -1097,6 +1220,8 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 				new_options;
 	bool		isnull;
 	bool		changed;
+	bool		topic_given = false;
+	bool		several;
 	ScPrivilegeSave save;
 	MemoryContext caller = CurrentMemoryContext;
 
@@ -1121,6 +1246,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 				 errhint("Pass the options to change, such as '{\"grace\": \"10 minutes\"}'; a key set to null removes that option.")));
 
 	/* Options that cannot change in place, with the reason. */
+	several = sc_alter_topics_allowed(cube_id);
 	if (SPI_execute_with_args("SELECT key FROM jsonb_object_keys($2) AS key ORDER BY key",
 							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the options");
@@ -1128,6 +1254,12 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	{
 		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 
+		/* the topics of a cube of several topics change (below) */
+		if (strcmp(key, "topic") == 0 && several)
+		{
+			topic_given = true;
+			continue;
+		}
 		for (int f = 0; f < lengthof(sc_fixed_options); f++)
 			if (strcmp(key, sc_fixed_options[f].name) == 0)
 				ereport(ERROR,
@@ -1142,7 +1274,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	 * pause) takes it: the options merged under the lock.
 	 */
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT options, (options || $2) - "
+	if (SPI_execute_with_args("SELECT options, (options || ($2 - 'topic')) - "
 							  "  ARRAY(SELECT key FROM jsonb_each($2) WHERE jsonb_typeof(value) = 'null') "
 							  "FROM streamcube.cubes WHERE cube_id = $1 FOR NO KEY UPDATE",
 							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -1167,6 +1299,8 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 		sc_cube_check_progress_group(old_group, cube->progress_group);
 	}
 	new_options = sc_cube_pin_document(cube, new_options);
+	if (topic_given)
+		sc_alter_topics(cube, given, name);
 
 	values[1] = new_options;
 	{

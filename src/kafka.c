@@ -884,8 +884,9 @@ sc_kafka_describe_with(rd_kafka_t *rk, ScKafkaEvents *events,
 }
 
 /*
- * sc_kafka_describe_with() of every topic of topics in turn, each partition
- * with its source partition, in that order.  With topic_missing, a topic
+ * sc_kafka_describe_with() of every topic of topics in turn (not those
+ * taken out of the cube), each partition with its source partition, in
+ * that order.  With topic_missing, a topic
  * that is not there sets it and the others are still described; without,
  * it is an error.  Caller holds rk; each topic has timeout_ms.  topics
  * NULL: every topic of the cluster (not Kafka's own), in one request, each
@@ -898,6 +899,7 @@ sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
 							  char **cluster_id)
 {
 	List	   *result = NIL;
+	bool		described = false;
 
 	if (topics == NULL)
 		return sc_kafka_describe_with(rk, events, conn, NULL, with_watermarks, timeout_ms,
@@ -906,14 +908,22 @@ sc_kafka_describe_topics_with(rd_kafka_t *rk, ScKafkaEvents *events,
 		elog(ERROR, "streamcube reads at most %d topics in one cube, not %d", SC_SOURCE_MAX_TOPICS, topics->n);
 	if (topic_missing != NULL)
 		*topic_missing = false;
+	if (cluster_id != NULL)
+		*cluster_id = NULL;
 	for (int t = 0; t < topics->n; t++)
 	{
 		bool		missing = false;
-		List	   *partitions = sc_kafka_describe_with(rk, events, conn, topics->names[t],
-														with_watermarks, timeout_ms,
-														topic_missing != NULL ? &missing : NULL,
-														t == 0 ? cluster_id : NULL);
+		List	   *partitions;
 		ListCell   *lc;
+
+		if (sc_topic_removed(topics, t))
+			continue;
+		/* the cluster's id from the first answer */
+		partitions = sc_kafka_describe_with(rk, events, conn, topics->names[t],
+											with_watermarks, timeout_ms,
+											topic_missing != NULL ? &missing : NULL,
+											described ? NULL : cluster_id);
+		described = true;
 
 		foreach(lc, partitions)
 		{

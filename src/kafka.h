@@ -49,12 +49,23 @@ sc_source_kafka_partition(int32 source)
 	return source & (SC_SOURCE_MAX_PARTITIONS - 1);
 }
 
-/* The topics a cube reads, by topic number. */
+/*
+ * The topics a cube reads, by topic number.  A topic taken out of the cube
+ * keeps its number (removed[t]; removed NULL: none is): it is never
+ * described, and no partition of it is assigned.
+ */
 typedef struct ScTopicList
 {
 	int			n;
 	char	  **names;
+	bool	   *removed;
 } ScTopicList;
+
+static inline bool
+sc_topic_removed(const ScTopicList *topics, int t)
+{
+	return topics->removed != NULL && topics->removed[t];
+}
 
 /* One librdkafka property, as stored in streamcube.clusters. */
 typedef struct ScKafkaProperty

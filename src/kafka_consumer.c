@@ -334,10 +334,13 @@ sc_kafka_consumer_drop_topics(ScKafkaConsumer *c)
 	}
 	if (c->topics.names != NULL)
 		pfree(c->topics.names);
+	if (c->topics.removed != NULL)
+		pfree(c->topics.removed);
 	if (c->held != NULL)
 		pfree(c->held);
 	c->topics.n = 0;
 	c->topics.names = NULL;
+	c->topics.removed = NULL;
 	c->held = NULL;
 	c->last_rkt = NULL;
 }
@@ -353,20 +356,40 @@ sc_kafka_consumer_set_topics(ScKafkaConsumer *c, const ScTopicList *topics)
 {
 	MemoryContext cxt = GetMemoryChunkContext(c);
 	char	  **names;
+	bool	   *removed;
 	rd_kafka_topic_t **held;
 
 	if (topics->n < 1 || topics->n > SC_SOURCE_MAX_TOPICS)
 		elog(ERROR, "a consumer reads 1 to %d topics, not %d", SC_SOURCE_MAX_TOPICS, topics->n);
 	names = MemoryContextAlloc(cxt, sizeof(char *) * topics->n);
+	removed = MemoryContextAllocZero(cxt, sizeof(bool) * topics->n);
 	held = MemoryContextAllocZero(cxt, sizeof(rd_kafka_topic_t *) * topics->n);
 	for (int t = 0; t < topics->n; t++)
+	{
 		names[t] = MemoryContextStrdup(cxt, topics->names[t]);
+		removed[t] = sc_topic_removed(topics, t);
+	}
 	sc_kafka_consumer_drop_topics(c);
 	c->topics.n = topics->n;
 	c->topics.names = names;
+	c->topics.removed = removed;
 	c->held = held;
+	/* no handle on a topic taken out of the cube: it may be gone from Kafka */
 	for (int t = 0; t < topics->n; t++)
-		held[t] = rd_kafka_topic_new(c->rk, names[t], NULL);
+		if (!removed[t])
+			held[t] = rd_kafka_topic_new(c->rk, names[t], NULL);
+}
+
+/* Are these the consumer's topics, by the same numbers? */
+static bool
+sc_kafka_consumer_same_topics(ScKafkaConsumer *c, const ScTopicList *topics)
+{
+	if (topics->n != c->topics.n)
+		return false;
+	for (int t = 0; t < topics->n; t++)
+		if (sc_topic_removed(topics, t) != sc_topic_removed(&c->topics, t))
+			return false;
+	return true;
 }
 
 /* The topic of a source partition of the consumer's topics. */
@@ -437,7 +460,7 @@ sc_kafka_consumer_change(ScKafkaConsumer *c, const ScTopicList *topics, bool gai
 
 	if (n == 0)
 		return true;
-	if (topics->n != c->topics.n)
+	if (!sc_kafka_consumer_same_topics(c, topics))
 	{
 		for (int t = 0; t < Min(topics->n, c->topics.n); t++)
 			if (strcmp(topics->names[t], c->topics.names[t]) != 0)
@@ -878,7 +901,11 @@ sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
 		return -1;
 	for (int t = 0; t < c->topics.n; t++)
 	{
-		int			n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
+		int			n;
+
+		if (sc_topic_removed(&c->topics, t))
+			continue;
+		n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
 
 		if (n < 0)
 			return -1;

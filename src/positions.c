@@ -1048,6 +1048,7 @@ sc_set_positions(PG_FUNCTION_ARGS)
 	cube_id = sc_cube_for_action(name, "set positions of", &relid, &owner);
 	assigned = sc_set_positions_lock(cube_id, name, &reason);
 	cube = sc_cube_load(cube_id, false);
+	assigned = sc_topics_live(cube, assigned);	/* not a topic taken out */
 	changes = sc_offsets_parse(request, "positions", cube, assigned);
 	kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
 									 sc_kafka_timeout_ms, NULL, &kafka_cluster_id);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * reassign.c
- *		Replica sets, streamcube_reassign() and its journal, and the
- *		adoption of partitions added to a topic.
+ *		Replica sets, streamcube_reassign() and its journal, and its
+ *		steps, which reassign_topics.c also runs (reassign_internal.h).
  *
  * A replica set is a name partitions of cubes are assigned to; each
  * (cube, replica set) with partitions is consumed by one receiver.
@@ -60,6 +60,7 @@
 #include "portability/instr_time.h"
 #include "positions.h"
 #include "reassign.h"
+#include "reassign_internal.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -73,46 +74,6 @@ PG_FUNCTION_INFO_V1(sc_reassign);
 
 /* Default of option timeout: how long losing receivers may hold the call. */
 #define SC_REASSIGN_DEFAULT_TIMEOUT_MS 30000
-
-/* One partition and the replica set it is assigned to (NULL: none). */
-typedef struct ScAssigned
-{
-	int32		partition;
-	char	   *replica_set;
-} ScAssigned;
-
-/* One partition whose replica set changes. */
-typedef struct ScMove
-{
-	int32		partition;
-	char	   *from;			/* NULL: assigned to nobody before */
-	char	   *to;				/* NULL: assigned to nobody after */
-	int64		offset;			/* merged: where the new owner starts */
-	int64		low_watermark;	/* Kafka's, for a partition the cube never knew */
-	TimestampTz held_at;		/* when its old owner could no longer commit it */
-} ScMove;
-
-/* A reassignment under way. */
-typedef struct ScReassign
-{
-	const char *cube_name;
-	int32		cube_id;
-	Oid			relid;
-	ScCube	   *cube;
-	int64		id;				/* reassign_id, and the new assignment epoch */
-	const char *origin;			/* streamcube_reassign or new_partitions */
-	Oid			roleid;			/* the caller */
-	char	   *role;
-	TimestampTz started_at;
-	const char *step;			/* the step under way */
-	int64		timeout_ms;
-	bool		allow_partial;
-	List	   *old;			/* ScAssigned, by partition */
-	List	   *new;			/* ScAssigned, by partition */
-	List	   *moves;			/* ScMove, by partition */
-	char	   *old_json;
-	char	   *new_json;
-} ScReassign;
 
 /* ----------------------------------------------------------------
  * Small helpers
@@ -141,7 +102,7 @@ sc_assigned_set_cmp(const ListCell *a, const ListCell *b)
 	return x->partition < y->partition ? -1 : (x->partition > y->partition ? 1 : 0);
 }
 
-static int
+int
 sc_string_node_cmp(const ListCell *a, const ListCell *b)
 {
 	return strcmp(strVal(lfirst(a)), strVal(lfirst(b)));
@@ -172,7 +133,7 @@ sc_partition_json(StringInfo buf, const ScCube *cube, int32 partition)
  * {"set": [partitions], ...} of the entries with a replica set; the sets
  * named in `names` (String nodes) appear even when they hold nothing.
  */
-static char *
+char *
 sc_assignment_json(const ScCube *cube, List *assigned, List *names)
 {
 	StringInfoData buf;
@@ -721,7 +682,7 @@ sc_reassign_parse_assignment(ScReassign *r, Jsonb *assignment, List **names)
 }
 
 /* The cube's assignment as the catalog says now. */
-static List *
+List *
 sc_reassign_read_assignment(int32 cube_id)
 {
 	Oid			t = INT4OID;
@@ -747,7 +708,7 @@ sc_reassign_read_assignment(int32 cube_id)
  * and position changes (receivers' batches take a weaker lock and go on),
  * and take a new reassignment id.
  */
-static void
+void
 sc_reassign_lock_cube(ScReassign *r)
 {
 	Oid			t = INT4OID;
@@ -901,7 +862,7 @@ sc_reassign_hold_cb(void *arg)
  * STOP_AND_SYNC, first half: hold the positions of every partition a
  * replica set loses, one set after the other, within the timeout.
  */
-static void
+void
 sc_reassign_pause(ScReassign *r)
 {
 	List	   *sets = NIL;
@@ -979,7 +940,7 @@ sc_reassign_pause(ScReassign *r)
 }
 
 /* STOP_AND_SYNC, second half: where each moved partition starts again. */
-static void
+void
 sc_reassign_merge(ScReassign *r)
 {
 	ScJournalRow row = sc_journal_row("merge", GetCurrentTimestamp());
@@ -1019,7 +980,7 @@ sc_reassign_warn_slots(ScReassign *r)
 }
 
 /* ASSIGN_NEW: the new assignment and the handed-over positions. */
-static void
+void
 sc_reassign_assign(ScReassign *r)
 {
 	ScJournalRow row = sc_journal_row("assign", GetCurrentTimestamp());
@@ -1218,155 +1179,6 @@ sc_reassign(PG_FUNCTION_ARGS)
 	result = DatumGetJsonbP(SPI_datumTransfer(JsonbPGetDatum(result), false, -1));
 	SPI_finish();
 	PG_RETURN_JSONB_P(result);
-}
-
-/* ----------------------------------------------------------------
- * Partitions added to a topic
- * ----------------------------------------------------------------
- */
-
-/*
- * A receiver saw a topic grow, or its cube's pattern match new topics
- * (new_topics, String nodes; kafka describes them numbered after the
- * cube's others).  The new topics become the cube's (streamcube.topics);
- * every partition of theirs, and under option new_partitions = assign
- * every partition of the cube's other topics it never knew, goes to the
- * least loaded replica set of the cube (fewest partitions, then by name),
- * from Kafka's first offset, and is journalled; in the caller's transaction, which holds
- * nothing of the cube before (the row, lock 2, is taken here).  Returns
- * how many were assigned, or -1 when the cube's row changed since the
- * caller read the cube (or the cube is gone): the caller reads it again,
- * and tries later.  Receivers
- * of the cube may all notice together: the cube's row serialises them,
- * and the later ones find nothing to do.
- */
-int
-sc_reassign_adopt_partitions(ScCube *cube, List *kafka, List *new_topics)
-{
-	ScReassign	r = {0};
-	List	   *known = NIL;
-	List	   *sets = NIL;
-	int		   *load;
-	int			adopted = 0;
-	int			old_topics = cube->topics.n;
-	ScCube		with_new;
-	ListCell   *lc;
-
-	if (!cube->assign_new_partitions && new_topics == NIL)
-		return 0;
-	/* the caller's cube keeps its topics until it reads the committed ones */
-	with_new = *cube;
-	cube = &with_new;
-
-	r.cube_id = cube->cube_id;
-	r.relid = cube->relid;
-	r.cube = cube;
-	r.cube_name = cube->qualified;
-	r.origin = "new_partitions";
-	r.roleid = GetUserId();
-	r.role = GetUserNameFromId(r.roleid, false);
-	r.started_at = GetCurrentTimestamp();
-
-	SPI_connect();
-	{
-		Oid			t = INT4OID;
-		Datum		v = Int32GetDatum(cube->cube_id);
-		bool		isnull;
-
-		sc_catalog_exec("SELECT config_version FROM streamcube.cubes WHERE cube_id = $1 "
-						"FOR NO KEY UPDATE",
-						1, &t, &v, NULL, false, 0);
-		/* gone, or changed since the caller read it: it reads it again first */
-		if (SPI_processed == 0 ||
-			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										&isnull)) != cube->config_version)
-		{
-			SPI_finish();
-			return -1;
-		}
-		sc_catalog_exec("SELECT partition FROM streamcube.checkpoints WHERE cube_id = $1",
-						1, &t, &v, NULL, false, 0);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			known = lappend_int(known, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-																   SPI_tuptable->tupdesc, 1, &isnull)));
-		}
-	}
-	r.old = sc_reassign_read_assignment(cube->cube_id);
-	foreach(lc, r.old)
-		if (!list_member(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set)))
-			sets = lappend(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set));
-	if (sets == NIL)
-	{
-		SPI_finish();
-		return 0;				/* nobody consumes the cube: nothing to join */
-	}
-	list_sort(sets, sc_string_node_cmp);
-	load = palloc0(sizeof(int) * list_length(sets));
-	foreach(lc, r.old)
-	{
-		ListCell   *sc;
-
-		foreach(sc, sets)
-			if (strcmp(strVal(lfirst(sc)), ((ScAssigned *) lfirst(lc))->replica_set) == 0)
-				load[foreach_current_index(sc)]++;
-	}
-
-	/* A pattern's new topics: numbered after the others, as kafka describes them. */
-	if (new_topics != NIL)
-		sc_topics_add(cube, new_topics);
-
-	r.new = list_copy(r.old);
-	foreach(lc, kafka)
-	{
-		ScKafkaPartitionInfo *k = lfirst(lc);
-		ScMove	   *m;
-		ScAssigned *a;
-		int			best = 0;
-
-		/* known, or a topic's new partition while new_partitions = ignore */
-		if (list_member_int(known, k->source) ||
-			(!cube->assign_new_partitions && sc_source_topic_no(k->source) < old_topics))
-			continue;
-		for (int i = 1; i < list_length(sets); i++)
-			if (load[i] < load[best])
-				best = i;
-		load[best]++;
-		m = palloc0(sizeof(ScMove));
-		m->partition = k->source;
-		m->to = strVal(list_nth(sets, best));
-		m->offset = Max(k->low_watermark, 0);
-		m->held_at = GetCurrentTimestamp();
-		r.moves = lappend(r.moves, m);
-		a = palloc(sizeof(ScAssigned));
-		a->partition = k->source;
-		a->replica_set = m->to;
-		r.new = lappend(r.new, a);
-		adopted++;
-	}
-	if (adopted > 0)
-	{
-		bool		isnull;
-
-		sc_catalog_exec("SELECT pg_catalog.nextval('streamcube.reassign_ids'::pg_catalog.regclass)",
-						0, NULL, NULL, NULL, false, 0);
-		r.id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		r.old_json = sc_assignment_json(cube, r.old, NIL);
-		r.new_json = sc_assignment_json(cube, r.new, NIL);
-		r.step = "assign";
-		sc_reassign_assign(&r);
-		ereport(LOG,
-				(errmsg("cube %s: %d partitions added to its topics assigned (reassign_id " INT64_FORMAT "): %s",
-						cube->qualified, adopted, r.id, r.new_json)));
-	}
-	else if (new_topics != NIL)
-		sc_cube_row_touch(cube->cube_id);
-	foreach(lc, new_topics)
-		ereport(LOG,
-				(errmsg("cube %s reads topic \"%s\" from now on: its pattern matches it",
-						cube->qualified, strVal(lfirst(lc)))));
-	SPI_finish();
-	return adopted;
 }
 
 /* ----------------------------------------------------------------

@@ -15,6 +15,7 @@
 extern void sc_reassign_journal_failures(void);
 extern void sc_reassign_first_assignment(int32 cube_id, List *replica_sets, List *partitions);
 extern int	sc_reassign_adopt_partitions(ScCube *cube, List *kafka_partitions, List *new_topics);
+extern int	sc_reassign_topics(ScCube *cube, List *kafka_partitions);
 extern void sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 										 const char *replica_set, List *partitions,
 										 int64 *offsets, TimestampTz since,

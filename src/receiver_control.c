@@ -675,6 +675,38 @@ sc_receiver_reload_cluster(void)
 	MyReceiver->conn = conn;
 }
 
+/*
+ * The cube's topics as they are now (its pattern, its topics by number), in
+ * the cube's memory, if they changed.
+ */
+static void
+sc_receiver_take_topics(const ScCube *cube)
+{
+	const ScTopicList *fresh = &cube->topics;
+	ScTopicList *topics = &MyReceiver->cube->topics;
+	bool		same = fresh->n == topics->n;
+
+	if (strcmp(cube->topic, MyReceiver->cube->topic) != 0)
+	{
+		MyReceiver->cube->topic = MemoryContextStrdup(MyReceiver->cube_cxt, cube->topic);
+		MyReceiver->cube->topic_pattern = cube->topic_pattern
+			? MemoryContextStrdup(MyReceiver->cube_cxt, cube->topic_pattern) : NULL;
+	}
+
+	for (int t = 0; same && t < fresh->n; t++)
+		same = sc_topic_removed(fresh, t) == sc_topic_removed(topics, t);
+	if (same)
+		return;
+	topics->names = MemoryContextAlloc(MyReceiver->cube_cxt, sizeof(char *) * fresh->n);
+	topics->removed = MemoryContextAllocZero(MyReceiver->cube_cxt, sizeof(bool) * fresh->n);
+	for (int t = 0; t < fresh->n; t++)
+	{
+		topics->names[t] = MemoryContextStrdup(MyReceiver->cube_cxt, fresh->names[t]);
+		topics->removed[t] = sc_topic_removed(fresh, t);
+	}
+	topics->n = fresh->n;
+}
+
 /* Re-read what may change while the cube runs: pause and skip. */
 void
 sc_receiver_reload(uint32 config_version)
@@ -700,18 +732,10 @@ sc_receiver_reload(uint32 config_version)
 		MyReceiver->cube->kafka_cluster_id = fresh->kafka_cluster_id ? pstrdup(fresh->kafka_cluster_id) : NULL;
 
 		/*
-		 * Its pattern matched topics (they are only ever added): the new
-		 * assignment may hold their partitions.
+		 * Topics added (by its pattern, by streamcube_alter_cube) or taken
+		 * out: the new assignment follows.  A topic keeps its number.
 		 */
-		if (fresh->topics.n != MyReceiver->cube->topics.n)
-		{
-			char	  **names = palloc(sizeof(char *) * fresh->topics.n);
-
-			for (int t = 0; t < fresh->topics.n; t++)
-				names[t] = pstrdup(fresh->topics.names[t]);
-			MyReceiver->cube->topics.names = names;
-			MyReceiver->cube->topics.n = fresh->topics.n;
-		}
+		sc_receiver_take_topics(fresh);
 
 		/*
 		 * Options or roll-ups changed (streamcube_alter_cube,

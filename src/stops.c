@@ -122,7 +122,7 @@ void
 sc_stops_set(ScCube *cube, Jsonb *until)
 {
 	List	   *changes = sc_offsets_parse(until, "stop point", cube,
-										   sc_stops_partitions(cube->cube_id));
+										   sc_topics_live(cube, sc_stops_partitions(cube->cube_id)));
 	List	   *kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
 												 sc_kafka_timeout_ms, NULL, NULL);
 	Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};

@@ -52,6 +52,7 @@
  *	compact.c		compaction
  *	drops.c			dropping a large cube's table in steps
  *	reassign.c		replica sets, streamcube_reassign() and its journal
+ *	reassign_topics.c	partitions and topics added to a cube or taken out, by reassign.c's steps
  * top
  *	receiver.c		the receiver worker: its batches and main loop
  *	receiver_control.c	its control side: slot, catalog, the consumer's life, Kafka's health

@@ -69,6 +69,7 @@ sc_topics_set_list(ScCube *cube, List *names)
 
 	cube->topics.n = list_length(names);
 	cube->topics.names = palloc(sizeof(char *) * Max(cube->topics.n, 1));
+	cube->topics.removed = NULL;
 	foreach(lc, names)
 		cube->topics.names[foreach_current_index(lc)] = pstrdup(lfirst(lc));
 }
@@ -315,12 +316,20 @@ sc_topics_load(ScCube *cube)
 	if (cube->topics_kind == SC_TOPICS_PATTERN)
 		cube->topic_pattern = sc_topics_pattern_of(DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 																				   CStringGetDatum(cube->topic))));
-	sc_catalog_exec_kept(&plan, "SELECT topic FROM streamcube.cube_topics WHERE cube_id = $1 "
-						 "ORDER BY topic_no", 1, &t, &v, NULL, true, 0);
+	sc_catalog_exec_kept(&plan, "SELECT topic, removed_at IS NOT NULL FROM streamcube.cube_topics "
+						 "WHERE cube_id = $1 ORDER BY topic_no", 1, &t, &v, NULL, true, 0);
 	MemoryContextSwitchTo(cube->mcxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
 	sc_topics_set_list(cube, names);
+	cube->topics.removed = palloc0(sizeof(bool) * Max(SPI_processed, 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		cube->topics.removed[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -372,6 +381,7 @@ sc_topics_add(ScCube *cube, List *names)
 	int			first = cube->topics.n;
 	MemoryContext old = MemoryContextSwitchTo(cube->mcxt);
 	char	  **all;
+	bool	   *removed;
 	ListCell   *lc;
 
 	if (first + list_length(names) > SC_SOURCE_MAX_TOPICS)
@@ -381,11 +391,16 @@ sc_topics_add(ScCube *cube, List *names)
 						SC_SOURCE_MAX_TOPICS),
 				 errhint("Use a narrower pattern, or several cubes.")));
 	all = palloc(sizeof(char *) * (first + list_length(names)));
+	removed = palloc0(sizeof(bool) * (first + list_length(names)));
 	for (int t = 0; t < first; t++)
+	{
 		all[t] = cube->topics.names[t];
+		removed[t] = sc_topic_removed(&cube->topics, t);
+	}
 	foreach(lc, names)
 		all[first + foreach_current_index(lc)] = pstrdup(strVal(lfirst(lc)));
 	cube->topics.names = all;
+	cube->topics.removed = removed;
 	cube->topics.n = first + list_length(names);
 	MemoryContextSwitchTo(old);
 	sc_topics_insert(cube, first, "pattern");
@@ -407,6 +422,19 @@ sc_topics_mark_column(ScCube *cube)
 			cube->columns[c].pathlen = 0;
 			cube->nmeta++;
 		}
+}
+
+/* The source partitions among sources (int) of topics the cube reads now. */
+List *
+sc_topics_live(const ScCube *cube, List *sources)
+{
+	List	   *live = NIL;
+	ListCell   *lc;
+
+	foreach(lc, sources)
+		if (!sc_topic_removed(&cube->topics, sc_source_topic_no(lfirst_int(lc))))
+			live = lappend_int(live, lfirst_int(lc));
+	return live;
 }
 
 /* A partition as users name it: "3", or "orders.eu:3" in a cube of several topics. */
@@ -452,7 +480,152 @@ sc_partition_parse(const ScCube *cube, const char *text, const char **error)
 	for (topic_no = 0; topic_no < cube->topics.n; topic_no++)
 		if (strlen(cube->topics.names[topic_no]) == (size_t) (colon - text) &&
 			strncmp(cube->topics.names[topic_no], text, colon - text) == 0)
+		{
+			if (sc_topic_removed(&cube->topics, topic_no))
+			{
+				*error = "the topic was taken out of the cube (streamcube.topics shows when)";
+				return -1;
+			}
 			return sc_source_partition(topic_no, atoi(number));
+		}
 	*error = "the cube reads no such topic (streamcube.topics lists them)";
 	return -1;
+}
+
+/*
+ * One topic of the cube, by name, as a change leaves it (wanted or not):
+ * taken out, put back, or new (numbered after the others), written to
+ * streamcube.cube_topics.  names and removed: the cube's topics by number
+ * as they become (String, Integer).
+ */
+static void
+sc_topics_set_state(ScCube *cube, const char *topic, bool wanted, List **names, List **removed,
+					List **taken_out, List **put_in)
+{
+	ListCell   *lc;
+	ListCell   *rc;
+
+	forboth(lc, *names, rc, *removed)
+	{
+		int			t = foreach_current_index(lc);
+		bool		was_in;
+
+		if (strcmp(strVal(lfirst(lc)), topic) != 0)
+			continue;
+		was_in = !intVal(lfirst(rc));
+		if (was_in == wanted)
+			return;
+		sc_catalog_exec(wanted
+						? "UPDATE streamcube.cube_topics SET removed_at = NULL WHERE cube_id = $1 AND topic_no = $2"
+						: "UPDATE streamcube.cube_topics SET removed_at = now() WHERE cube_id = $1 AND topic_no = $2",
+						2, (Oid[]) {INT4OID, INT4OID},
+						(Datum[]) {Int32GetDatum(cube->cube_id), Int32GetDatum(t)}, NULL, false, 0);
+		intVal(lfirst(rc)) = !wanted;
+		if (wanted)
+			*put_in = lappend(*put_in, makeString(pstrdup(topic)));
+		else
+			*taken_out = lappend(*taken_out, makeString(pstrdup(topic)));
+		return;
+	}
+	if (!wanted)
+		return;
+	if (list_length(*names) >= SC_SOURCE_MAX_TOPICS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cube %s would read more than %d topics", cube->qualified, SC_SOURCE_MAX_TOPICS),
+				 errhint("Use fewer topics, or several cubes.")));
+	sc_catalog_exec("INSERT INTO streamcube.cube_topics (cube_id, topic_no, topic, added_by) "
+					"VALUES ($1, $2, $3, 'alter')", 3,
+					(Oid[]) {INT4OID, INT4OID, TEXTOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), Int32GetDatum(list_length(*names)),
+					CStringGetTextDatum(topic)}, NULL, false, 0);
+	*names = lappend(*names, makeString(pstrdup(topic)));
+	*removed = lappend(*removed, makeInteger(0));
+	*put_in = lappend(*put_in, makeString(pstrdup(topic)));
+}
+
+/*
+ * streamcube_alter_cube(cube, '{"topic": ...}') of a cube of several
+ * topics: a new list for a cube made with a list, a new pattern for one
+ * made with a pattern (kafka: the cluster's topics now, which it may
+ * match).  A topic no longer named (or matched) is taken out: it keeps its
+ * number and its positions, and its partitions are assigned to no replica
+ * set (the caller reassigns them); one named again is put back, where it
+ * stopped; a new one is numbered after the others.  Writes
+ * streamcube.cube_topics and the cube's topics in memory (its context);
+ * the caller holds the cube's row, and writes its topic.  taken_out and
+ * put_in: the topics' names (String).
+ */
+void
+sc_topics_change(ScCube *cube, const char *spec, const char *name, List *kafka,
+				 List **taken_out, List **put_in)
+{
+	ScCube		given = {0};
+	List	   *names = NIL;
+	List	   *removed = NIL;
+	int			active = 0;
+	ListCell   *lc;
+	MemoryContext old;
+
+	given.mcxt = CurrentMemoryContext;
+	sc_topics_parse(&given, spec, name);
+	if (given.topics_kind != cube->topics_kind)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s was made with a topic %s, and takes a new one only",
+						cube->qualified, cube->topics_kind == SC_TOPICS_LIST ? "list" : "pattern"),
+				 errhint(cube->topics_kind == SC_TOPICS_LIST
+						 ? "Give the whole new list, such as '[\"orders.eu\", \"orders.us\"]'."
+						 : "Give the new pattern, such as '{\"pattern\": \"orders\\\\..*\"}'.")));
+	*taken_out = *put_in = NIL;
+	for (int t = 0; t < cube->topics.n; t++)
+	{
+		names = lappend(names, makeString(cube->topics.names[t]));
+		removed = lappend(removed, makeInteger(sc_topic_removed(&cube->topics, t)));
+	}
+
+	/* The cube's topics, then the new ones, in the order given (a list) or by name. */
+	for (int t = 0; t < cube->topics.n; t++)
+	{
+		bool		wanted = false;
+
+		for (int g = 0; g < given.topics.n && !wanted; g++)
+			wanted = strcmp(given.topics.names[g], cube->topics.names[t]) == 0;
+		if (given.topics_kind == SC_TOPICS_PATTERN)
+			wanted = sc_topics_matches(&given, cube->topics.names[t]);
+		sc_topics_set_state(cube, cube->topics.names[t], wanted, &names, &removed, taken_out, put_in);
+	}
+	if (given.topics_kind == SC_TOPICS_PATTERN)
+	{
+		List	   *found = sc_topics_match_kafka(&given, kafka);
+
+		foreach(lc, found)
+			sc_topics_set_state(cube, strVal(lfirst(lc)), true, &names, &removed, taken_out, put_in);
+	}
+	else
+		for (int g = 0; g < given.topics.n; g++)
+			sc_topics_set_state(cube, given.topics.names[g], true, &names, &removed, taken_out, put_in);
+
+	foreach(lc, removed)
+		active += !intVal(lfirst(lc));
+	if (active == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cube %s would read no topic: pattern \"%s\" matches none of Kafka cluster \"%s\"",
+						cube->qualified, given.topic_pattern ? given.topic_pattern : "", cube->cluster),
+				 errhint("Give a pattern that matches a topic; or drop the cube.")));
+
+	/* The cube as it is now, in its own context. */
+	old = MemoryContextSwitchTo(cube->mcxt);
+	cube->topic = pstrdup(given.topic);
+	cube->topic_pattern = given.topic_pattern ? pstrdup(given.topic_pattern) : NULL;
+	cube->topics.n = list_length(names);
+	cube->topics.names = palloc(sizeof(char *) * cube->topics.n);
+	cube->topics.removed = palloc(sizeof(bool) * cube->topics.n);
+	foreach(lc, names)
+	{
+		cube->topics.names[foreach_current_index(lc)] = pstrdup(strVal(lfirst(lc)));
+		cube->topics.removed[foreach_current_index(lc)] = intVal(list_nth(removed, foreach_current_index(lc)));
+	}
+	MemoryContextSwitchTo(old);
 }

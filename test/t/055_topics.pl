@@ -13,6 +13,8 @@
 # C. One topic of a list deleted and created again: the cube pauses and
 #    names the topic and the set_positions call; after it the new topic's
 #    messages are read exactly, and the other topics lost nothing.
+# E. A topic taken out of the list under load and put back: exact.
+# F. Avro from two topics, each with its own subject and schema.
 # D. A 0.3.0 cube holding data, updated to 0.4.0: exact, ingesting on,
 #    and its topic is topic 0 of streamcube.topics.
 
@@ -196,6 +198,65 @@ wait_cube('ev', 'C');
 check_topics_exact('ev', 'C, the topics that stayed', @list[0, 1]);
 sc_check_exact_where($node, 'ev', sc_kafka_contents($list[2]), 'C, the re-created topic',
 	"_topic = '$list[2]' AND ts >= to_timestamp($re_ts)");
+
+# ---------------------------------------------------------------- E
+# A topic taken out of the list while messages flow, then put back: it
+# goes on where it stopped, and nothing of it or the others is lost or
+# read twice.
+my $list_of = sub { '[' . join(', ', map { "\"$_\"" } @_) . ']' };
+@producers = map { sc_produce_start($_, count => 6000, rate => 2000, 'start-ts' => $start_ts + 7200) } @list[0, 1];
+$node->poll_query_until('postgres', "SELECT count(*) > 47000 FROM ev WHERE _topic IN ('$list[0]', '$list[1]')")
+  or die 'E: nothing ingested';
+$node->safe_psql('postgres',
+	"SELECT streamcube_alter_cube('ev', '{\"topic\": " . $list_of->(@list[0, 2]) . "}')");
+is( $node->safe_psql('postgres',
+		"SELECT topic FROM streamcube.topics WHERE cube = 'ev'::regclass AND removed_at IS NOT NULL"),
+	$list[1], 'E: the topic taken out shows in streamcube.topics');
+my $out_rows = $node->safe_psql('postgres', "SELECT count(*) FROM ev WHERE _topic = '$list[1]'");
+sleep 2;
+is($node->safe_psql('postgres', "SELECT count(*) FROM ev WHERE _topic = '$list[1]'"),
+	$out_rows, 'E: nothing of it is read while it is out');
+$node->safe_psql('postgres',
+	"SELECT streamcube_alter_cube('ev', '{\"topic\": " . $list_of->(@list) . "}')");
+ok(sc_produce_finish($_), 'E: a producer delivered everything') for @producers;
+wait_cube('ev', 'E');
+check_topics_exact('ev', 'E, after a topic was taken out and put back under load', @list[0, 1]);
+sc_check_exact_where($node, 'ev', sc_kafka_contents($list[2]), 'E, the re-created topic',
+	"_topic = '$list[2]' AND ts >= to_timestamp($re_ts)");
+
+# ---------------------------------------------------------------- F
+# Avro from two topics, each with its own subject and schema (Confluent's
+# TopicNameStrategy: "<topic>-value"): option subject "{topic}-value" is
+# checked for each topic at creation; messages are read by their ids.
+sc_require_registry();
+$node->safe_psql('postgres',
+	"SELECT streamcube_alter_cluster('k', properties => '{\"schema.registry.url\": \"$ENV{SC_REGISTRY}\"}')");
+my @av = map { sc_topic("av$_") } (1, 2);
+sc_create_topic($_, 2) for @av;
+my $ts_type = { type => 'long', logicalType => 'timestamp-millis' };
+my $schema_a = JSON::PP->new->canonical->encode({ type => 'record', name => 'A',
+		fields => [ { name => 'ts', type => $ts_type }, { name => 'n', type => 'long' } ] });
+my $schema_b = JSON::PP->new->canonical->encode({ type => 'record', name => 'B',
+		fields => [ { name => 'n', type => 'long' }, { name => 'extra', type => 'string' },
+			{ name => 'ts', type => $ts_type } ] });
+sc_registry_produce($av[0], format => 'avro', schema => $schema_a,
+	records => [ map { { ts => $start_ts * 1000 + $_ * 1000, n => $_ } } 1 .. 300 ]);
+sc_registry_produce($av[1], format => 'avro', schema => $schema_b,
+	records => [ map { { ts => $start_ts * 1000 + $_ * 1000, n => 1000 + $_, extra => "x$_" } } 1 .. 200 ]);
+my $av_list = '[' . join(', ', map { "\"$_\"" } @av) . ']';
+my ($rc, $stdout, $stderr) = $node->psql('postgres',
+	"SELECT streamcube_create_cube('av_bad', 'k', '$av_list', 'ts timestamptz, n bigint', 'ts', '1 hour', 'avro', "
+	  . "'{\"subject\": \"{topic}-nothere\"}')");
+like($stderr, qr/subject "\Q$av[0]\E-nothere" does not exist/,
+	'F: a subject "{topic}-..." is checked for each topic, and one missing named');
+$node->safe_psql('postgres',
+	"SELECT streamcube_create_cube('av', 'k', '$av_list', 'ts timestamptz, n bigint', 'ts', '1 hour', 'avro', "
+	  . "'{\"subject\": \"{topic}-value\"}')");
+wait_cube('av', 'F');
+is( $node->safe_psql('postgres',
+		"SELECT _topic, count(*), sum(n), count(DISTINCT (_partition, _offset)) FROM av GROUP BY 1 ORDER BY 1"),
+	"$av[0]|300|45150|300\n$av[1]|200|220100|200",
+	'F: each topic read by its own schema, exactly');
 
 # ---------------------------------------------------------------- D
 my $old = sc_node('topics_update');
