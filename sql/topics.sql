@@ -128,6 +128,23 @@ WHERE cube = 'mt_list'::regclass AND origin = 'streamcube_alter_cube' AND step =
 SELECT old_value, new_value FROM streamcube.config_log
 WHERE cube = 'mt_list'::regclass AND new_value ? 'topic' ORDER BY log_id;
 
+-- CSV from two topics: each row's topic, also for a late row that goes
+-- into a sealed window (through COPY) and a quoted record.
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_csv_a 1 >/dev/null
+\! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_csv_b 1 >/dev/null
+\! printf '%s\n' '2026-01-01 00:00:00+00,a1,1' '2026-01-01 00:10:00+00,a2,2' | kcat -P -b "$SC_KAFKA" -t mt_csv_a -p 0
+\! printf '%s\n' '2026-01-01 00:20:00+00,b1,3' '2026-01-01 00:30:00+00,"b,2",4' | kcat -P -b "$SC_KAFKA" -t mt_csv_b -p 0
+SELECT streamcube_create_cube('mt_csv', 'kafka', '["mt_csv_a", "mt_csv_b"]', 'ts timestamptz, name text, n int',
+       'ts', '1 hour', 'csv') IS NOT NULL AS created;
+SELECT streamcube_wait('mt_csv', '60 s');
+SELECT _topic, name, n, _partition, _offset FROM mt_csv ORDER BY n;
+SELECT streamcube_seal_due() > 0 AS sealed;
+\! printf '%s\n' '2026-01-01 00:40:00+00,b3,5' | kcat -P -b "$SC_KAFKA" -t mt_csv_b -p 0
+SELECT streamcube_wait('mt_csv', '60 s');
+SELECT _topic, name, n, _offset FROM mt_csv WHERE n = 5;
+SELECT state FROM streamcube.segments WHERE cube = 'mt_csv'::regclass ORDER BY window_start;
+SELECT streamcube_drop_cube('mt_csv');
+
 -- Policy "pause" names the bad message's partition by its topic.
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_a 1 >/dev/null
 \! "$SC_SCKAFKA" create-topic --bootstrap "$SC_KAFKA" mt_bad_b 2 >/dev/null

@@ -99,6 +99,9 @@ typedef struct ScFormatContext
 	ScFieldEnds *ends;			/* the batch's */
 	bool		datums;			/* the batch's rows are formed by the direct
 								 * path, which takes datums (sc_line_field_datum) */
+	Datum	   *topic_datums;	/* format_meta.c: each topic's name as text,
+								 * by topic number (sc_meta_topic_datum) */
+	int			ntopic_datums;
 } ScFormatContext;
 
 /* How a line is written, and so read by COPY and split by the direct path. */
@@ -315,5 +318,7 @@ sc_line_field_datum(ScFormatContext *fc, StringInfo out, int *ends, int f, Datum
 extern bool sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage *m,
 						   char **error);
 extern bool sc_meta_time(ScFormatContext *fc, const ScKafkaMessage *m, int64 *ts, char **error);
+extern bool sc_meta_topic_datum_only(const ScCube *cube);
+extern Datum sc_meta_topic_datum(ScFormatContext *fc, int32 source);
 
 #endif							/* SC_FORMAT_H */

@@ -20,6 +20,8 @@ typedef struct ScCsvFormat
 	size_t		time_len;		/* ... of so many bytes */
 	StringInfoData time_text;	/* a quoted value, unquoted */
 	StringInfoData time_copy;	/* a value sc_parse_time_bytes() copies */
+	bool		topic_datum;	/* the one metadata column is the topic, in text
+								 * (sc_meta_topic_datum_only), after the record */
 } ScCsvFormat;
 
 
@@ -206,9 +208,10 @@ sc_csv_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 
 	}
 	else
 	{
-		if (fc->layout->npayload == cube->ncolumns)
+		/* the topic, for the direct path, is a datum made once per topic */
+		if (fc->layout->npayload == cube->ncolumns || (cf->topic_datum && fc->datums))
 			ends = sc_line_field_ends(fc);
-		nfields = sc_csv_scan_plain(fc, cf, p, len, delim, ends, cube->ncolumns);
+		nfields = sc_csv_scan_plain(fc, cf, p, len, delim, ends, fc->layout->npayload);
 	}
 	if (nfields == -1)
 	{
@@ -230,10 +233,16 @@ sc_csv_line(ScFormatContext *fc, const ScKafkaMessage *m, StringInfo out, int64 
 		return false;
 
 	if (ends != NULL)
-		for (int f = 0; f < cube->ncolumns; f++)
+		for (int f = 0; f < fc->layout->npayload; f++)
 			ends[f] += ends[f] >= 0 ? out->len : -out->len;	/* ~(x + len) = ~x - len */
 	appendBinaryStringInfo(out, p, len);
-	if (!sc_csv_meta(fc, out, m, false, error))
+	if (ends != NULL && fc->layout->npayload < cube->ncolumns)
+	{
+		/* the topic's field, empty: its value is a datum (sc_line_field_datum) */
+		appendStringInfoChar(out, delim);
+		sc_line_field_datum(fc, out, ends, fc->layout->npayload, sc_meta_topic_datum(fc, m->partition));
+	}
+	else if (!sc_csv_meta(fc, out, m, false, error))
 		return false;
 	sc_line_position(out, delim, m);
 	return true;
@@ -353,6 +362,7 @@ sc_csv_setup(ScFormatContext *fc)
 	cf->time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
 		? fc->layout->line_pos[cube->time_index] : -1;
 	cf->null_len = strlen(cube->csv_null);
+	cf->topic_datum = fc->layout->npayload == cube->ncolumns - 1 && sc_meta_topic_datum_only(cube);
 	initStringInfo(&cf->time_text);
 	initStringInfo(&cf->time_copy);
 	return cf;

@@ -49,6 +49,8 @@ typedef struct ScJsonFormat
 
 	/* the flat path (see sc_json_flat_line) */
 	bool		flat;			/* every column is a top-level, non-JSON key */
+	bool		topic_datum;	/* the only metadata column is the topic, in text
+								 * (sc_meta_topic_datum_only) */
 	int		   *name_len;		/* per column: length of its key; -1 for metadata */
 	const char **flat_value;	/* per column: value bytes, NULL = null/absent */
 	int		   *flat_len;
@@ -648,11 +650,13 @@ sc_json_flat_line(ScFormatContext *fc, ScJsonFormat *jf, const ScKafkaMessage *m
 	}
 
 	/* No escapes and no control characters: the bytes go to COPY as they are. */
-	if (fc->layout->npayload == cube->ncolumns)
+	if (fc->layout->npayload == cube->ncolumns || (jf->topic_datum && fc->datums))
 	{
 		/*
-		 * No metadata columns: size the line once, then copy the values
-		 * in, noting where each ends (the direct path cuts the line there).
+		 * No metadata columns, or only the topic for the direct path (a
+		 * datum made once per topic): size the line once, then copy the
+		 * values in, noting where each ends (the direct path cuts the line
+		 * there).
 		 */
 		int			need = cube->ncolumns;	/* the tabs */
 		int		   *ends = sc_line_field_ends(fc);
@@ -666,7 +670,14 @@ sc_json_flat_line(ScFormatContext *fc, ScJsonFormat *jf, const ScKafkaMessage *m
 		{
 			if (c > 0)
 				*d++ = '\t';
-			if (jf->flat_value[c] == NULL)
+			if (cube->columns[c].meta != SC_META_NONE)
+			{
+				/* the topic (sc_line_field_datum, with the line not written yet) */
+				fc->ends->given[fc->ends->asked + c] = true;
+				fc->ends->datums[fc->ends->asked + c] = sc_meta_topic_datum(fc, m->partition);
+				ends[c] = (int) (d - out->data);
+			}
+			else if (jf->flat_value[c] == NULL)
 			{
 				memcpy(d, "\\N", 2);
 				d += 2;
@@ -885,6 +896,7 @@ sc_json_setup(ScFormatContext *fc)
 	jf->flat_len = palloc0(sizeof(int) * n);
 	jf->flat_present = palloc0(sizeof(bool) * n);
 	jf->flat = true;
+	jf->topic_datum = sc_meta_topic_datum_only(cube);
 	for (int c = 0; c < cube->ncolumns; c++)
 	{
 		if (cube->columns[c].meta != SC_META_NONE)

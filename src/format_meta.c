@@ -14,7 +14,9 @@
 #include "format.h"
 
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 /* Bytes as a JSON string; a NUL becomes \u0000, which jsonb refuses. */
@@ -205,4 +207,51 @@ sc_meta_append(ScFormatContext *fc, StringInfo out, int c, const ScKafkaMessage 
 			break;
 	}
 	return true;
+}
+
+/*
+ * Are the cube's metadata columns all the message's topic, in text
+ * columns (a cube of several topics, its _topic)?  Then a format that says
+ * where its fields end can give that value as a datum
+ * (sc_meta_topic_datum) instead of writing it into the line.
+ */
+bool
+sc_meta_topic_datum_only(const ScCube *cube)
+{
+	for (int c = 0; c < cube->ncolumns; c++)
+		if (cube->columns[c].meta != SC_META_NONE &&
+			(cube->columns[c].meta != SC_META_TOPIC || cube->columns[c].type != TEXTOID))
+			return false;
+	return true;
+}
+
+/*
+ * The topic of a source partition as a text datum, made once per topic
+ * for the receiver's life (a topic number names one topic for the cube's
+ * life, and a receiver ingests one cube).
+ */
+Datum
+sc_meta_topic_datum(ScFormatContext *fc, int32 source)
+{
+	int			t = sc_source_topic_no(source);
+
+	if (t >= fc->ntopic_datums)
+	{
+		int			n = Max(t + 1, fc->cube->topics.n);
+
+		fc->topic_datums = fc->topic_datums == NULL
+			? MemoryContextAllocZero(TopMemoryContext, sizeof(Datum) * n)
+			: repalloc(fc->topic_datums, sizeof(Datum) * n);
+		for (int i = fc->ntopic_datums; i < n; i++)
+			fc->topic_datums[i] = (Datum) 0;
+		fc->ntopic_datums = n;
+	}
+	if (fc->topic_datums[t] == (Datum) 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		fc->topic_datums[t] = CStringGetTextDatum(sc_kafka_source_topic(&fc->cube->topics, source));
+		MemoryContextSwitchTo(old);
+	}
+	return fc->topic_datums[t];
 }

@@ -149,6 +149,26 @@ is( $node->safe_psql('postgres',
 	join(' ', map { "$_=$owner{$_}" } sort keys %owner),
 	'A: streamcube.consumer_partitions shows each topic\'s partitions where the reassignment put them');
 
+# Seal the three topics' windows (all in the past), produce more into
+# them (late rows), then crash: the active windows start over from the
+# checkpoints, the sealed ones keep their rows, and each topic is still
+# exactly its messages.
+ok($node->safe_psql('postgres', 'SELECT streamcube_seal_due()') > 0, 'A: windows of the three topics sealed');
+sc_produce($_, count => 600, 'start-ts' => $start_ts) for @list;
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 3 * (23000 + 600) FROM ev") or diag 'A: the late rows did not all come';
+$pid = receiver_pid('ev', 'ra');
+ok(kill('KILL', $pid), "A: SIGKILL to receiver ra (pid $pid) after the seal");
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 2 FROM streamcube.consumers WHERE cube = 'ev'::regclass AND state = 'running'")
+  or die 'receivers did not come back';
+wait_cube('ev', 'A, sealed');
+check_topics_exact('ev', 'A, sealed, late rows and a crash', @list);
+is( $node->safe_psql('postgres',
+		"SELECT count(*) > 0 FROM streamcube.segments WHERE cube = 'ev'::regclass AND state IN ('sealed', 'compacted') "
+		  . "AND sealed_upto IS NOT NULL"),
+	't', 'A: sealed windows keep their sealed_upto by partition of each topic');
+
 # ---------------------------------------------------------------- B
 my $prefix = sc_topic('pat');
 sc_create_topic("${prefix}_a", 2);
