@@ -1649,3 +1649,21 @@ COMMENT ON VIEW streamcube.progress IS
     'Long work under way on the cubes the caller may read, one row per backend at it: a roll-up filled from the rows a cube holds, a seal, a compaction; its phase, done out of total, since when';
 GRANT SELECT ON streamcube.progress TO PUBLIC;
 
+
+-- ---------------------------------------------------------------------
+-- 0.4.0: every view is a security barrier.  Each shows rows of cubes the
+-- caller may read (has_table_privilege) or of clusters an admin may see;
+-- a caller's own cheap function in a WHERE clause must not be run on the
+-- other rows before that filter.
+-- ---------------------------------------------------------------------
+DO $$
+DECLARE
+    v regclass;
+BEGIN
+    FOR v IN SELECT c.oid::regclass FROM pg_catalog.pg_class c
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'streamcube' AND c.relkind = 'v' ORDER BY c.relname LOOP
+        EXECUTE pg_catalog.format('ALTER VIEW %s SET (security_barrier = true)', v);
+    END LOOP;
+END
+$$;

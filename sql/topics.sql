@@ -177,10 +177,18 @@ WHERE cube = 'mt_pat'::regclass ORDER BY topic_no;
 SELECT sc_test.wait_for($$SELECT count(*) = 2 FROM streamcube.consumer_partitions WHERE cube = 'mt_pat'::regclass$$);
 SELECT topic, partition FROM streamcube.consumer_partitions WHERE cube = 'mt_pat'::regclass ORDER BY 1, 2;
 
--- Others see no topics of cubes they cannot read.
+-- Others see no topics of cubes they cannot read, not even through a
+-- function of their own that the planner would rather run first.
 SET ROLE sc_other;
 SELECT count(*) AS topics FROM streamcube.topics;
+CREATE FUNCTION pg_temp.leak(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS
+$$ BEGIN RAISE NOTICE 'saw %', $1; RETURN true; END $$;
+SELECT count(*) AS topics FROM streamcube.topics WHERE pg_temp.leak(topic);
+SELECT count(*) AS partitions FROM streamcube.consumer_partitions WHERE pg_temp.leak(topic);
 RESET ROLE;
+SELECT count(*) AS views_not_barriers FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'streamcube' AND c.relkind = 'v'
+  AND NOT coalesce('security_barrier=true' = ANY (c.reloptions), false);
 
 SELECT streamcube_drop_cube('mt_pat');
 SELECT streamcube_drop_cube('mt_list');

@@ -1148,18 +1148,33 @@ sc_alter_topics_allowed(int32 cube_id)
  * streamcube.reassign_log.  The caller holds the cube's row.
  */
 static void
-sc_alter_topics(ScCube *cube, Jsonb *given, const char *name)
+sc_alter_topics(int32 cube_id, Jsonb *given, const char *name)
 {
 	char	   *spec;
-	char	   *old_spec = pstrdup(cube->topic);
+	char	   *old_spec;
 	List	   *all = NIL;
 	List	   *taken_out;
 	List	   *put_in;
 	List	   *kafka;
 	ScKafkaConnInfo *conn;
+	ScCube	   *cube;
 
 	/* which topics of a cluster a cube reads is an admin's call, as at creation */
 	sc_require_admin("change the topics of cubes");
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the topics of cube \"%s\" can change in a READ COMMITTED transaction only", name),
+				 errdetail("A receiver may have added a topic its pattern matches since the transaction's snapshot."),
+				 errhint("Call streamcube_alter_cube() outside a REPEATABLE READ or SERIALIZABLE transaction.")));
+
+	/*
+	 * The cube's topics as they are now that its row is held: a receiver
+	 * that added one (its pattern) committed before the row was ours.
+	 */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	cube = sc_cube_load(cube_id, false);
+	old_spec = pstrdup(cube->topic);
 	conn = sc_cluster_conninfo(cube->cluster);
 	sc_catalog_exec("SELECT CASE jsonb_typeof($1 -> 'topic') WHEN 'string' THEN $1 ->> 'topic' "
 					"ELSE ($1 -> 'topic')::text END", 1, (Oid[]) {JSONBOID},
@@ -1174,7 +1189,10 @@ sc_alter_topics(ScCube *cube, Jsonb *given, const char *name)
 		all = sc_kafka_describe_topics(conn, NULL, false, sc_kafka_timeout_ms, NULL, NULL);
 	sc_topics_change(cube, spec, name, all, &taken_out, &put_in);
 	if (strcmp(old_spec, cube->topic) == 0 && taken_out == NIL && put_in == NIL)
+	{
+		PopActiveSnapshot();
 		return;
+	}
 	sc_cube_row_set_topic(cube->cube_id, cube->topic);
 
 	/* Every topic it reads must be there: added ones are read from their start. */
@@ -1193,6 +1211,7 @@ sc_alter_topics(ScCube *cube, Jsonb *given, const char *name)
 					list_length(taken_out), list_length(put_in)),
 			 errdetail("Taken out: %s. Added or put back: %s.", sc_names_text(taken_out), sc_names_text(put_in)),
 			 errhint("streamcube.topics shows the cube's topics, streamcube.reassign_log their partitions' moves.")));
+	PopActiveSnapshot();
 }
 
 /*
@@ -1300,7 +1319,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	}
 	new_options = sc_cube_pin_document(cube, new_options);
 	if (topic_given)
-		sc_alter_topics(cube, given, name);
+		sc_alter_topics(cube_id, given, name);
 
 	values[1] = new_options;
 	{

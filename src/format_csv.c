@@ -25,6 +25,15 @@ typedef struct ScCsvFormat
 } ScCsvFormat;
 
 
+/* The characters of Kafka topic names. */
+#define SC_TOPIC_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+static bool
+sc_topic_char(char c)
+{
+	return c != '\0' && strchr(SC_TOPIC_CHARS, c) != NULL;
+}
+
 /* The metadata columns of a CSV line, after the record (if any). */
 static bool
 sc_csv_meta(ScFormatContext *fc, StringInfo out, const ScKafkaMessage *m, bool first, char **error)
@@ -362,7 +371,14 @@ sc_csv_setup(ScFormatContext *fc)
 	cf->time_field = cube->time_index >= 0 && cube->columns[cube->time_index].meta == SC_META_NONE
 		? fc->layout->line_pos[cube->time_index] : -1;
 	cf->null_len = strlen(cube->csv_null);
-	cf->topic_datum = fc->layout->npayload == cube->ncolumns - 1 && sc_meta_topic_datum_only(cube);
+	/*
+	 * A topic name (letters, digits, '.', '_', '-') is the same text in a
+	 * COPY csv line (a late row's) unless the dialect uses one of its
+	 * characters as delimiter or quote, or a null string made of them.
+	 */
+	cf->topic_datum = fc->layout->npayload == cube->ncolumns - 1 && sc_meta_topic_datum_only(cube) &&
+		!sc_topic_char(cube->csv_delimiter) && !sc_topic_char(cube->csv_quote) &&
+		(cf->null_len == 0 || strspn(cube->csv_null, SC_TOPIC_CHARS) < (size_t) cf->null_len);
 	initStringInfo(&cf->time_text);
 	initStringInfo(&cf->time_copy);
 	return cf;

@@ -64,7 +64,7 @@ typedef struct ScTopicList
 static inline bool
 sc_topic_removed(const ScTopicList *topics, int t)
 {
-	return topics->removed != NULL && topics->removed[t];
+	return topics->removed != NULL && t >= 0 && t < topics->n && topics->removed[t];
 }
 
 /* One librdkafka property, as stored in streamcube.clusters. */

@@ -66,6 +66,7 @@
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(sc_create_replica_set);
@@ -1097,7 +1098,10 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 	r->step = "validate";
 	sc_reassign_parse_options(r, options);
 	sc_reassign_lock_cube(r);
+	/* the cube's topics as they are now that its row is held (a pattern's new one) */
+	PushActiveSnapshot(GetTransactionSnapshot());
 	r->cube = sc_cube_load(r->cube_id, false);
+	PopActiveSnapshot();
 	r->new = sc_reassign_parse_assignment(r, assignment, &names);
 	r->new_json = sc_assignment_json(r->cube, r->new, names);
 	r->old = sc_reassign_read_assignment(r->cube_id);

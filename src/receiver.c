@@ -159,9 +159,9 @@ sc_receiver_poll_failure(ScKafkaPollResult *res)
 			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("offset out of range on partition %d of topic \"%s\": %s",
-						sc_source_kafka_partition(res->partition),
-						sc_kafka_source_topic(&MyReceiver->cube->topics, res->partition), res->message),
+				 errmsg("offset out of range on partition %s of cube %s: %s",
+						sc_partition_name(MyReceiver->cube, res->partition),
+						MyReceiver->cube->qualified, res->message),
 				 errhint("streamcube never skips messages silently; the receiver starts again from its committed position.")));
 	}
 	ereport(ERROR,
@@ -1007,7 +1007,10 @@ sc_receiver_adopt_cb(void *arg)
 		/* described as they will be numbered: after the cube's others */
 		topics.n = cube->topics.n + list_length(new_topics);
 		topics.names = palloc(sizeof(char *) * topics.n);
+		topics.removed = palloc0(sizeof(bool) * topics.n);
 		memcpy(topics.names, cube->topics.names, sizeof(char *) * cube->topics.n);
+		for (int t = 0; t < cube->topics.n; t++)
+			topics.removed[t] = sc_topic_removed(&cube->topics, t);
 		foreach(lc, new_topics)
 			topics.names[cube->topics.n + foreach_current_index(lc)] = strVal(lfirst(lc));
 	}

@@ -58,6 +58,7 @@ ScReceiver *MyReceiver = &receiver_data;
 #define SC_ASSIGNMENT_SETTLE_MS 250
 
 static void sc_receiver_cube_gone(void);
+static void sc_receiver_topics_for(const ScPositions *pos);
 
 /* ----------------------------------------------------------------
  * Shared-memory slot
@@ -575,6 +576,7 @@ sc_receiver_apply_assignment(bool final)
 
 	sc_receiver_begin("reading assignment");
 	pos = sc_positions_load(MyReceiver->cube_id, MyReceiver->replica_set, TopMemoryContext);
+	sc_receiver_topics_for(pos);
 	now = GetCurrentTimestamp();
 	old = MemoryContextSwitchTo(cxt);
 	sc_assignment_diff(pos, &d);
@@ -705,6 +707,36 @@ sc_receiver_take_topics(const ScCube *cube)
 		topics->removed[t] = sc_topic_removed(fresh, t);
 	}
 	topics->n = fresh->n;
+}
+
+/*
+ * The assignment names a topic the receiver does not know, or knows taken
+ * out (it changed since the cube was read): the cube's topics as this
+ * transaction sees them, which the assignment was read with.
+ */
+static void
+sc_receiver_topics_for(const ScPositions *pos)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	ScCube	   *fresh;
+	bool		stale = false;
+
+	for (int i = 0; i < pos->n && !stale; i++)
+	{
+		int			t = sc_source_topic_no(pos->partitions[i]);
+
+		stale = t >= MyReceiver->cube->topics.n || sc_topic_removed(&MyReceiver->cube->topics, t);
+	}
+	if (!stale)
+		return;
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "streamcube topics", ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	fresh = sc_cube_load(MyReceiver->cube_id, true);
+	if (fresh != NULL)
+		sc_receiver_take_topics(fresh);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }
 
 /* Re-read what may change while the cube runs: pause and skip. */

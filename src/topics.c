@@ -432,8 +432,13 @@ sc_topics_live(const ScCube *cube, List *sources)
 	ListCell   *lc;
 
 	foreach(lc, sources)
-		if (!sc_topic_removed(&cube->topics, sc_source_topic_no(lfirst_int(lc))))
+	{
+		int			t = sc_source_topic_no(lfirst_int(lc));
+
+		/* a topic number the cube does not know (yet) is none it reads */
+		if (t >= 0 && t < cube->topics.n && !sc_topic_removed(&cube->topics, t))
 			live = lappend_int(live, lfirst_int(lc));
+	}
 	return live;
 }
 
@@ -445,7 +450,7 @@ sc_partition_name(const ScCube *cube, int32 source)
 
 	if (cube->topics_kind == SC_TOPICS_ONE && t == 0)
 		return psprintf("%d", source);
-	return psprintf("%s:%d", t < cube->topics.n ? cube->topics.names[t] : "?",
+	return psprintf("%s:%d", t >= 0 && t < cube->topics.n ? cube->topics.names[t] : "?",
 					sc_source_kafka_partition(source));
 }
 

@@ -15,6 +15,7 @@
 #    messages are read exactly, and the other topics lost nothing.
 # E. A topic taken out of the list under load and put back: exact.
 # F. Avro from two topics, each with its own subject and schema.
+# G. The Kafka-visible progress group of a cube of two topics.
 # D. A 0.3.0 cube holding data, updated to 0.4.0: exact, ingesting on,
 #    and its topic is topic 0 of streamcube.topics.
 
@@ -277,6 +278,39 @@ is( $node->safe_psql('postgres',
 		"SELECT _topic, count(*), sum(n), count(DISTINCT (_partition, _offset)) FROM av GROUP BY 1 ORDER BY 1"),
 	"$av[0]|300|45150|300\n$av[1]|200|220100|200",
 	'F: each topic read by its own schema, exactly');
+
+# ---------------------------------------------------------------- G
+# The progress group of a cube of two topics: Kafka's own tools see each
+# topic's partitions at the cube's positions.
+my @pg = map { sc_topic("pg$_") } (1, 2);
+sc_create_topic($pg[0], 2);
+sc_create_topic($pg[1], 3);
+sc_produce($pg[0], count => 400);
+sc_produce($pg[1], count => 300);
+my $group = "sc-topics-$$";
+sc_create_cube($node, 'pgc', '[' . join(', ', map { "\"$_\"" } @pg) . ']', qq({"progress_group": "$group"}));
+wait_cube('pgc', 'G');
+for my $t (@pg)
+{
+	my $k = sc_kafka_contents($t);
+	my $want = join(',', map { "$_:$k->{partitions}{$_}{high}" } sort { $a <=> $b } keys %{ $k->{partitions} });
+	my $got = '';
+	for (1 .. 30)
+	{
+		my $out = sc_kafka_tool('org.apache.kafka.tools.consumer.group.ConsumerGroupCommand',
+			'--bootstrap-server', $ENV{SC_KAFKA}, '--describe', '--group', $group);
+		my %o;
+		for (split /\n/, $out)
+		{
+			my @f = split ' ';
+			$o{ $f[2] } = $f[3] if @f >= 6 && $f[0] eq $group && $f[1] eq $t;
+		}
+		$got = join(',', map { "$_:$o{$_}" } sort { $a <=> $b } keys %o);
+		last if $got eq $want;
+		sleep 1;
+	}
+	is($got, $want, "G: the progress group shows topic $t at the cube's positions, by its own partitions");
+}
 
 # ---------------------------------------------------------------- D
 my $old = sc_node('topics_update');
