@@ -85,6 +85,23 @@ SELECT * FROM streamcube_set_positions('mt_list', '{"mt_nowhere:0": 5}');
 SELECT * FROM streamcube_set_positions('mt_list', '{"mt_apac:0": 1000}');
 SELECT partition, old_position, new_position, skipped, topic
 FROM streamcube_set_positions('mt_list', '{"mt_apac:0": "latest", "mt_eu:1": "latest"}') ORDER BY topic;
+-- By time, over every partition of the three topics (Kafka asked per
+-- topic): no message is that late, so each partition stays at its end.
+SELECT topic, partition, new_position = old_position AS unchanged, skipped
+FROM streamcube_set_positions('mt_list', '{"timestamp": "2030-01-01 00:00+00"}') ORDER BY topic, partition;
+SELECT topic, partition, new_position = old_position AS unchanged
+FROM streamcube_set_positions('mt_list', '{"mt_us:2": {"timestamp": "2030-01-01 00:00+00"}}');
+-- A time among the messages of every partition of the three topics:
+-- each moves back to its first message stamped at or after it, a
+-- partition of each topic looked up in Kafka by its own topic; then
+-- "latest" puts every partition back at its end (the cube stays paused
+-- in between: nothing is read twice).
+SELECT topic, partition, new_position < old_position AS moved_back
+FROM streamcube_set_positions('mt_list', '{"timestamp": "2026-01-01 00:02:30+00"}') ORDER BY topic, partition;
+SET client_min_messages = warning;
+SELECT topic, partition, new_position > old_position AS moved_forward
+FROM streamcube_set_positions('mt_list', '"latest"') ORDER BY topic, partition;
+RESET client_min_messages;
 SELECT streamcube_resume('mt_list');
 
 -- A dead letter says its topic and the topic's partition.
