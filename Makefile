@@ -60,7 +60,7 @@ OBJS = \
 	src/ingest_write.o \
 	src/ingest.o \
 	src/ingest_rollup.o \
-	src/receiver.o src/receiver_control.o \
+	src/receiver.o src/receiver_control.o src/receiver_kafka.o \
 	src/reassign.o \
 	src/reassign_topics.o \
 	src/consumers.o \

@@ -1363,6 +1363,57 @@ ALTER TABLE streamcube.dead_letters ALTER COLUMN topic SET NOT NULL,
     DROP CONSTRAINT dead_letters_cube_id_partition_offset_key,
     ADD CONSTRAINT dead_letters_cube_id_topic_partition_offset_key UNIQUE (cube_id, topic, partition, "offset");
 
+-- The journals name a partition as a user does: its topic, and its
+-- partition in that topic (the rows from before are of the cube's one topic).
+ALTER TABLE streamcube.position_changes ADD COLUMN topic text;
+UPDATE streamcube.position_changes j SET topic = c.topic FROM streamcube.cubes c WHERE c.cube_id = j.cube_id;
+ALTER TABLE streamcube.position_changes ALTER COLUMN topic SET NOT NULL;
+ALTER TABLE streamcube.reassign_log ADD COLUMN topics text[];   -- the topic of each of partitions
+UPDATE streamcube.reassign_log l SET topics = pg_catalog.array_fill(c.topic, ARRAY[pg_catalog.cardinality(l.partitions)])
+FROM streamcube.cubes c WHERE c.cube_id = l.cube_id AND l.partitions IS NOT NULL;
+
+-- streamcube.segments' sealed_upto names the partitions of a cube of
+-- several topics "topic:partition".
+CREATE OR REPLACE VIEW streamcube.segments AS
+SELECT c.relid::regclass AS cube,
+       min(s.window_start) AS window_start,
+       max(s.window_end) AS window_end,
+       -- several windows in one partition: compacted once sealed; a bucket
+       -- of history's windows is one while active too (segments.c)
+       CASE WHEN count(*) > 1 AND min(s.state) = 'sealed' THEN 'compacted'
+            -- a seal holds a SHARE lock on the window's partition while it copies
+            WHEN min(s.state) = 'active' AND EXISTS (
+                 SELECT 1 FROM pg_catalog.pg_locks l
+                 WHERE l.relation = s.relid AND l.mode = 'ShareLock' AND l.granted)
+            THEN 'sealing' ELSE min(s.state) END AS state,
+       streamcube._segment_rows(c.relid, s.relid) AS rows,
+       pg_catalog.pg_total_relation_size(s.relid) AS bytes,
+       s.relid::regclass AS relation,
+       max(s.sealed_at) AS sealed_at,
+       -- per Kafka partition: every message of the partition's windows below
+       -- this offset is in it (the smallest of its windows' marks; 0 when a
+       -- window has none, as a window no row ever needed)
+       (SELECT pg_catalog.jsonb_object_agg(
+                   CASE WHEN u.partition < 1048576 AND c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%'
+                        THEN u.partition::text
+                        ELSE (SELECT t.topic FROM streamcube.cube_topics t
+                              WHERE t.cube_id = c.cube_id AND t.topic_no = u.partition >> 20)
+                             || ':' || (u.partition & 1048575) END,
+                   u."offset")
+        FROM (SELECT u.partition,
+                     CASE WHEN pg_catalog.count(*) < (SELECT pg_catalog.count(*) FROM streamcube.segment_catalog w2
+                                                      WHERE w2.cube_id = c.cube_id AND w2.relid = s.relid)
+                          THEN 0 ELSE pg_catalog.min(u."offset") END AS "offset"
+              FROM streamcube.sealed_upto u
+              JOIN streamcube.segment_catalog w USING (cube_id, window_start)
+              WHERE w.cube_id = c.cube_id AND w.relid = s.relid
+              GROUP BY u.partition) u) AS sealed_upto,
+       count(*)::integer AS windows
+FROM streamcube.segment_catalog s
+JOIN streamcube.cubes c USING (cube_id)
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE oid = s.relid)
+GROUP BY c.cube_id, c.relid, s.relid;
+
 
 -- ---------------------------------------------------------------------
 -- 0.4.0: streamcube.consumers tells the truth in an outage.  State
@@ -1386,7 +1437,7 @@ CREATE FUNCTION streamcube._receivers(
         OUT lag_seconds double precision, OUT partition_lag_seconds double precision[],
         OUT batches bigint, OUT disconnected_since timestamptz,
         OUT last_contact_at timestamptz, OUT previous_error text,
-        OUT previous_error_at timestamptz)
+        OUT previous_error_at timestamptz, OUT topic_partition_counts integer[])
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
 
@@ -1419,13 +1470,9 @@ SELECT r.pid,
             THEN c.paused_reason
             ELSE r.last_error END AS last_error,
        r.last_error_at,
-       -- partitions of the topic that no replica set of the cube consumes
-       -- (a cube of several topics: streamcube.lag() lists them, replica_set NULL)
-       CASE WHEN c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%' THEN
-       ARRAY(SELECT p FROM generate_series(0, r.topic_partitions - 1) AS p
-             WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
-                               WHERE a.cube_id = c.cube_id AND a.partition = p)
-             ORDER BY p) END AS unassigned_partitions,
+       -- partitions of the cube's topics that no replica set of the cube
+       -- consumes (their topics: unassigned_topics)
+       un.partitions AS unassigned_partitions,
        r.tombstones_skipped,
        -- the logged restart point of each partition: where a crash restarts it
        ARRAY(SELECT k."offset" FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
@@ -1452,9 +1499,21 @@ SELECT r.pid,
        -- the topic of each of partitions
        ARRAY(SELECT t.topic FROM unnest(r.partitions) WITH ORDINALITY AS u(p, i)
              LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = u.p >> 20
-             ORDER BY u.i) AS topics
+             ORDER BY u.i) AS topics,
+       un.topics AS unassigned_topics
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
+-- the partitions of each topic the cube reads, as many as the receiver
+-- last saw in Kafka, that are assigned to no replica set
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(p.p ORDER BY t.topic_no, p.p), '{}') AS partitions,
+           coalesce(array_agg(t.topic ORDER BY t.topic_no, p.p), '{}') AS topics
+    FROM unnest(r.topic_partition_counts) WITH ORDINALITY AS n(partitions, topic_no1)
+    JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = n.topic_no1 - 1
+                                 AND t.removed_at IS NULL
+    CROSS JOIN generate_series(0, n.partitions - 1) AS p(p)
+    WHERE NOT EXISTS (SELECT 1 FROM streamcube.assignments a
+                      WHERE a.cube_id = c.cube_id AND a.partition = (t.topic_no << 20) | p.p)) un
 CROSS JOIN LATERAL (
     SELECT CASE WHEN c.bad_partition < 1048576 AND c.topic NOT LIKE '[%' AND c.topic NOT LIKE '{%'
                 THEN c.bad_partition::text
@@ -1505,7 +1564,8 @@ SELECT NULL::integer,
        NULL::timestamptz,
        ARRAY(SELECT t.topic FROM unnest(w.partitions) WITH ORDINALITY AS u(p, i)
              LEFT JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = u.p >> 20
-             ORDER BY u.i)
+             ORDER BY u.i),
+       NULL::text[]
 FROM (SELECT a.cube_id, a.replica_set, array_agg(a.partition ORDER BY a.partition) AS partitions
       FROM streamcube.assignments a GROUP BY 1, 2) w
 JOIN streamcube.cubes c USING (cube_id)

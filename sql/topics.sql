@@ -71,6 +71,8 @@ FROM streamcube_reassign('mt_list',
        '{"mt_a": ["mt_eu:0", "mt_eu:1", "mt_us:0"], "mt_b": ["mt_us:1", "mt_us:2", "mt_apac:0"]}') AS r;
 SELECT new_assignment FROM streamcube.reassign_log
 WHERE cube = 'mt_list'::regclass AND step = 'assign' ORDER BY entry_id DESC LIMIT 1;
+SELECT topics, partitions FROM streamcube.reassign_log
+WHERE cube = 'mt_list'::regclass AND step = 'merge' ORDER BY entry_id DESC LIMIT 1;
 RESET ROLE;
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_us --count 200 --format json --start-ts 1767225600 2>/dev/null
 \! "$SC_SCKAFKA" produce --bootstrap "$SC_KAFKA" --topic mt_apac --count 50 --format json --start-ts 1767225600 2>/dev/null
@@ -102,6 +104,9 @@ SET client_min_messages = warning;
 SELECT topic, partition, new_position > old_position AS moved_forward
 FROM streamcube_set_positions('mt_list', '"latest"') ORDER BY topic, partition;
 RESET client_min_messages;
+-- The journal names each partition by its topic and its number there.
+SELECT topic, partition, count(*) AS changes FROM streamcube.position_changes
+WHERE cube = 'mt_list'::regclass GROUP BY topic, partition ORDER BY topic, partition;
 SELECT streamcube_resume('mt_list');
 
 -- A dead letter says its topic and the topic's partition.

@@ -27,6 +27,7 @@
 #include "utils/resowner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/memutils.h"
 #include "access/htup_details.h"
@@ -218,6 +219,21 @@ sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
 	if (ret < 0)
 		elog(ERROR, "streamcube catalog statement failed: %s", SPI_result_code_string(ret));
 	return ret;
+}
+
+/*
+ * Does streamcube's table have this column?  The library may be newer
+ * than the catalog until ALTER EXTENSION streamcube UPDATE runs, which may
+ * come while a worker runs: asked when a statement depends on it (a
+ * syscache lookup).
+ */
+bool
+sc_catalog_has_column(const char *table, const char *column)
+{
+	Oid			nsp = get_namespace_oid(SC_SCHEMA, true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid(table, nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, column) != InvalidAttrNumber;
 }
 
 /*

@@ -59,7 +59,7 @@ PG_FUNCTION_INFO_V1(sc_rollup_stats);
 PG_FUNCTION_INFO_V1(sc_cube_lag);
 PG_FUNCTION_INFO_V1(sc_progress);
 
-#define SC_RECEIVER_COLS 26		/* as 0.4.0 declares them; 0.3.0 declared the first 22,
+#define SC_RECEIVER_COLS 27		/* as 0.4.0 declares them; 0.3.0 declared the first 22,
 									 * 0.2.0 the first 17 */
 
 /*
@@ -103,34 +103,51 @@ sc_receiver_slots(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
-Datum
-sc_receivers(PG_FUNCTION_ARGS)
+/* A receiver slot as it was, with its partitions and its topics' counts. */
+typedef struct ScSlotCopy
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ScReceiverSlot *copy;
-	ScPartitionStat **copy_parts;
+	ScReceiverSlot slot;
+	ScPartitionStat *parts;
+	int32	   *counts;
+} ScSlotCopy;
+
+/* Copy this database's slots in use at one moment; how many. */
+static int
+sc_copy_slots(ScSlotCopy *copies)
+{
 	int			n = 0;
 
-	InitMaterializedSRF(fcinfo, 0);
-
-	copy = palloc(sizeof(ScReceiverSlot) * sc_shared->nslots);
-	copy_parts = palloc(sizeof(ScPartitionStat *) * sc_shared->nslots);
 	LWLockAcquire(sc_shared->lock, LW_SHARED);
 	for (int s = 0; s < sc_shared->nslots; s++)
 		if (sc_shared->slots[s].in_use && sc_shared->slots[s].dboid == MyDatabaseId)
 		{
 			ScReceiverSlot *slot = &sc_shared->slots[s];
 
-			memcpy(&copy[n], slot, sizeof(ScReceiverSlot));
-			copy_parts[n] = palloc(sizeof(ScPartitionStat) * Max(slot->npartitions, 1));
-			memcpy(copy_parts[n], sc_slot_parts(slot), sizeof(ScPartitionStat) * slot->npartitions);
+			memcpy(&copies[n].slot, slot, sizeof(ScReceiverSlot));
+			copies[n].parts = palloc(sizeof(ScPartitionStat) * Max(slot->npartitions, 1));
+			memcpy(copies[n].parts, sc_slot_parts(slot), sizeof(ScPartitionStat) * slot->npartitions);
+			copies[n].counts = palloc(sizeof(int32) * Max(slot->ntopics, 1));
+			memcpy(copies[n].counts, sc_slot_topic_counts(slot), sizeof(int32) * slot->ntopics);
 			n++;
 		}
 	LWLockRelease(sc_shared->lock);
+	return n;
+}
+
+Datum
+sc_receivers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ScSlotCopy *copy;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy = palloc(sizeof(ScSlotCopy) * sc_shared->nslots);
+	n = sc_copy_slots(copy);
 
 	for (int i = 0; i < n; i++)
 	{
-		ScReceiverSlot *slot = &copy[i];
+		ScReceiverSlot *slot = &copy[i].slot;
 		bool		missing = false;
 		Datum		values[SC_RECEIVER_COLS];
 		bool		nulls[SC_RECEIVER_COLS];
@@ -154,7 +171,7 @@ sc_receivers(PG_FUNCTION_ARGS)
 		memset(nulls, 0, sizeof(nulls));
 		for (int p = 0; p < slot->npartitions; p++)
 		{
-			ScPartitionStat *ps = &copy_parts[i][p];
+			ScPartitionStat *ps = &copy[i].parts[p];
 
 			parts[p] = Int32GetDatum(ps->partition);
 			positions[p] = Int64GetDatum(ps->position);
@@ -250,6 +267,17 @@ sc_receivers(PG_FUNCTION_ARGS)
 		nulls[24] = slot->previous_error[0] == '\0';
 		values[25] = TimestampTzGetDatum(slot->previous_error_at);
 		nulls[25] = slot->previous_error_at == 0;
+		/* the partition count of each topic, by topic number + 1 */
+		if (slot->ntopics > 0)
+		{
+			Datum	   *counts = palloc(sizeof(Datum) * slot->ntopics);
+
+			for (int t = 0; t < slot->ntopics; t++)
+				counts[t] = Int32GetDatum(copy[i].counts[t]);
+			values[26] = sc_int_array(counts, slot->ntopics, INT4OID);
+		}
+		else
+			nulls[26] = true;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -170,20 +170,6 @@ sc_bytea(const char *data, size_t len, char *isnull)
 	return PointerGetDatum(b);
 }
 
-/*
- * Does streamcube.dead_letters say each message's topic (0.4.0 on)?  A
- * catalog not yet updated has neither the column nor its key; the update
- * may come while the receiver runs, so this is asked for every dead letter
- * (a syscache lookup: they are rare).
- */
-static bool
-sc_dead_letters_have_topic(void)
-{
-	Oid			rel = get_relname_relid("dead_letters", get_namespace_oid(SC_SCHEMA, false));
-
-	return OidIsValid(rel) && get_attnum(rel, "topic") != InvalidAttrNumber;
-}
-
 /* Record message m as a dead letter, in the batch's transaction. */
 void
 sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
@@ -192,7 +178,7 @@ sc_dead_letter(ScIngest *ing, const ScKafkaMessage *m, const char *error)
 	char		nulls[9] = "        ";
 	ScPrivilegeSave save;
 	int			ret;
-	bool		with_topic = sc_dead_letters_have_topic();
+	bool		with_topic = sc_catalog_has_column("dead_letters", "topic");	/* 0.4.0 on */
 
 	if (ing->dead_letter_plan != NULL && ing->dead_letter_topic != with_topic)
 	{

@@ -50,6 +50,16 @@ sc_source_kafka_partition(int32 source)
 }
 
 /*
+ * The same in SQL, for the journals a user reads, which name a partition by
+ * topic and Kafka partition: the topic of source partition s of cube c
+ * (both SQL expressions) and its partition in that topic.
+ */
+#define SC_SQL_SOURCE_TOPIC(c, s) \
+	"(SELECT t.topic FROM streamcube.cube_topics t WHERE t.cube_id = " c " AND t.topic_no = (" s ") >> 20)"
+#define SC_SQL_SOURCE_PARTITION(s) "((" s ") & 1048575)"
+StaticAssertDecl(SC_SOURCE_PARTITION_BITS == 20, "SC_SQL_SOURCE_* spell the bits out");
+
+/*
  * The topics a cube reads, by topic number.  A topic taken out of the cube
  * keeps its number (removed[t]; removed NULL: none is): it is never
  * described, and no partition of it is assigned.
@@ -199,7 +209,8 @@ extern int64 sc_kafka_consumer_high_watermark(ScKafkaConsumer *consumer, int32 s
 extern int64 sc_kafka_consumer_query_high_watermark(ScKafkaConsumer *consumer, int32 source,
 													 int timeout_ms);
 extern bool sc_kafka_consumer_take_all_down(ScKafkaConsumer *consumer);
-extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms);
+extern int	sc_kafka_consumer_topic_partitions(ScKafkaConsumer *consumer, int timeout_ms,
+											   int *each, int neach);
 extern void sc_kafka_consumer_report(ScKafkaConsumer *consumer);
 extern void sc_kafka_consumer_destroy(ScKafkaConsumer *consumer);
 

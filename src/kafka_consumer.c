@@ -891,22 +891,27 @@ sc_kafka_consumer_count_partitions(ScKafkaConsumer *c, int topic_no, int timeout
 /*
  * How many partitions the consumer's topics have now, all together; -1
  * when one of them is not known (see above; each within timeout_ms).
+ * each, when given, gets the count of each topic by number, neach of them:
+ * 0 for a topic taken out of the cube, -1 for one not known (nor the
+ * topics after it: the first that does not answer ends the look).
  */
 int
-sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms)
+sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms, int *each, int neach)
 {
 	int			total = 0;
 
+	for (int t = 0; t < neach; t++)
+		each[t] = -1;
 	if (c->topics.n == 0)
 		return -1;
 	for (int t = 0; t < c->topics.n; t++)
 	{
-		int			n;
+		int			n = 0;
 
-		if (sc_topic_removed(&c->topics, t))
-			continue;
-		n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
-
+		if (!sc_topic_removed(&c->topics, t))
+			n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
+		if (t < neach)
+			each[t] = n;
 		if (n < 0)
 			return -1;
 		total += n;

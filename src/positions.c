@@ -930,6 +930,7 @@ sc_set_position(ScCube *cube, const ScPositionChange *c, const char *who, const 
 	Oid			t[7] = {INT4OID, INT4OID, INT8OID, TEXTOID, NAMEOID, TEXTOID, OIDOID};
 	Datum		v[7];
 	char		n[8] = "       ";	/* ' ' not null, 'n' null */
+	bool		with_topic = sc_catalog_has_column("position_changes", "topic");	/* 0.4.0 on */
 
 	v[0] = Int32GetDatum(cube->cube_id);
 	v[1] = Int32GetDatum(c->partition);
@@ -940,14 +941,14 @@ sc_set_position(ScCube *cube, const ScPositionChange *c, const char *who, const 
 	n[5] = reason ? ' ' : 'n';
 	v[6] = ObjectIdGetDatum(cube->relid);
 
-	if (sc_catalog_exec("WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
+	if (sc_catalog_exec(psprintf("WITH old AS (SELECT k.\"offset\" AS checkpoint, p.position "
 						"             FROM streamcube.checkpoints k "
 						"             LEFT JOIN streamcube.consume_positions p USING (cube_id, partition) "
 						"             WHERE k.cube_id = $1 AND k.partition = $2), "
 						"j AS (INSERT INTO streamcube.position_changes "
 						"      (cube_id, cube, partition, requested, old_position, old_checkpoint, "
-						"       new_position, changed_by, reason) "
-						"      SELECT $1, $7, $2, $4, old.position, old.checkpoint, $3, $5, $6 FROM old "
+						"       new_position, changed_by, reason%s) "
+						"      SELECT $1, $7, %s, $4, old.position, old.checkpoint, $3, $5, $6%s FROM old "
 						"      RETURNING old_position), "
 						"k AS (UPDATE streamcube.checkpoints SET \"offset\" = $3 "
 						"      WHERE cube_id = $1 AND partition = $2), "
@@ -959,6 +960,9 @@ sc_set_position(ScCube *cube, const ScPositionChange *c, const char *who, const 
 						"      ON CONFLICT (cube_id, partition) "
 						"      DO UPDATE SET position = $3, updated_at = now()) "
 						"SELECT old_position FROM j",
+						with_topic ? ", topic" : "",
+						with_topic ? SC_SQL_SOURCE_PARTITION("$2") : "$2",
+						with_topic ? ", " SC_SQL_SOURCE_TOPIC("$1", "$2") : ""),
 						7, t, v, n, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not set the position of partition %d of cube %s",
 			 c->partition, cube->qualified);
@@ -984,12 +988,18 @@ sc_positions_earliest_again(ScCube *cube, int32 partition, int64 position, int64
 	Datum		v[3] = {Int32GetDatum(cube->cube_id), Int32GetDatum(partition), Int64GetDatum(position)};
 	ScPositionChange c;
 
-	sc_catalog_exec("SELECT 1 FROM streamcube.position_changes j "
-					"JOIN streamcube.consume_positions p USING (cube_id, partition) "
-					"WHERE j.cube_id = $1 AND j.partition = $2 AND j.requested = 'earliest' "
-					"  AND j.new_position = $3 AND p.position = $3 "
-					"  AND j.change_id = (SELECT max(change_id) FROM streamcube.position_changes "
-					"                     WHERE cube_id = $1 AND partition = $2)",
+	/* the journal names a partition by topic and number (0.4.0 on) */
+	const char *key = sc_catalog_has_column("position_changes", "topic")
+		? "cube_id = $1 AND topic = " SC_SQL_SOURCE_TOPIC("$1", "$2")
+		" AND partition = " SC_SQL_SOURCE_PARTITION("$2")
+		: "cube_id = $1 AND partition = $2";
+
+	sc_catalog_exec(psprintf("SELECT 1 FROM streamcube.position_changes j "
+							 "JOIN streamcube.consume_positions p ON p.cube_id = $1 AND p.partition = $2 "
+							 "WHERE j.change_id = (SELECT max(change_id) FROM streamcube.position_changes "
+							 "                     WHERE %s) "
+							 "  AND j.requested = 'earliest' AND j.new_position = $3 AND p.position = $3",
+							 key),
 					3, t, v, NULL, true, 1);
 	if (SPI_processed == 0)
 		return false;

@@ -218,6 +218,22 @@ sc_ms_between(TimestampTz from, TimestampTz to)
  * ----------------------------------------------------------------
  */
 
+/*
+ * The journal names partitions as a user does, by topic and Kafka
+ * partition (0.4.0 on; a catalog not yet updated keeps source partitions,
+ * which are the Kafka partitions of its one topic): for a statement's
+ * format, the column topics, then what goes in partitions and topics, of
+ * source partitions array p of cube c (SQL expressions).
+ */
+#define SC_JOURNAL_TOPICS(c, p) \
+	sc_catalog_has_column("reassign_log", "topics") ? ", topics" : "", \
+	sc_catalog_has_column("reassign_log", "topics") ? \
+	"CASE WHEN " p " IS NOT NULL THEN ARRAY(SELECT " SC_SQL_SOURCE_PARTITION("u.s") \
+	"  FROM pg_catalog.unnest(" p ") WITH ORDINALITY AS u(s, i) ORDER BY u.i) END" : p, \
+	sc_catalog_has_column("reassign_log", "topics") ? \
+	", CASE WHEN " p " IS NOT NULL THEN ARRAY(SELECT " SC_SQL_SOURCE_TOPIC(c, "u.s") \
+	"  FROM pg_catalog.unnest(" p ") WITH ORDINALITY AS u(s, i) ORDER BY u.i) END" : ""
+
 /* What one row of streamcube.reassign_log says beyond the call. */
 typedef struct ScJournalRow
 {
@@ -296,10 +312,13 @@ sc_journal(ScReassign *r, ScJournalRow *row)
 	v[13] = CStringGetTextDatum(row->outcome);
 	v[14] = ObjectIdGetDatum(r->relid);
 
-	sc_catalog_exec("INSERT INTO streamcube.reassign_log "
-					"(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
-					" started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, outcome) "
-					"VALUES ($1, $2, $15, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), $10, $11, $12, $13, $14)",
+	sc_catalog_exec(psprintf("INSERT INTO streamcube.reassign_log "
+							 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+							 " started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, "
+							 " outcome%s) "
+							 "VALUES ($1, $2, $15, $3, $4, $5, %s, $7, $8, $9, clock_timestamp(), $10, $11, $12, "
+							 "        $13, $14%s)",
+							 SC_JOURNAL_TOPICS("$2", "$6")),
 					15, types, v, n, false, 0);
 }
 
@@ -1217,17 +1236,18 @@ sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 	n[8] = unconsumed_ms < 0 ? 'n' : ' ';
 
 	SPI_connect();
-	sc_catalog_exec("INSERT INTO streamcube.reassign_log "
-					"(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
-					" started_at, finished_at, unconsumed_ms, outcome) "
-					"SELECT $1, c.cube_id, c.relid, "
-					"       coalesce((SELECT l.origin FROM streamcube.reassign_log l "
-					"                 WHERE l.cube_id = $2 AND l.reassign_id = $1 LIMIT 1), "
-					"                'streamcube_reassign'), "
-					"       $3, $4, $5, $6, $7, $8, clock_timestamp(), $9, 'ok' "
-					"FROM streamcube.cubes c WHERE c.cube_id = $2 "
-					"AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
-					"                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
+	sc_catalog_exec(psprintf("INSERT INTO streamcube.reassign_log "
+							 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
+							 " started_at, finished_at, unconsumed_ms, outcome%s) "
+							 "SELECT $1, c.cube_id, c.relid, "
+							 "       coalesce((SELECT l.origin FROM streamcube.reassign_log l "
+							 "                 WHERE l.cube_id = $2 AND l.reassign_id = $1 LIMIT 1), "
+							 "                'streamcube_reassign'), "
+							 "       $3, $4, %s, $6, $7, $8, clock_timestamp(), $9, 'ok'%s "
+							 "FROM streamcube.cubes c WHERE c.cube_id = $2 "
+							 "AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
+							 "                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
+							 SC_JOURNAL_TOPICS("$2", "$5")),
 					9, types, v, n, false, 0);
 	SPI_finish();
 }

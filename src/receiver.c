@@ -1030,9 +1030,7 @@ sc_receiver_refresh_metadata(void)
 	if (!TimestampDifferenceExceeds(MyReceiver->metadata_at, GetCurrentTimestamp(),
 									sc_metadata_interval_ms))
 		return;
-	n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, Min(sc_kafka_timeout_ms, 2000));
-	if (n >= 0)
-		MyReceiver->topic_partitions = n;
+	n = sc_receiver_count_partitions(Min(sc_kafka_timeout_ms, 2000));
 	MyReceiver->metadata_at = GetCurrentTimestamp();
 
 	/*
@@ -1225,6 +1223,7 @@ sc_receiver_main(Datum main_arg)
 
 	/* Claim the slot, unless a newer registration owns it. */
 	slot = &sc_shared->slots[slotno];
+	MyReceiver->topic_counts = MemoryContextAlloc(TopMemoryContext, sizeof(int) * SC_SOURCE_MAX_TOPICS);
 	LWLockAcquire(sc_shared->lock, LW_EXCLUSIVE);
 	if (!slot->in_use || slot->generation != generation || slot->pid != 0)
 	{
@@ -1241,6 +1240,8 @@ sc_receiver_main(Datum main_arg)
 	MyReceiver->slot = slot;
 	MyReceiver->cube_id = slot->cube_id;
 	MyReceiver->topic_partitions = -1;
+	MyReceiver->ntopic_counts = 0;
+	slot->ntopics = 0;
 	slot->epoch = -1;
 	slot->contact_at = 0;
 	slot->disconnected_since = 0;

@@ -83,7 +83,9 @@ typedef struct ScReceiver
 	TimestampTz paused_probe_at;	/* a paused receiver's last look at Kafka's ends */
 	TimestampTz topic_checked_at;	/* last look after "unknown topic" */
 	bool		topic_gone;		/* the consumer's topic was deleted */
-	int			topic_partitions;
+	int			topic_partitions;	/* of all the cube's topics; -1 unknown */
+	int		   *topic_counts;	/* of each topic, by number; -1 unknown */
+	int			ntopic_counts;	/* of topic_counts; 0: none known */
 	uint64		tombstones_skipped;
 	uint64		rows_direct;
 	uint64		rows_copy;
@@ -121,6 +123,7 @@ extern bool sc_receiver_wanted_elsewhere(void);
 extern void sc_receiver_detach(int code, Datum arg);
 extern void sc_receiver_publish(void);
 extern void sc_receiver_publish_stats(void);
+extern int	sc_receiver_count_partitions(int timeout_ms);
 extern void sc_receiver_warn(const char *message);
 
 /* receiver_control.c: the catalog */

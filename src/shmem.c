@@ -39,7 +39,9 @@ sc_shmem_size(void)
 								mul_size(sizeof(ScReceiverSlot), sc_max_receivers));
 
 	size = MAXALIGN(size);
-	return add_size(size, mul_size(mul_size(sizeof(ScPartitionStat), sc_max_receiver_partitions),
+	size = add_size(size, mul_size(mul_size(sizeof(ScPartitionStat), sc_max_receiver_partitions),
+								   sc_max_receivers));
+	return add_size(size, mul_size(mul_size(sizeof(int32), sc_max_receiver_partitions),
 								   sc_max_receivers));
 }
 
@@ -106,6 +108,23 @@ sc_slot_parts(const ScReceiverSlot *slot)
 
 	Assert(s >= 0 && s < sc_shared->nslots);
 	return (ScPartitionStat *) base + (Size) s * sc_shared->slot_partitions;
+}
+
+/*
+ * The partition count of each of a slot's cube's topics, by topic number
+ * (slot->ntopics of them, at most slot_partitions): after every slot's
+ * partition table.
+ */
+int32 *
+sc_slot_topic_counts(const ScReceiverSlot *slot)
+{
+	char	   *base = (char *) sc_shared +
+		MAXALIGN(offsetof(ScShared, slots) + sizeof(ScReceiverSlot) * sc_shared->nslots);
+	int			s = slot - sc_shared->slots;
+
+	Assert(s >= 0 && s < sc_shared->nslots);
+	base += sizeof(ScPartitionStat) * (Size) sc_shared->slot_partitions * sc_shared->nslots;
+	return (int32 *) base + (Size) s * sc_shared->slot_partitions;
 }
 
 static void

@@ -55,7 +55,8 @@
  *	reassign_topics.c	partitions and topics added to a cube or taken out, by reassign.c's steps
  * top
  *	receiver.c		the receiver worker: its batches and main loop
- *	receiver_control.c	its control side: slot, catalog, the consumer's life, Kafka's health
+ *	receiver_control.c	its control side: slot, catalog, assignment, pauses
+ *	receiver_kafka.c	the consumer's life, what Kafka still holds, Kafka's health
  *	launcher.c		the launcher worker, reconciling receivers with the catalog
  *	maintenance.c	streamcube_seal_due (seal, compact, retention), the pg_cron job
  *	consumers.c		the monitoring functions behind streamcube.* views
@@ -295,6 +296,7 @@ typedef struct ScReceiverSlot
 	double		rows_per_sec;
 	int			npartitions;	/* of sc_slot_parts(slot) */
 	int			topic_partitions;	/* partitions the topic has; -1 unknown */
+	int			ntopics;		/* of sc_slot_topic_counts(slot); 0 unknown */
 	uint64		tombstones_skipped;
 	uint64		rows_direct;	/* rows the direct path wrote */
 	uint64		rows_copy;		/* rows written through COPY */
@@ -376,6 +378,7 @@ extern ScShared *sc_shared;
 
 extern void sc_shmem_install_hooks(void);
 extern ScPartitionStat *sc_slot_parts(const ScReceiverSlot *slot);
+extern int32 *sc_slot_topic_counts(const ScReceiverSlot *slot);
 extern int	sc_slots_in_use(void);
 extern bool sc_slot_exists(int32 cube_id, const char *replica_set);
 extern void sc_slots_warn_short(const char *cube, int n);
@@ -434,6 +437,7 @@ extern void sc_as_owner_leave(ScAsOwner *save);
 extern void sc_catalog_leave(ScPrivilegeSave *save);
 extern void sc_config_journal(const char *cluster, int32 cube_id, Oid cube_relid,
 							  Datum old_value, Datum new_value);
+extern bool sc_catalog_has_column(const char *table, const char *column);
 extern int	sc_catalog_exec(const char *sql, int nargs, Oid *types, Datum *values,
 							const char *nulls, bool read_only, long count);
 struct _SPI_plan;				/* executor/spi.h's SPIPlanPtr points to one */

@@ -167,8 +167,34 @@ wait_cube('ev', 'A, sealed');
 check_topics_exact('ev', 'A, sealed, late rows and a crash', @list);
 is( $node->safe_psql('postgres',
 		"SELECT count(*) > 0 FROM streamcube.segments WHERE cube = 'ev'::regclass AND state IN ('sealed', 'compacted') "
-		  . "AND sealed_upto IS NOT NULL"),
-	't', 'A: sealed windows keep their sealed_upto by partition of each topic');
+		  . "AND sealed_upto ?& ARRAY['$list[0]:2', '$list[1]:1', '$list[2]:0']"),
+	't', 'A: sealed windows keep their sealed_upto by partition of each topic, named "topic:partition"');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM streamcube.reassign_log WHERE cube = 'ev'::regclass AND step = 'merge' "
+		  . "AND topics = ARRAY['$list[0]', '$list[1]'] AND partitions = '{0,1}'"),
+	'1', 'A: streamcube.reassign_log names the moved partitions by topic and partition');
+
+# Partitions of two topics left to no replica set (allow_partial):
+# streamcube.consumers names them, with their topics; put back, none is.
+my %partial = %owner;
+delete @partial{ "$list[0]:2", "$list[2]:1" };
+my $assign_of = sub {
+	my ($of) = @_;
+	return '{' . join(', ',
+		map { my $set = $_; "\"$set\": [" . join(', ', map { "\"$_\"" } sort grep { $of->{$_} eq $set } keys %$of) . ']' }
+		  qw(ra rb)) . '}';
+};
+$node->safe_psql('postgres',
+	"SELECT streamcube_reassign('ev', '" . $assign_of->(\%partial) . "', '{\"allow_partial\": true}')");
+ok( $node->poll_query_until('postgres',
+		"SELECT bool_and(unassigned_partitions = '{2,1}' AND unassigned_topics = '{$list[0],$list[2]}') "
+		  . "FROM streamcube.consumers WHERE cube = 'ev'::regclass"),
+	'A: streamcube.consumers names the partitions of two topics left unassigned, and their topics');
+$node->safe_psql('postgres', "SELECT streamcube_reassign('ev', '" . $assign_of->(\%owner) . "')");
+ok( $node->poll_query_until('postgres',
+		"SELECT bool_and(unassigned_partitions = '{}' AND unassigned_topics = '{}') "
+		  . "FROM streamcube.consumers WHERE cube = 'ev'::regclass"),
+	'A: assigned again, none is unassigned');
 
 # ---------------------------------------------------------------- B
 my $prefix = sc_topic('pat');
