@@ -25,13 +25,11 @@ typedef struct ScCsvFormat
 } ScCsvFormat;
 
 
-/* The characters of Kafka topic names. */
-#define SC_TOPIC_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
-
+/* Can a Kafka topic name hold c? */
 static bool
 sc_topic_char(char c)
 {
-	return c != '\0' && strchr(SC_TOPIC_CHARS, c) != NULL;
+	return c != '\0' && strchr(SC_KAFKA_TOPIC_CHARS, c) != NULL;
 }
 
 /* The metadata columns of a CSV line, after the record (if any). */
@@ -378,7 +376,7 @@ sc_csv_setup(ScFormatContext *fc)
 	 */
 	cf->topic_datum = fc->layout->npayload == cube->ncolumns - 1 && sc_meta_topic_datum_only(cube) &&
 		!sc_topic_char(cube->csv_delimiter) && !sc_topic_char(cube->csv_quote) &&
-		(cf->null_len == 0 || strspn(cube->csv_null, SC_TOPIC_CHARS) < (size_t) cf->null_len);
+		(cf->null_len == 0 || strspn(cube->csv_null, SC_KAFKA_TOPIC_CHARS) < (size_t) cf->null_len);
 	initStringInfo(&cf->time_text);
 	initStringInfo(&cf->time_copy);
 	return cf;

@@ -27,6 +27,9 @@
  * a cube of one topic is what it always was.  kafka*.c turn source
  * partitions into librdkafka's (topic, partition) pairs and back.
  */
+/* The characters a Kafka topic name is made of (Kafka's rule; 1 to 249 of them). */
+#define SC_KAFKA_TOPIC_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
 #define SC_SOURCE_PARTITION_BITS 20
 #define SC_SOURCE_MAX_PARTITIONS (1 << SC_SOURCE_PARTITION_BITS)
 #define SC_SOURCE_MAX_TOPICS (1 << (31 - SC_SOURCE_PARTITION_BITS))

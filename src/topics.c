@@ -48,7 +48,7 @@ sc_topic_name_valid(const char *topic)
 
 	if (len == 0 || len > 249 || strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
 		return false;
-	return strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
+	return strspn(topic, SC_KAFKA_TOPIC_CHARS) == len;
 }
 
 static void
