@@ -271,34 +271,47 @@ sub sc_check_exact
 # Returns the offending partitions, '' when all agree.
 sub sc_positions_vs_rows_sql
 {
-	my ($cube) = @_;
+	my ($cube, $several) = @_;
+	# A cube of several topics: each source partition (topic_no << 20 |
+	# partition) is a (_topic, _partition) of the rows and the dead letters;
+	# a cube of one topic has no _topic (and maybe no streamcube.cube_topics).
+	my ($k_topic, $k_join, $r_topic, $d_topic) = $several
+	  ? ('t.topic',
+		'JOIN streamcube.cube_topics t ON t.cube_id = k.cube_id AND t.topic_no = k.partition >> 20',
+		'_topic', 'd.topic')
+	  : ("''::text", '', "''::text", "''::text");
 	return qq{
 		WITH c AS (SELECT cube_id FROM streamcube.cubes WHERE relid = '$cube'::regclass),
-		k AS (SELECT k.partition, k."offset" AS start,
+		k AS (SELECT $k_topic AS topic, k.partition & 1048575 AS partition, k."offset" AS start,
 		             coalesce(p.position, k."offset") AS pos
 		      FROM streamcube.checkpoints k
 		      LEFT JOIN streamcube.consume_positions p USING (cube_id, partition)
+		      $k_join
 		      WHERE k.cube_id = (SELECT cube_id FROM c)),
-		r AS (SELECT _partition AS partition, count(*) AS n,
-		             count(*) FILTER (WHERE _offset >= k.start AND _offset < k.pos) AS inside
-		      FROM $cube JOIN k ON k.partition = _partition GROUP BY 1),
-		d AS (SELECT d.partition, count(*) AS n
-		      FROM streamcube.dead_letters d JOIN k USING (partition)
+		r AS (SELECT x.topic, x.partition, count(*) AS n,
+		             count(*) FILTER (WHERE x._offset >= k.start AND x._offset < k.pos) AS inside
+		      FROM (SELECT $r_topic AS topic, _partition AS partition, _offset FROM $cube) x
+		      JOIN k USING (topic, partition) GROUP BY 1, 2),
+		d AS (SELECT k.topic, k.partition, count(*) AS n
+		      FROM streamcube.dead_letters d JOIN k ON k.partition = d.partition AND k.topic = $d_topic
 		      WHERE d.cube_id = (SELECT cube_id FROM c)
 		        AND d."offset" >= k.start AND d."offset" < k.pos
-		      GROUP BY 1)
-		SELECT k.partition, k.start, k.pos, coalesce(r.n, 0) AS rows,
+		      GROUP BY 1, 2)
+		SELECT k.topic, k.partition, k.start, k.pos, coalesce(r.n, 0) AS rows,
 		       coalesce(r.inside, 0) AS rows_inside, coalesce(d.n, 0) AS dead_letters
-		FROM k LEFT JOIN r USING (partition) LEFT JOIN d USING (partition)
+		FROM k LEFT JOIN r USING (topic, partition) LEFT JOIN d USING (topic, partition)
 		WHERE coalesce(r.n, 0) <> coalesce(r.inside, 0)
 		   OR k.pos - k.start <> coalesce(r.n, 0) + coalesce(d.n, 0)
-		ORDER BY 1};
+		ORDER BY 1, 2};
 }
 
 sub sc_check_positions_match_rows
 {
 	my ($node, $cube, $label) = @_;
-	is($node->safe_psql('postgres', sc_positions_vs_rows_sql($cube)),
+	my $several = $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_catalog.pg_attribute WHERE attrelid = '$cube'::regclass "
+		  . "AND attname = '_topic' AND NOT attisdropped");
+	is($node->safe_psql('postgres', sc_positions_vs_rows_sql($cube, $several)),
 		'', "$label: each consume position = checkpoint + its rows and dead letters, no row beyond it");
 	return;
 }
