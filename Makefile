@@ -64,12 +64,14 @@ OBJS = \
 	src/reassign.o \
 	src/reassign_topics.o \
 	src/consumers.o \
-	src/rollup_sql.o
+	src/rollup_sql.o \
+	src/node_conn.o \
+	src/nodes.o
 
 # -Wextra, less the two warnings that PostgreSQL's own headers and
 # PG_FUNCTION_ARGS trigger.
 PG_CPPFLAGS = -I$(srcdir)/src -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare
-SHLIB_LINK  = -lrdkafka -lcurl -lpthread
+SHLIB_LINK  = -lrdkafka -lcurl -lpthread -lpq
 
 # pg_regress suites run against the private server started by test/run-tests
 # (see test/lib/pg.sh); the connection comes from PGHOST / PGPORT.
@@ -83,6 +85,10 @@ ISOLATION    = seal_snapshot compact_snapshot bucket_seal_snapshot seal_writes
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# libpq's header (node_conn.c) after the server's headers, so that none of
+# the client's copies (pg_config.h, ...) is taken for the server's.
+override CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
 
 # PGXS tracks no header dependencies; every object depends on our headers.
 $(OBJS): $(wildcard src/*.h)

@@ -540,6 +540,52 @@ GRANT SELECT ON streamcube.progress TO PUBLIC;
 
 
 -- ---------------------------------------------------------------------
+-- Nodes (issue 47): other PostgreSQL servers running streamcube, each a
+-- foreign server of postgres_fdw with the user mappings PostgreSQL keeps.
+-- Only the server's name is stored here, never a credential.
+-- ---------------------------------------------------------------------
+CREATE TABLE streamcube.node_catalog (
+    name              text PRIMARY KEY CHECK (name <> ''),
+    server            text NOT NULL,        -- the foreign server (pg_foreign_server.srvname)
+    version           text NOT NULL,        -- the node's streamcube when it was added
+    system_identifier text,                 -- the node's (pg_control_system())
+    added_by          name NOT NULL,
+    added_at          timestamptz NOT NULL DEFAULT now()
+);
+REVOKE ALL ON streamcube.node_catalog FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.node_catalog', '');
+
+CREATE VIEW streamcube.nodes AS
+SELECT n.name,
+       n.server,
+       s.oid IS NOT NULL AS server_exists,   -- false once the foreign server was dropped
+       n.version,
+       n.system_identifier,
+       n.added_by,
+       n.added_at
+FROM streamcube.node_catalog n
+LEFT JOIN pg_catalog.pg_foreign_server s ON s.srvname = n.server;
+REVOKE ALL ON streamcube.nodes FROM PUBLIC;
+GRANT SELECT ON streamcube.nodes TO streamcube_admin;
+COMMENT ON VIEW streamcube.nodes IS
+    'Nodes: other PostgreSQL servers running streamcube, each named by a foreign server of postgres_fdw; its streamcube version and system identifier when it was added';
+
+CREATE FUNCTION streamcube_add_node(name text, server text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_add_node';
+COMMENT ON FUNCTION streamcube_add_node(text, text) IS
+    'Name another PostgreSQL server a node: server is a foreign server of postgres_fdw, reached with the caller''s user mapping; the node must run the same streamcube, be a primary and not this server';
+CREATE FUNCTION streamcube_drop_node(name text)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_drop_node';
+COMMENT ON FUNCTION streamcube_drop_node(text) IS
+    'Forget a node (its foreign server and user mappings stay)';
+REVOKE EXECUTE ON FUNCTION streamcube_add_node(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamcube_drop_node(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_add_node(text, text) TO streamcube_admin;
+GRANT EXECUTE ON FUNCTION streamcube_drop_node(text) TO streamcube_admin;
+
+-- ---------------------------------------------------------------------
 -- 0.4.0: every view is a security barrier.  Each shows rows of cubes the
 -- caller may read (has_table_privilege) or of clusters an admin may see;
 -- a caller's own cheap function in a WHERE clause must not be run on the

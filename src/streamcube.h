@@ -29,9 +29,12 @@
  *	protobuf_wire.c	Protobuf's wire format: tags, values, checks, where fields came
  *	protobuf.c		Protobuf decoding: a message into its columns' text (protobuf.h, protobuf_internal.h)
  *	registry.c		the only file that includes curl: schema registry requests
+ *	node_conn.c		the only file that includes libpq: a connection to another server, a node,
+ *					by its postgres_fdw foreign server and user mapping
  * middle
  *	ownership.c		every relation of a cube belongs to its owner (a utility hook)
  *	cluster.c		Kafka clusters: SQL functions, who may set a property
+ *	nodes.c			nodes, the other servers: SQL functions, the one writer of streamcube.node_catalog
  *	cube.c			what a cube is: lookup by name, loading, the check of its table
  *	topics.c		a cube's topics: the topic argument, streamcube.cube_topics (its one writer),
  *					patterns, partitions named for users
