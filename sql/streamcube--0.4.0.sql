@@ -1751,6 +1751,14 @@ CREATE FUNCTION streamcube_drop_node(name text)
     AS 'MODULE_PATHNAME', 'sc_drop_node';
 COMMENT ON FUNCTION streamcube_drop_node(text) IS
     'Forget a node (its foreign server and user mappings stay)';
+CREATE FUNCTION streamcube_check_node(name text)
+    RETURNS TABLE (node text, server text, version text, system_identifier text, answered_ms double precision)
+    LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_check_node';
+COMMENT ON FUNCTION streamcube_check_node(text) IS
+    'Connect to a node again and check it as streamcube_add_node did, and that it is still the server that was added';
+REVOKE EXECUTE ON FUNCTION streamcube_check_node(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_check_node(text) TO streamcube_admin;
 REVOKE EXECUTE ON FUNCTION streamcube_add_node(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamcube_drop_node(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION streamcube_add_node(text, text) TO streamcube_admin;

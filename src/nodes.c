@@ -32,9 +32,12 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "funcapi.h"
 
 PG_FUNCTION_INFO_V1(sc_add_node);
 PG_FUNCTION_INFO_V1(sc_drop_node);
+PG_FUNCTION_INFO_V1(sc_check_node);
 
 /* How long each check may wait for the node. */
 #define SC_NODE_QUERY_MS 10000
@@ -176,6 +179,30 @@ sc_node_check(const char *name, const char *server, const ScNodeFacts *facts)
 }
 
 /*
+ * Connect to the node, ask it what it is and check that (the connection
+ * closed whatever happens); how long it took, in ms.
+ */
+static double
+sc_node_visit(const char *name, ForeignServer *server, ScNodeFacts *facts)
+{
+	ScNodeConn	node = {0};
+	TimestampTz start = GetCurrentTimestamp();
+
+	PG_TRY();
+	{
+		sc_node_connect(&node, name, server);
+		sc_node_ask(&node, facts);
+	}
+	PG_FINALLY();
+	{
+		sc_node_close(&node);
+	}
+	PG_END_TRY();
+	sc_node_check(name, server->servername, facts);
+	return (double) (GetCurrentTimestamp() - start) / 1000.0;
+}
+
+/*
  * streamcube_add_node(name text, server text) RETURNS void
  */
 Datum
@@ -184,7 +211,6 @@ sc_add_node(PG_FUNCTION_ARGS)
 	char	   *name = sc_text_arg(fcinfo, 0, "node name");
 	char	   *server_name = sc_text_arg(fcinfo, 1, "foreign server");
 	ForeignServer *server;
-	ScNodeConn	node = {0};
 	ScNodeFacts facts;
 	Oid			types[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID};
 	Datum		values[5];
@@ -195,18 +221,7 @@ sc_add_node(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("node name \"%s\" must be 1 to %d bytes", name, NAMEDATALEN - 1)));
 	server = sc_node_server(name, server_name);
-
-	PG_TRY();
-	{
-		sc_node_connect(&node, name, server);
-		sc_node_ask(&node, &facts);
-	}
-	PG_FINALLY();
-	{
-		sc_node_close(&node);
-	}
-	PG_END_TRY();
-	sc_node_check(name, server_name, &facts);
+	sc_node_visit(name, server, &facts);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = CStringGetTextDatum(server_name);
@@ -246,4 +261,60 @@ sc_drop_node(PG_FUNCTION_ARGS)
 				 errhint("streamcube.nodes lists the nodes.")));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * streamcube_check_node(name text) RETURNS TABLE (node, server, version,
+ * system_identifier, answered_ms): the checks of streamcube_add_node made
+ * again, and that the node is still the server that was added (the same
+ * system identifier); an ERROR says what is wrong.
+ */
+Datum
+sc_check_node(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = sc_text_arg(fcinfo, 0, "node name");
+	Oid			type = TEXTOID;
+	Datum		value = CStringGetTextDatum(name);
+	char	   *server_name;
+	char	   *recorded;
+	ScNodeFacts facts;
+	double		ms;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	sc_require_admin("check nodes");
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	sc_catalog_exec("SELECT server, system_identifier FROM streamcube.node_catalog WHERE name = $1",
+					1, &type, &value, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node \"%s\" does not exist", name),
+				 errhint("streamcube.nodes lists the nodes.")));
+	server_name = MemoryContextStrdup(TopTransactionContext,
+									  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	recorded = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (recorded != NULL)
+		recorded = MemoryContextStrdup(TopTransactionContext, recorded);
+	SPI_finish();
+
+	ms = sc_node_visit(name, sc_node_server(name, server_name), &facts);
+	if (recorded != NULL && facts.system_identifier != NULL &&
+		strcmp(recorded, facts.system_identifier) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node \"%s\" (foreign server \"%s\") is another server now: system identifier %s, and %s when it was added",
+						name, server_name, facts.system_identifier, recorded),
+				 errhint("If the server was replaced on purpose, drop the node and add it again.")));
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(server_name);
+	values[2] = CStringGetTextDatum(facts.extversion);
+	values[3] = CStringGetTextDatum(facts.system_identifier ? facts.system_identifier : "");
+	nulls[3] = facts.system_identifier == NULL;
+	values[4] = Float8GetDatum(ms);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
 }

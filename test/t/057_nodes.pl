@@ -172,6 +172,27 @@ is( $home->safe_psql('postgres',
 ($out, $err, $state) = try_as('sc_admin', 'SELECT * FROM streamcube.node_catalog');
 is($state, '42501', 'streamcube.node_catalog is not readable by an admin (the view is)');
 
+# ---------------------------------------------------------------- check
+is( $home->safe_psql('postgres',
+		"SELECT node, server, version = (SELECT extversion FROM pg_extension WHERE extname = 'streamcube'), "
+		  . "answered_ms > 0 FROM streamcube_check_node('other')"),
+	'other|other_srv|t|t', 'streamcube_check_node connects again and says what the node is');
+($out, $err, $state) = try_as('postgres', "SELECT * FROM streamcube_check_node('nowhere')");
+is($state, '42704', 'streamcube_check_node of no such node (42704)');
+($out, $err, $state) = try_as('sc_plain', "SELECT * FROM streamcube_check_node('other')");
+is($state, '42501', '... and not for a role outside streamcube_admin');
+$other->stop;
+$t0 = time;
+($out, $err, $state) = try_as('postgres', "SELECT * FROM streamcube_check_node('other')");
+is($state, '08001', 'a node that is down: streamcube_check_node says it cannot be reached (08001)');
+like($err, qr/node "other" \(foreign server "other_srv"\) cannot be reached/, '... naming the node and its server');
+cmp_ok(time - $t0, '<', 10, '... at once');
+$other->start;
+$home->safe_psql('postgres', "UPDATE streamcube.node_catalog SET system_identifier = '42' WHERE name = 'other'");
+($out, $err, $state) = try_as('postgres', "SELECT * FROM streamcube_check_node('other')");
+is($state, '55000', 'a node that is another server than the one added is refused (55000)');
+like($err, qr/is another server now: system identifier \d+, and 42 when it was added/, '... with both identifiers');
+
 # ---------------------------------------------------------------- drop
 is($home->safe_psql('postgres', "SELECT streamcube_drop_node('n2')"), '', 'a node is dropped');
 ($out, $err, $state) = try_as('postgres', "SELECT streamcube_drop_node('n2')");
