@@ -270,18 +270,6 @@ sc_receiver_load_cube(void)
 	return true;
 }
 
-/* sc_receiver_part_index() of a source partition beyond topic 0's. */
-int
-sc_receiver_part_index_of_topic(int32 source)
-{
-	int			t = sc_source_topic_no(source);
-	int32		p = sc_source_kafka_partition(source);
-
-	if (source < 0 || t >= MyReceiver->part_slot_topics)
-		return -1;
-	return p < MyReceiver->part_slot_len[t] ? MyReceiver->part_slot[t][p] : -1;
-}
-
 /*
  * Every message asks for its partition's index: a table per topic indexed
  * by Kafka partition, not a search.

@@ -104,17 +104,18 @@ extern ScReceiver *MyReceiver;
 
 /*
  * The index in MyReceiver->parts of a source partition; -1 if none.  Every
- * message asks: a source partition of topic 0 (its Kafka partition) is
- * looked up here, any other in sc_receiver_part_index_of_topic().
+ * message asks, several times: a table per topic indexed by Kafka
+ * partition (a negative source has a topic number past any).
  */
-extern int	sc_receiver_part_index_of_topic(int32 source);
-
 static inline int
 sc_receiver_part_index(int32 source)
 {
-	if (MyReceiver->part_slot_topics > 0 && (uint32) source < (uint32) MyReceiver->part_slot_len[0])
-		return MyReceiver->part_slot[0][source];
-	return sc_receiver_part_index_of_topic(source);
+	uint32		t = (uint32) source >> SC_SOURCE_PARTITION_BITS;
+	int32		p = sc_source_kafka_partition(source);
+
+	if (t < (uint32) MyReceiver->part_slot_topics && p < MyReceiver->part_slot_len[t])
+		return MyReceiver->part_slot[t][p];
+	return -1;
 }
 
 /* receiver_control.c: the shared-memory slot */
