@@ -333,10 +333,13 @@ SELECT r.pid,
 FROM streamcube._receivers() r
 JOIN streamcube.cubes c USING (cube_id)
 -- the partitions of each topic the cube reads, as many as the receiver
--- last saw in Kafka, that are assigned to no replica set
+-- last saw in Kafka, that are assigned to no replica set (NULL while a
+-- topic's count is not known)
 CROSS JOIN LATERAL (
-    SELECT coalesce(array_agg(p.p ORDER BY t.topic_no, p.p), '{}') AS partitions,
-           coalesce(array_agg(t.topic ORDER BY t.topic_no, p.p), '{}') AS topics
+    SELECT CASE WHEN r.topic_partition_counts IS NOT NULL AND -1 <> ALL (r.topic_partition_counts)
+                THEN coalesce(array_agg(p.p ORDER BY t.topic_no, p.p), '{}') END AS partitions,
+           CASE WHEN r.topic_partition_counts IS NOT NULL AND -1 <> ALL (r.topic_partition_counts)
+                THEN coalesce(array_agg(t.topic ORDER BY t.topic_no, p.p), '{}') END AS topics
     FROM unnest(r.topic_partition_counts) WITH ORDINALITY AS n(partitions, topic_no1)
     JOIN streamcube.cube_topics t ON t.cube_id = c.cube_id AND t.topic_no = n.topic_no1 - 1
                                  AND t.removed_at IS NULL

@@ -43,14 +43,17 @@ int
 sc_receiver_count_partitions(int timeout_ms)
 {
 	int			ntopics = Min(MyReceiver->cube->topics.n, SC_SOURCE_MAX_TOPICS);
-	int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, timeout_ms,
-													   MyReceiver->topic_counts, ntopics);
+	int		   *counts = palloc(sizeof(int) * Max(ntopics, 1));
+	int			n = sc_kafka_consumer_topic_partitions(MyReceiver->consumer, timeout_ms, counts, ntopics);
 
+	/* a look that failed (Kafka down) keeps what the last one saw */
 	if (n >= 0)
 	{
+		memcpy(MyReceiver->topic_counts, counts, sizeof(int) * ntopics);
 		MyReceiver->topic_partitions = n;
 		MyReceiver->ntopic_counts = ntopics;
 	}
+	pfree(counts);
 	return n;
 }
 
