@@ -32,6 +32,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -88,23 +89,42 @@ sc_node_password_optional(UserMapping *um)
 	return false;
 }
 
+/*
+ * Is a non-empty password among the options?  An empty one is no password
+ * to libpq, which then reads a password file: the server's own.
+ */
 static bool
-sc_node_has_password(UserMapping *um)
+sc_node_has_password(const char **keywords, const char **values, int n)
 {
-	ListCell   *lc;
-
-	foreach(lc, um->options)
-		if (strcmp(((DefElem *) lfirst(lc))->defname, "password") == 0)
+	for (int i = 0; i < n; i++)
+		if (strcmp(keywords[i], "password") == 0 && values[i][0] != '\0')
 			return true;
 	return false;
 }
 
+/* The deadline of connecting: connect_timeout as libpq reads it, or ours. */
+static TimestampTz
+sc_node_connect_deadline(const char **keywords, const char **values, int n)
+{
+	int			seconds = SC_NODE_CONNECT_S;
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(keywords[i], "connect_timeout") == 0)
+		{
+			seconds = atoi(values[i]);
+			/* 0 or less: no limit but the statement's; libpq waits 2 s at least */
+			seconds = seconds <= 0 ? 86400 : Max(seconds, 2);
+		}
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) seconds * 1000);
+}
+
 /*
- * Wait until the socket is ready for what libpq asks (or the deadline
- * passes: false), answering interrupts meanwhile.
+ * Wait until the socket is ready for events (WL_SOCKET_READABLE and/or
+ * WL_SOCKET_WRITEABLE) or the deadline passes (0 returned), answering
+ * interrupts meanwhile; which of events happened.
  */
-static bool
-sc_node_wait(PGconn *conn, bool for_write, TimestampTz deadline)
+static int
+sc_node_wait(PGconn *conn, int events, TimestampTz deadline)
 {
 	for (;;)
 	{
@@ -112,28 +132,33 @@ sc_node_wait(PGconn *conn, bool for_write, TimestampTz deadline)
 		int			rc;
 
 		if (left <= 0)
-			return false;
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
-							   (for_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE),
+			return 0;
+		rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
 							   PQsocket(conn), left, PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
-		if (rc & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-			return true;
+		if (rc & events)
+			return rc & events;
 	}
 }
 
 void
 sc_node_close(ScNodeConn *node)
 {
-	if (node != NULL && node->conn != NULL)
+	if (node == NULL)
+		return;
+	if (node->conn != NULL)
 	{
 		PQfinish(node->conn);
 		node->conn = NULL;
+	}
+	if (node->fd_held)
+	{
+		ReleaseExternalFD();
+		node->fd_held = false;
 	}
 }
 
@@ -165,10 +190,11 @@ void
 sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server)
 {
 	UserMapping *um = GetUserMapping(GetUserId(), server->serverid);
-	PQconninfoOption *known = PQconndefaults();
+	bool		need_password = !superuser() && !sc_node_password_optional(um);
 	int			max = list_length(server->options) + list_length(um->options) + 4;
 	const char **keywords = palloc0(sizeof(char *) * max);
 	const char **values = palloc0(sizeof(char *) * max);
+	PQconninfoOption *known;
 	int			n = 0;
 	bool		timeout_given = false;
 	TimestampTz deadline;
@@ -177,9 +203,14 @@ sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server)
 	node->name = name;
 	node->server = server->servername;
 	node->conn = NULL;
+	node->fd_held = false;
+	known = PQconndefaults();
 	if (known == NULL)
 		elog(ERROR, "out of memory");
-	if (!superuser() && !sc_node_password_optional(um) && !sc_node_has_password(um))
+	n = sc_node_options(server->options, known, keywords, values, n);
+	n = sc_node_options(um->options, known, keywords, values, n);
+	PQconninfoFree(known);
+	if (need_password && !sc_node_has_password(keywords, values, n))
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("the user mapping of role \"%s\" for foreign server \"%s\" has no password",
@@ -187,9 +218,7 @@ sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server)
 				 errdetail("A role that is not a superuser reaches another server with a password of its own, as postgres_fdw requires."),
 				 errhint("ALTER USER MAPPING FOR CURRENT_USER SERVER %s OPTIONS (ADD password '...').",
 						 quote_identifier(server->servername))));
-	n = sc_node_options(server->options, known, keywords, values, n);
-	n = sc_node_options(um->options, known, keywords, values, n);
-	PQconninfoFree(known);
+	deadline = sc_node_connect_deadline(keywords, values, n);
 	for (int i = 0; i < n; i++)
 		timeout_given |= strcmp(keywords[i], "connect_timeout") == 0;
 	keywords[n] = "fallback_application_name";
@@ -204,20 +233,27 @@ sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server)
 	keywords[n] = NULL;
 	values[n] = NULL;
 
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SC_NODE_CONNECT_S * 1000);
+	/* a file descriptor counted against max_files_per_process, as postgres_fdw */
+	if (!AcquireExternalFD())
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to node \"%s\": out of file descriptors", name),
+				 errhint("Raise max_files_per_process, or close other connections.")));
+	node->fd_held = true;
 	node->conn = PQconnectStartParams(keywords, values, false);
 	if (node->conn == NULL)
 		elog(ERROR, "out of memory");
 	while (PQstatus(node->conn) != CONNECTION_BAD && status != PGRES_POLLING_OK &&
 		   status != PGRES_POLLING_FAILED)
 	{
-		if (!sc_node_wait(node->conn, status == PGRES_POLLING_WRITING, deadline))
-			sc_node_fail(node, "did not answer", psprintf("no connection within %d s", SC_NODE_CONNECT_S));
+		if (!sc_node_wait(node->conn, status == PGRES_POLLING_WRITING ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE,
+						  deadline))
+			sc_node_fail(node, "did not answer", "no connection within its connect timeout");
 		status = PQconnectPoll(node->conn);
 	}
 	if (PQstatus(node->conn) != CONNECTION_OK)
 		sc_node_fail(node, "cannot be reached", PQerrorMessage(node->conn));
-	if (!superuser() && !sc_node_password_optional(um) && !PQconnectionUsedPassword(node->conn))
+	if (need_password && !PQconnectionUsedPassword(node->conn))
 	{
 		sc_node_close(node);
 		ereport(ERROR,
@@ -227,6 +263,9 @@ sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server)
 				 errdetail("A role that is not a superuser may reach another server only by a password of its own, as postgres_fdw requires."),
 				 errhint("Make the other server ask for a password (pg_hba.conf), or have a superuser set password_required 'false' on the user mapping.")));
 	}
+	/* queries are sent without blocking: sc_node_query() waits on the latch */
+	if (PQsetnonblocking(node->conn, 1) != 0)
+		sc_node_fail(node, "failed", PQerrorMessage(node->conn));
 }
 
 /*
@@ -244,16 +283,23 @@ sc_node_query(ScNodeConn *node, const char *sql, int timeout_ms)
 
 	if (!PQsendQuery(node->conn, sql))
 		sc_node_fail(node, "refused a query", PQerrorMessage(node->conn));
+	/* the query goes out; an answer may come meanwhile (libpq reads it) */
 	while ((flushed = PQflush(node->conn)) == 1)
-		if (!sc_node_wait(node->conn, true, deadline))
+	{
+		int			ready = sc_node_wait(node->conn, WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline);
+
+		if (ready == 0)
 			sc_node_fail(node, "did not answer", psprintf("no answer within %d ms", timeout_ms));
+		if ((ready & WL_SOCKET_READABLE) && !PQconsumeInput(node->conn))
+			sc_node_fail(node, "failed", PQerrorMessage(node->conn));
+	}
 	if (flushed < 0)
 		sc_node_fail(node, "failed", PQerrorMessage(node->conn));
 	for (;;)
 	{
 		while (PQisBusy(node->conn))
 		{
-			if (!sc_node_wait(node->conn, false, deadline))
+			if (!sc_node_wait(node->conn, WL_SOCKET_READABLE, deadline))
 				sc_node_fail(node, "did not answer", psprintf("no answer within %d ms", timeout_ms));
 			if (!PQconsumeInput(node->conn))
 				sc_node_fail(node, "failed", PQerrorMessage(node->conn));

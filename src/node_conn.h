@@ -16,6 +16,7 @@ typedef struct ScNodeConn
 	const char *name;			/* the node's name, for messages */
 	const char *server;			/* its foreign server's */
 	PGconn	   *conn;			/* NULL once closed */
+	bool		fd_held;		/* AcquireExternalFD() counted its socket */
 } ScNodeConn;
 
 extern void sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *server);

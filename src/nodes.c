@@ -24,6 +24,9 @@
 #include "node_conn.h"
 
 #include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_foreign_data_wrapper.h"
+#include "commands/extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
@@ -66,7 +69,10 @@ sc_node_server(const char *name, const char *server_name)
 				 errhint("Make it with CREATE SERVER %s FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '...', port '...', dbname '...'), "
 						 "and a user mapping for it.", quote_identifier(server_name))));
 	fdw = GetForeignDataWrapper(server->fdwid);
-	if (strcmp(fdw->fdwname, "postgres_fdw") != 0)
+	/* postgres_fdw's own wrapper: its validator checked the options */
+	if (strcmp(fdw->fdwname, "postgres_fdw") != 0 ||
+		!OidIsValid(get_extension_oid("postgres_fdw", true)) ||
+		getExtensionOfObject(ForeignDataWrapperRelationId, fdw->fdwid) != get_extension_oid("postgres_fdw", true))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("foreign server \"%s\" of node \"%s\" uses foreign-data wrapper \"%s\", not postgres_fdw",
@@ -94,8 +100,16 @@ sc_node_server(const char *name, const char *server_name)
 
 /* One value of a one-row result; NULL for SQL NULL. */
 static char *
-sc_node_value(PGresult *r, int column)
+sc_node_value(ScNodeConn *node, PGresult *r, int column)
 {
+	if (PQntuples(r) != 1 || column >= PQnfields(r))
+	{
+		PQclear(r);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("node \"%s\" (foreign server \"%s\") answered a check with another shape than asked",
+						node->name, node->server)));
+	}
 	return PQgetisnull(r, 0, column) ? NULL : pstrdup(PQgetvalue(r, 0, column));
 }
 
@@ -104,6 +118,7 @@ static void
 sc_node_ask(ScNodeConn *node, ScNodeFacts *facts)
 {
 	PGresult   *r;
+	char	   *standby;
 	char	   *schema;
 
 	r = sc_node_query(node,
@@ -112,17 +127,18 @@ sc_node_ask(ScNodeConn *node, ScNodeFacts *facts)
 					  "FROM (SELECT) x LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'streamcube' "
 					  "LEFT JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace",
 					  SC_NODE_QUERY_MS);
-	facts->extversion = sc_node_value(r, 0);
-	facts->standby = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
-	facts->system_identifier = sc_node_value(r, 2);
-	schema = sc_node_value(r, 3);
+	facts->extversion = sc_node_value(node, r, 0);
+	standby = sc_node_value(node, r, 1);
+	facts->standby = standby != NULL && strcmp(standby, "t") == 0;
+	facts->system_identifier = sc_node_value(node, r, 2);
+	schema = sc_node_value(node, r, 3);
 	PQclear(r);
 	facts->library = NULL;
-	if (facts->extversion != NULL)
+	if (facts->extversion != NULL && schema != NULL)
 	{
 		r = sc_node_query(node, psprintf("SELECT %s.streamcube_library_version()", quote_identifier(schema)),
 						  SC_NODE_QUERY_MS);
-		facts->library = sc_node_value(r, 0);
+		facts->library = sc_node_value(node, r, 0);
 		PQclear(r);
 	}
 }
@@ -185,17 +201,17 @@ sc_node_check(const char *name, const char *server, const ScNodeFacts *facts)
 static double
 sc_node_visit(const char *name, ForeignServer *server, ScNodeFacts *facts)
 {
-	ScNodeConn	node = {0};
+	volatile ScNodeConn node = {0};
 	TimestampTz start = GetCurrentTimestamp();
 
 	PG_TRY();
 	{
-		sc_node_connect(&node, name, server);
-		sc_node_ask(&node, facts);
+		sc_node_connect((ScNodeConn *) &node, name, server);
+		sc_node_ask((ScNodeConn *) &node, facts);
 	}
 	PG_FINALLY();
 	{
-		sc_node_close(&node);
+		sc_node_close((ScNodeConn *) &node);
 	}
 	PG_END_TRY();
 	sc_node_check(name, server->servername, facts);

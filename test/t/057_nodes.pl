@@ -149,6 +149,11 @@ $home->safe_psql('postgres', "CREATE USER MAPPING FOR sc_admin SERVER other_srv 
 ($out, $err, $state) = try_as('sc_admin', "SELECT streamcube_add_node('n2', 'other_srv')");
 is($state, '2F003', 'an admin\'s mapping without a password is refused (2F003)');
 like($err, qr/has no password/, '... and says so');
+# An empty password is none: libpq would read this server's password file.
+$home->safe_psql('postgres', "ALTER USER MAPPING FOR sc_admin SERVER other_srv OPTIONS (ADD password '')");
+($out, $err, $state) = try_as('sc_admin', "SELECT streamcube_add_node('n2', 'other_srv')");
+is($state, '2F003', 'an admin\'s mapping with an empty password is refused too (2F003)');
+$home->safe_psql('postgres', "ALTER USER MAPPING FOR sc_admin SERVER other_srv OPTIONS (DROP password)");
 # A password the other server does not ask for (trust): refused too.
 $home->safe_psql('postgres', "ALTER USER MAPPING FOR sc_admin SERVER other_srv OPTIONS (ADD password 'unused')");
 ($out, $err, $state) = try_as('sc_admin', "SELECT streamcube_add_node('n2', 'other_srv')");
