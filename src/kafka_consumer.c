@@ -890,32 +890,51 @@ sc_kafka_consumer_count_partitions(ScKafkaConsumer *c, int topic_no, int timeout
 
 /*
  * How many partitions the consumer's topics have now, all together; -1
- * when one of them is not known (see above; each within timeout_ms).
- * each, when given, gets the count of each topic by number, neach of them:
- * 0 for a topic taken out of the cube, -1 for one not known (nor the
- * topics after it: the first that does not answer ends the look).
+ * when one of them is not known (within timeout_ms).  each, when given,
+ * gets the count of each topic by number, neach of them: 0 for a topic
+ * taken out of the cube, -1 for one not known.  One metadata request for
+ * all of them: the topics librdkafka knows locally are the consumer's, on
+ * which it holds a handle each (and a topic of one is asked alone).
  */
 int
 sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms, int *each, int neach)
 {
+	const struct rd_kafka_metadata *md = NULL;
 	int			total = 0;
+	int			live = 0;
 
 	for (int t = 0; t < neach; t++)
 		each[t] = -1;
 	if (c->topics.n == 0)
 		return -1;
 	for (int t = 0; t < c->topics.n; t++)
+		live += !sc_topic_removed(&c->topics, t);
+	if (c->topics.n == 1)
 	{
-		int			n = 0;
+		int			n = live == 1 ? sc_kafka_consumer_count_partitions(c, 0, timeout_ms) : 0;
 
-		if (!sc_topic_removed(&c->topics, t))
-			n = sc_kafka_consumer_count_partitions(c, t, timeout_ms);
+		if (neach > 0)
+			each[0] = n;
+		return n;
+	}
+	if (rd_kafka_metadata(c->rk, 0, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
+	for (int t = 0; t < c->topics.n; t++)
+	{
+		int			n = sc_topic_removed(&c->topics, t) ? 0 : -1;
+
+		for (int i = 0; n < 0 && i < md->topic_cnt; i++)
+			if (strcmp(md->topics[i].topic, c->topics.names[t]) == 0 &&
+				md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+				n = md->topics[i].partition_cnt;
 		if (t < neach)
 			each[t] = n;
 		if (n < 0)
-			return -1;
-		total += n;
+			total = -1;
+		else if (total >= 0)
+			total += n;
 	}
+	rd_kafka_metadata_destroy(md);
 	return total;
 }
 
