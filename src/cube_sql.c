@@ -1112,7 +1112,7 @@ static const struct
 	const char *hint;
 }			sc_fixed_options[] = {
 	{"topic", "its positions are offsets of its topic; another topic's offsets mean other messages",
-	"Create a new cube for the other topic; a cube created with a topic list or a pattern can change its topics."},
+	"To read other topics beside it, give a list with its topic first: '{\"topic\": [\"<its topic>\", \"<another>\"]}'; or create a new cube for the other topic."},
 	{"format", "the format decides how every message of the topic becomes a row; messages consumed and messages to come would be read differently",
 	"Create a new cube over the same topic with the other format; streamcube_set_positions() can start it where this one is."},
 	{"time_column", "the table is partitioned by the time column and every window was cut by it",
@@ -1127,21 +1127,75 @@ static const struct
 	"Move partitions between replica sets with streamcube_reassign()."},
 };
 
-/* Can the cube's topics change: is it a cube of several topics? */
+/*
+ * Can the cube's topics change as given: a cube of several topics takes a
+ * new list or pattern; a cube of one topic a list (it becomes a cube of a
+ * list, below), not another name.
+ */
 static bool
-sc_alter_topics_allowed(int32 cube_id)
+sc_alter_topics_allowed(int32 cube_id, Jsonb *given)
 {
 	char	   *topic;
 
-	sc_catalog_exec("SELECT topic FROM streamcube.cubes WHERE cube_id = $1", 1, (Oid[]) {INT4OID},
-					(Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 1);
-	topic = SPI_processed > 0 ? SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
-	return topic != NULL && (topic[0] == '[' || topic[0] == '{');
+	sc_catalog_exec("SELECT c.topic, jsonb_typeof($2 -> 'topic') FROM streamcube.cubes c WHERE c.cube_id = $1",
+					2, (Oid[]) {INT4OID, JSONBOID}, (Datum[]) {Int32GetDatum(cube_id), JsonbPGetDatum(given)},
+					NULL, true, 1);
+	if (SPI_processed == 0)
+		return false;
+	topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (topic != NULL && (topic[0] == '[' || topic[0] == '{'))
+		return true;
+	topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	return topic != NULL && strcmp(topic, "array") == 0;
 }
 
 /*
- * Option "topic" of streamcube_alter_cube for a cube of several topics:
- * its new list, or its new pattern (topics.c).  Topics taken out keep
+ * A cube of one topic becomes a cube of a topic list, its topic the list's
+ * first (topic 0, as it always was: nothing of its catalog changes): its
+ * table gains the column _topic, filled with that topic for every row it
+ * holds without rewriting one (PostgreSQL keeps the value as the column's
+ * missing value), and the view <cube>_sealed shows it.  As the table's
+ * owner; the caller holds the cube's row.
+ */
+static void
+sc_alter_topics_convert(ScCube *cube, const char *name)
+{
+	ScAsOwner	as;
+	const char *table = cube->qualified;
+
+	if (!sc_catalog_has_column("cube_topics", "topic"))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cube \"%s\" cannot read several topics before streamcube's catalog is updated", name),
+				 errhint("ALTER EXTENSION streamcube UPDATE, then call streamcube_alter_cube() again.")));
+	if (get_attnum(cube->relid, SC_TOPIC_COLUMN) != InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_COLUMN),
+				 errmsg("cube \"%s\" has a column " SC_TOPIC_COLUMN " of its own", name),
+				 errdetail("A cube of several topics fills " SC_TOPIC_COLUMN " with each row's topic."),
+				 errhint("Rename the column first: ALTER TABLE %s RENAME COLUMN " SC_TOPIC_COLUMN " TO ...", table)));
+	sc_as_owner_enter(&as, cube->owner);
+	sc_seal_exec(psprintf("ALTER TABLE %s ADD COLUMN " SC_TOPIC_COLUMN " text NOT NULL DEFAULT %s",
+						  table, quote_literal_cstr(cube->topic)));
+	sc_seal_exec(psprintf("ALTER TABLE %s ALTER COLUMN " SC_TOPIC_COLUMN " DROP DEFAULT", table));
+	sc_as_owner_leave(&as);
+	CommandCounterIncrement();
+	/* <cube>_sealed, once there is one, lists its columns: _topic too */
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 AND sealed_view IS NOT NULL",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, true, 1);
+	if (SPI_processed > 0)
+		sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
+	cube->topics_kind = SC_TOPICS_LIST;
+	cube->topic = MemoryContextStrdup(cube->mcxt, psprintf("[%s]", sc_json_text(cube->topic)));
+	ereport(NOTICE,
+			(errmsg("cube %s reads a list of topics now, its topic first; its table has the column " SC_TOPIC_COLUMN,
+					cube->qualified)));
+}
+
+/*
+ * Option "topic" of streamcube_alter_cube: a cube of several topics takes
+ * its new list, or its new pattern (topics.c); a cube of one topic a list,
+ * and becomes a cube of a list (above).  Topics taken out keep
  * their positions and rows; their partitions leave their replica sets as
  * in a reassignment, and those of topics added or put back join the
  * cube's sets (reassign_topics.c); journalled in streamcube.config_log and
@@ -1176,6 +1230,8 @@ sc_alter_topics(int32 cube_id, Jsonb *given, const char *name)
 	cube = sc_cube_load(cube_id, false);
 	old_spec = pstrdup(cube->topic);
 	conn = sc_cluster_conninfo(cube->cluster);
+	if (cube->topics_kind == SC_TOPICS_ONE)
+		sc_alter_topics_convert(cube, name);
 	sc_catalog_exec("SELECT CASE jsonb_typeof($1 -> 'topic') WHEN 'string' THEN $1 ->> 'topic' "
 					"ELSE ($1 -> 'topic')::text END", 1, (Oid[]) {JSONBOID},
 					(Datum[]) {JsonbPGetDatum(given)}, NULL, true, 1);
@@ -1265,7 +1321,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 				 errhint("Pass the options to change, such as '{\"grace\": \"10 minutes\"}'; a key set to null removes that option.")));
 
 	/* Options that cannot change in place, with the reason. */
-	several = sc_alter_topics_allowed(cube_id);
+	several = sc_alter_topics_allowed(cube_id, given);
 	if (SPI_execute_with_args("SELECT key FROM jsonb_object_keys($2) AS key ORDER BY key",
 							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the options");

@@ -364,6 +364,39 @@ is( $old->safe_psql('postgres', "SELECT topic, partition FROM streamcube.dead_le
 is( $old->safe_psql('postgres',
 		"SELECT count(*) FROM pg_attribute WHERE attrelid = 'up'::regclass AND attname = '_topic'"),
 	'0', 'D: a cube of one topic has no _topic column');
+
+# The updated cube of one topic takes a second topic: it becomes a cube of
+# a list, its topic first (topic 0), its table gains _topic (its rows,
+# sealed ones too, say their topic without being rewritten), and ingest
+# goes on, exact for both topics.
+ok($old->safe_psql('postgres', 'SELECT streamcube_seal_due()') > 0, 'D: windows of the updated cube sealed');
+my $sealed_before = $old->safe_psql('postgres', 'SELECT count(*) FROM up_sealed');
+my ($out, $err);
+($rc, $out, $err) = $old->psql('postgres', "SELECT streamcube_alter_cube('up', '{\"topic\": \"elsewhere\"}')");
+like($err, qr/"topic" of cube "up" cannot be changed.*\n.*HINT:.*give a list with its topic first/s,
+	'D: another single topic is refused, with the way to add one');
+my $two = sc_topic('upd2');
+sc_create_topic($two, 3);
+sc_produce($two, count => 1500, 'start-ts' => $start_ts);
+$more = sc_produce_start($one, count => 3000, rate => 3000, 'start-ts' => $start_ts + 7200);
+($rc, $out, $err) = $old->psql('postgres', "SELECT streamcube_alter_cube('up', '{\"topic\": [\"$one\", \"$two\"]}') IS NOT NULL");
+is($rc, 0, 'D: the cube of one topic takes a list of it and another, under load');
+like($err, qr/reads a list of topics now, its topic first/, 'D: ... and says it reads a list now');
+ok(sc_produce_finish($more), 'D: produced on meanwhile');
+sc_produce($two, count => 500, 'start-ts' => $start_ts + 7200);
+is($old->safe_psql('postgres', "SELECT streamcube_wait('up', '120 s')"), 't', 'D: the cube of two topics caught up');
+for my $t ($one, $two)
+{
+	sc_check_exact_where($old, 'up', sc_kafka_contents($t), "D, topic $t after the change", "_topic = '$t'");
+}
+is($old->safe_psql('postgres', 'SELECT count(*) = count(DISTINCT (_topic, _partition, _offset)) FROM up'),
+	't', 'D: (_topic, _partition, _offset) is unique');
+is( $old->safe_psql('postgres', 'SELECT string_agg(topic || \'|\' || topic_no || \'|\' || added_by, \' \' ORDER BY topic_no) FROM streamcube.topics'),
+	"$one|0|create $two|1|alter", 'D: its topic is topic 0 still, the new one topic 1');
+is( $old->safe_psql('postgres',
+		"SELECT count(*) FILTER (WHERE _topic = '$one') >= $sealed_before, count(*) FILTER (WHERE _topic = '$two') > 0 "
+		  . 'FROM up_sealed'),
+	't|t', 'D: through <cube>_sealed, the rows sealed before say their topic, and late rows of the new topic are there');
 $old->stop;
 
 $node->stop;
