@@ -1133,10 +1133,11 @@ static const struct
  * list, below), not another name.
  */
 static bool
-sc_alter_topics_allowed(int32 cube_id, Jsonb *given)
+sc_alter_topics_allowed(int32 cube_id, Jsonb *given, bool *converts)
 {
 	char	   *topic;
 
+	*converts = false;
 	sc_catalog_exec("SELECT c.topic, jsonb_typeof($2 -> 'topic') FROM streamcube.cubes c WHERE c.cube_id = $1",
 					2, (Oid[]) {INT4OID, JSONBOID}, (Datum[]) {Int32GetDatum(cube_id), JsonbPGetDatum(given)},
 					NULL, true, 1);
@@ -1146,23 +1147,24 @@ sc_alter_topics_allowed(int32 cube_id, Jsonb *given)
 	if (topic != NULL && (topic[0] == '[' || topic[0] == '{'))
 		return true;
 	topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	return topic != NULL && strcmp(topic, "array") == 0;
+	*converts = topic != NULL && strcmp(topic, "array") == 0;
+	return *converts;
 }
 
 /*
  * A cube of one topic becomes a cube of a topic list, its topic the list's
- * first (topic 0, as it always was: nothing of its catalog changes): its
- * table gains the column _topic, filled with that topic for every row it
- * holds without rewriting one (PostgreSQL keeps the value as the column's
- * missing value), and the view <cube>_sealed shows it.  As the table's
- * owner; the caller holds the cube's row.
+ * first (topic 0, as it always was: nothing of its catalog changes).  In
+ * memory first (sc_alter_topics_prepare), for the list's change to work
+ * on; its table last (sc_alter_topics_convert), once everything else was
+ * checked and Kafka asked: the table gains the column _topic, filled with
+ * that topic for every row it holds without rewriting one (PostgreSQL
+ * keeps the value as the column's missing value), and the view
+ * <cube>_sealed shows it.  The caller took the cube's seal lock before its
+ * row, as a seal does, so that no seal holds the table meanwhile.
  */
 static void
-sc_alter_topics_convert(ScCube *cube, const char *name)
+sc_alter_topics_prepare(ScCube *cube, const char *name)
 {
-	ScAsOwner	as;
-	const char *table = cube->qualified;
-
 	if (!sc_catalog_has_column("cube_topics", "topic"))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -1173,20 +1175,44 @@ sc_alter_topics_convert(ScCube *cube, const char *name)
 				(errcode(ERRCODE_DUPLICATE_COLUMN),
 				 errmsg("cube \"%s\" has a column " SC_TOPIC_COLUMN " of its own", name),
 				 errdetail("A cube of several topics fills " SC_TOPIC_COLUMN " with each row's topic."),
-				 errhint("Rename the column first: ALTER TABLE %s RENAME COLUMN " SC_TOPIC_COLUMN " TO ...", table)));
-	sc_as_owner_enter(&as, cube->owner);
+				 errhint("Rename the column first: ALTER TABLE %s RENAME COLUMN " SC_TOPIC_COLUMN " TO ...",
+						 cube->qualified)));
+	cube->topics_kind = SC_TOPICS_LIST;
+	cube->topic = MemoryContextStrdup(cube->mcxt, psprintf("[%s]", sc_json_text(cube->topic)));
+}
+
+typedef struct ScAddTopicColumn
+{
+	const ScCube *cube;
+	const char *topic;			/* its one topic until now */
+} ScAddTopicColumn;
+
+/* Under lock_timeout, as the owner (sc_seal_with_view_lock_retry). */
+static void
+sc_add_topic_column_fn(void *arg)
+{
+	ScAddTopicColumn *add = arg;
+
+	/* the view first, then the table, as a seal's swap takes them */
+	sc_seal_lock_views_now(add->cube, true, NULL, 0);
 	sc_seal_exec(psprintf("ALTER TABLE %s ADD COLUMN " SC_TOPIC_COLUMN " text NOT NULL DEFAULT %s",
-						  table, quote_literal_cstr(cube->topic)));
-	sc_seal_exec(psprintf("ALTER TABLE %s ALTER COLUMN " SC_TOPIC_COLUMN " DROP DEFAULT", table));
-	sc_as_owner_leave(&as);
+						  add->cube->qualified, quote_literal_cstr(add->topic)));
+	sc_seal_exec(psprintf("ALTER TABLE %s ALTER COLUMN " SC_TOPIC_COLUMN " DROP DEFAULT",
+						  add->cube->qualified));
+}
+
+static void
+sc_alter_topics_convert(ScCube *cube, const char *topic)
+{
+	ScAddTopicColumn add = {cube, topic};
+
+	sc_seal_with_view_lock_retry(cube, sc_add_topic_column_fn, &add, "add the column " SC_TOPIC_COLUMN);
 	CommandCounterIncrement();
 	/* <cube>_sealed, once there is one, lists its columns: _topic too */
 	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 AND sealed_view IS NOT NULL",
 					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, true, 1);
 	if (SPI_processed > 0)
 		sc_seal_refresh_view(cube, DT_NOBEGIN, NULL, 0);
-	cube->topics_kind = SC_TOPICS_LIST;
-	cube->topic = MemoryContextStrdup(cube->mcxt, psprintf("[%s]", sc_json_text(cube->topic)));
 	ereport(NOTICE,
 			(errmsg("cube %s reads a list of topics now, its topic first; its table has the column " SC_TOPIC_COLUMN,
 					cube->qualified)));
@@ -1206,6 +1232,7 @@ sc_alter_topics(int32 cube_id, Jsonb *given, const char *name)
 {
 	char	   *spec;
 	char	   *old_spec;
+	char	   *one_topic;
 	List	   *all = NIL;
 	List	   *taken_out;
 	List	   *put_in;
@@ -1230,8 +1257,9 @@ sc_alter_topics(int32 cube_id, Jsonb *given, const char *name)
 	cube = sc_cube_load(cube_id, false);
 	old_spec = pstrdup(cube->topic);
 	conn = sc_cluster_conninfo(cube->cluster);
-	if (cube->topics_kind == SC_TOPICS_ONE)
-		sc_alter_topics_convert(cube, name);
+	one_topic = cube->topics_kind == SC_TOPICS_ONE ? pstrdup(cube->topic) : NULL;
+	if (one_topic != NULL)
+		sc_alter_topics_prepare(cube, name);
 	sc_catalog_exec("SELECT CASE jsonb_typeof($1 -> 'topic') WHEN 'string' THEN $1 ->> 'topic' "
 					"ELSE ($1 -> 'topic')::text END", 1, (Oid[]) {JSONBOID},
 					(Datum[]) {JsonbPGetDatum(given)}, NULL, true, 1);
@@ -1254,6 +1282,8 @@ sc_alter_topics(int32 cube_id, Jsonb *given, const char *name)
 	/* Every topic it reads must be there: added ones are read from their start. */
 	kafka = sc_kafka_describe_topics(conn, &cube->topics, true, sc_kafka_timeout_ms, NULL, NULL);
 	(void) sc_reassign_topics(cube, kafka);
+	if (one_topic != NULL)
+		sc_alter_topics_convert(cube, one_topic);
 	{
 		Jsonb	   *was = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(
 			psprintf("{\"topic\": %s}", sc_json_text(old_spec)))));
@@ -1297,6 +1327,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	bool		changed;
 	bool		topic_given = false;
 	bool		several;
+	bool		converts;
 	ScPrivilegeSave save;
 	MemoryContext caller = CurrentMemoryContext;
 
@@ -1321,7 +1352,7 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 				 errhint("Pass the options to change, such as '{\"grace\": \"10 minutes\"}'; a key set to null removes that option.")));
 
 	/* Options that cannot change in place, with the reason. */
-	several = sc_alter_topics_allowed(cube_id, given);
+	several = sc_alter_topics_allowed(cube_id, given, &converts);
 	if (SPI_execute_with_args("SELECT key FROM jsonb_object_keys($2) AS key ORDER BY key",
 							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the options");
@@ -1348,6 +1379,17 @@ sc_alter_cube(PG_FUNCTION_ARGS)
 	 * The cube's row first, as every other writer of it (a reassignment, a
 	 * pause) takes it: the options merged under the lock.
 	 */
+	/*
+	 * A cube of one topic that takes a list gains a column (ALTER TABLE):
+	 * its seal lock first, as a seal takes it before the row, so that no
+	 * seal holds the table while we wait for it holding the row.
+	 */
+	if (converts &&
+		SPI_execute_with_args("SELECT pg_catalog.pg_advisory_xact_lock($1, $2)", 2,
+							  (Oid[]) {INT4OID, INT4OID},
+							  (Datum[]) {Int32GetDatum(SC_LOCK_CLASS_SEAL), Int32GetDatum(cube_id)},
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not take the seal lock");
 	sc_catalog_enter(&save);
 	if (SPI_execute_with_args("SELECT options, (options || ($2 - 'topic')) - "
 							  "  ARRAY(SELECT key FROM jsonb_each($2) WHERE jsonb_typeof(value) = 'null') "

@@ -917,6 +917,13 @@ sc_kafka_consumer_topic_partitions(ScKafkaConsumer *c, int timeout_ms, int *each
 			each[0] = n;
 		return n;
 	}
+	/* no topic held: librdkafka would ask for every topic of the cluster */
+	if (live == 0)
+	{
+		for (int t = 0; t < Min(c->topics.n, neach); t++)
+			each[t] = 0;
+		return 0;
+	}
 	if (rd_kafka_metadata(c->rk, 0, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
 		return -1;
 	for (int t = 0; t < c->topics.n; t++)
