@@ -225,14 +225,29 @@ sc_ms_between(TimestampTz from, TimestampTz to)
  * format, the column topics, then what goes in partitions and topics, of
  * source partitions array p of cube c (SQL expressions).
  */
-#define SC_JOURNAL_TOPICS(c, p) \
-	sc_catalog_has_column("reassign_log", "topics") ? ", topics" : "", \
-	sc_catalog_has_column("reassign_log", "topics") ? \
-	"CASE WHEN " p " IS NOT NULL THEN ARRAY(SELECT " SC_SQL_SOURCE_PARTITION("u.s") \
-	"  FROM pg_catalog.unnest(" p ") WITH ORDINALITY AS u(s, i) ORDER BY u.i) END" : p, \
-	sc_catalog_has_column("reassign_log", "topics") ? \
-	", CASE WHEN " p " IS NOT NULL THEN ARRAY(SELECT " SC_SQL_SOURCE_TOPIC(c, "u.s") \
-	"  FROM pg_catalog.unnest(" p ") WITH ORDINALITY AS u(s, i) ORDER BY u.i) END" : ""
+typedef struct ScJournalTopics
+{
+	const char *column;			/* ", topics", or "" */
+	const char *partitions;		/* what goes in partitions */
+	const char *topics;			/* ", <what goes in topics>", or "" */
+} ScJournalTopics;
+
+static ScJournalTopics
+sc_journal_topics(const char *c, const char *p)
+{
+	ScJournalTopics j = {"", p, ""};
+
+	if (sc_catalog_has_column("reassign_log", "topics"))
+	{
+		j.column = ", topics";
+		j.partitions = psprintf("CASE WHEN %s IS NOT NULL THEN ARRAY(SELECT " SC_SQL_SOURCE_PARTITION("u.s")
+								" FROM pg_catalog.unnest(%s) WITH ORDINALITY AS u(s, i) ORDER BY u.i) END", p, p);
+		j.topics = psprintf(", CASE WHEN %s IS NOT NULL THEN ARRAY(SELECT %s"
+							" FROM pg_catalog.unnest(%s) WITH ORDINALITY AS u(s, i) ORDER BY u.i) END",
+							p, psprintf(SC_SQL_SOURCE_TOPIC("%s", "u.s"), c), p);
+	}
+	return j;
+}
 
 /* What one row of streamcube.reassign_log says beyond the call. */
 typedef struct ScJournalRow
@@ -286,6 +301,7 @@ sc_journal(ScReassign *r, ScJournalRow *row)
 	FLOAT8OID, TEXTOID, OIDOID};
 	Datum		v[15];
 	char		n[16] = "               ";
+	ScJournalTopics j;
 
 	v[0] = Int64GetDatum(r->id);
 	v[1] = Int32GetDatum(r->cube_id);
@@ -312,13 +328,14 @@ sc_journal(ScReassign *r, ScJournalRow *row)
 	v[13] = CStringGetTextDatum(row->outcome);
 	v[14] = ObjectIdGetDatum(r->relid);
 
+	j = sc_journal_topics("$2", "$6");
 	sc_catalog_exec(psprintf("INSERT INTO streamcube.reassign_log "
 							 "(reassign_id, cube_id, cube, origin, step, replica_set, partitions, offsets, role, "
 							 " started_at, finished_at, old_assignment, new_assignment, waited_ms, unconsumed_ms, "
 							 " outcome%s) "
 							 "VALUES ($1, $2, $15, $3, $4, $5, %s, $7, $8, $9, clock_timestamp(), $10, $11, $12, "
 							 "        $13, $14%s)",
-							 SC_JOURNAL_TOPICS("$2", "$6")),
+							 j.column, j.partitions, j.topics),
 					15, types, v, n, false, 0);
 }
 
@@ -1223,6 +1240,7 @@ sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 	NAMEOID, TIMESTAMPTZOID, FLOAT8OID};
 	Datum		v[9];
 	char		n[10] = "         ";
+	ScJournalTopics j = sc_journal_topics("$2", "$5");
 
 	v[0] = Int64GetDatum(epoch);
 	v[1] = Int32GetDatum(cube_id);
@@ -1247,7 +1265,7 @@ sc_reassign_journal_receiver(int32 cube_id, int64 epoch, const char *step,
 							 "FROM streamcube.cubes c WHERE c.cube_id = $2 "
 							 "AND NOT EXISTS (SELECT 1 FROM streamcube.reassign_log l WHERE l.cube_id = $2 "
 							 "                AND l.reassign_id = $1 AND l.step = $3 AND l.replica_set = $4)",
-							 SC_JOURNAL_TOPICS("$2", "$5")),
+							 j.column, j.partitions, j.topics),
 					9, types, v, n, false, 0);
 	SPI_finish();
 }
