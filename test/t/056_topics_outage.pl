@@ -55,11 +55,15 @@ $node->safe_psql('postgres',
 	"SELECT streamcube_create_replica_set('oa'), streamcube_create_replica_set('ob')");
 sc_create_cube($node, 'ev', '[' . join(', ', map { "\"$_\"" } @topics) . ']',
 	'{"replica_sets": ["oa", "ob"]}');
-is( $node->safe_psql('postgres',
-		"SELECT string_agg(replica_set || '=' || array_to_string(topics, ','), ' ' ORDER BY replica_set) "
-		  . "FROM streamcube.consumers WHERE cube = 'ev'::regclass"),
-	"oa=$topics[0],$topics[1] ob=$topics[0],$topics[1]",
-	'each replica set reads a partition of each topic');
+# The view shows what each receiver holds: poll, since a receiver takes its
+# partitions a moment after the cube is created.
+my $held_sql =
+    "SELECT string_agg(replica_set || '=' || array_to_string(topics, ','), ' ' ORDER BY replica_set) "
+  . "FROM streamcube.consumers WHERE cube = 'ev'::regclass";
+my $held_want = "oa=$topics[0],$topics[1] ob=$topics[0],$topics[1]";
+ok($node->poll_query_until('postgres', $held_sql, $held_want),
+	'each replica set reads a partition of each topic')
+  or diag "held: " . $node->safe_psql('postgres', $held_sql);
 
 my @producers = map {
 	sc_produce_start($_, count => 30_000, rate => 2000, 'start-ts' => $start_ts + 3600, seed => 2)
