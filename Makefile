@@ -66,7 +66,8 @@ OBJS = \
 	src/consumers.o \
 	src/rollup_sql.o \
 	src/node_conn.o \
-	src/nodes.o
+	src/nodes.o \
+	src/placement.o
 
 # -Wextra, less the two warnings that PostgreSQL's own headers and
 # PG_FUNCTION_ARGS trigger.

@@ -183,7 +183,8 @@ WHERE c.stop_requested IS NOT NULL
 -- journalled as a reassignment of their partitions.
 ALTER TABLE streamcube.reassign_log DROP CONSTRAINT reassign_log_origin_check,
     ADD CONSTRAINT reassign_log_origin_check
-        CHECK (origin IN ('streamcube_reassign', 'new_partitions', 'streamcube_alter_cube'));
+        CHECK (origin IN ('streamcube_reassign', 'new_partitions', 'streamcube_alter_cube',
+                          'streamcube_place', 'streamcube_adopt'));
 
 -- A dead letter says its topic; partition is the topic's partition.
 ALTER TABLE streamcube.dead_letters ADD COLUMN topic text;
@@ -269,6 +270,29 @@ CREATE FUNCTION streamcube._receivers(
         OUT previous_error_at timestamptz, OUT topic_partition_counts integer[])
     RETURNS SETOF record LANGUAGE C STRICT SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'sc_receivers';
+
+-- Replica sets placed on nodes (issue 47; placement.c writes it): the
+-- partitions a set of this server handed over to a node and the positions
+-- it stopped at, where the node starts; state moving until the node adopted
+-- them, then placed.
+CREATE TABLE streamcube.placement_catalog (
+    cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
+    replica_set text NOT NULL REFERENCES streamcube.replica_sets (name),
+    node        text NOT NULL,         -- a node of streamcube.node_catalog (its foreign key: below)
+    placed_by   oid NOT NULL,          -- the role whose user mapping reaches the node
+    epoch       bigint NOT NULL,       -- the reassignment that handed the partitions over
+    partitions  integer[] NOT NULL,
+    positions   bigint[] NOT NULL,     -- per partition, where the node starts
+    state       text NOT NULL CHECK (state IN ('moving', 'placed')),
+    attempts    integer NOT NULL DEFAULT 0,
+    last_error  text,
+    tried_at    timestamptz,
+    placed_at   timestamptz NOT NULL DEFAULT now(),
+    adopted_at  timestamptz,
+    PRIMARY KEY (cube_id, replica_set)
+);
+REVOKE ALL ON streamcube.placement_catalog FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('streamcube.placement_catalog', '');
 
 CREATE VIEW streamcube.consumers AS
 SELECT r.pid,
@@ -361,7 +385,9 @@ SELECT NULL::integer,
        c.relid::regclass,
        w.replica_set,
        NULL::bigint,
-       CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby' ELSE 'waiting' END,
+       CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby'
+            WHEN pl.node IS NOT NULL THEN 'placed'
+            ELSE 'waiting' END,
        ARRAY(SELECT u.p & 1048575 FROM unnest(w.partitions) WITH ORDINALITY AS u(p, i) ORDER BY u.i),
        NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
        NULL::bigint[],
@@ -376,6 +402,9 @@ SELECT NULL::integer,
             WHEN s.in_use >= s.total
             THEN format('no receiver slot is free: all %s receiver slots (streamcube.max_receivers) are in use; '
                         'raise streamcube.max_receivers and restart the server, or drop cubes no longer needed', s.total)
+            WHEN pl.node IS NOT NULL
+            THEN format('runs on node "%s" (streamcube.placements): a receiver runs here only to read its partitions again up to where the node started them, after a crash',
+                        pl.node)
             ELSE 'waiting for the launcher to start its receiver' END,
        NULL::timestamptz,
        NULL::integer[],
@@ -408,6 +437,12 @@ CROSS JOIN LATERAL (
                       WHERE t.cube_id = c.cube_id AND t.topic_no = c.bad_partition >> 20)
                      || ':' || (c.bad_partition & 1048575) END AS name) bad
 CROSS JOIN streamcube._receiver_slots() s
+-- a set placed on a node: no receiver runs for it here, but after a crash
+-- to read its partitions again up to where the node started them (the view
+-- reads no UNLOGGED catalog: it works on a standby)
+LEFT JOIN LATERAL (
+    SELECT x.node FROM streamcube.placement_catalog x
+    WHERE x.cube_id = w.cube_id AND x.replica_set = w.replica_set) pl ON true
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
   AND NOT EXISTS (SELECT 1 FROM streamcube._receivers() r
                   WHERE r.cube_id = w.cube_id AND r.replica_set = w.replica_set);
@@ -481,10 +516,10 @@ SELECT s.cube,
        -- the worst of its receivers' states, in this order
        CASE WHEN pg_catalog.count(r.cube) = 0 THEN 'no partitions'
             ELSE (ARRAY['failed', 'disconnected', 'stalled', 'pausing', 'paused', 'waiting',
-                        'standby', 'starting', 'stopping', 'stopped', 'running'])[
+                        'standby', 'starting', 'stopping', 'stopped', 'running', 'placed'])[
                   pg_catalog.min(coalesce(pg_catalog.array_position(
                       ARRAY['failed', 'disconnected', 'stalled', 'pausing', 'paused', 'waiting',
-                            'standby', 'starting', 'stopping', 'stopped', 'running'], r.health), 1))]
+                            'standby', 'starting', 'stopping', 'stopped', 'running', 'placed'], r.health), 1))]
        END AS state,
        pg_catalog.count(r.cube)::integer AS receivers,
        CASE WHEN pg_catalog.bool_and(r.lag IS NOT NULL) THEN pg_catalog.sum(r.lag)::bigint END AS lag,
@@ -507,7 +542,7 @@ SELECT s.cube,
        s.partitions_to_compact,
        s.paused_reason,
        (pg_catalog.array_agg(r.last_error ORDER BY r.last_error_at DESC NULLS LAST)
-            FILTER (WHERE r.last_error IS NOT NULL))[1] AS last_error
+            FILTER (WHERE r.last_error IS NOT NULL AND r.health <> 'placed'))[1] AS last_error
 FROM streamcube.cube_status s
 LEFT JOIN r ON r.cube = s.cube
 GROUP BY s.cube, s.paused, s.windows_to_seal, s.partitions_to_compact, s.paused_reason;
@@ -595,6 +630,54 @@ REVOKE EXECUTE ON FUNCTION streamcube_add_node(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamcube_drop_node(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION streamcube_add_node(text, text) TO streamcube_admin;
 GRANT EXECUTE ON FUNCTION streamcube_drop_node(text) TO streamcube_admin;
+
+-- ---------------------------------------------------------------------
+-- Placement (issue 47): a replica set of a cube runs on a node.  The home
+-- server hands the set's partitions over at the positions its reassignment
+-- merged (epoch), then its launcher has the node adopt them there; the
+-- row says how far that got.  Written by placement.c only.
+-- ---------------------------------------------------------------------
+-- (streamcube.placement_catalog is made before streamcube.consumers, which
+-- reads it; its node is a node of streamcube.node_catalog.)
+ALTER TABLE streamcube.placement_catalog
+    ADD FOREIGN KEY (node) REFERENCES streamcube.node_catalog (name);
+
+CREATE VIEW streamcube.placements AS
+SELECT c.relid::regclass AS cube,
+       p.replica_set,
+       p.node,
+       p.state,
+       p.partitions,
+       p.positions,
+       p.epoch,
+       pg_catalog.pg_get_userbyid(p.placed_by) AS placed_by,
+       p.attempts,
+       p.last_error,
+       p.tried_at,
+       p.placed_at,
+       p.adopted_at
+FROM streamcube.placement_catalog p
+JOIN streamcube.cubes c USING (cube_id);
+REVOKE ALL ON streamcube.placements FROM PUBLIC;
+GRANT SELECT ON streamcube.placements TO streamcube_admin;
+COMMENT ON VIEW streamcube.placements IS
+    'Replica sets placed on nodes: the partitions handed over and where the node starts them; state moving until the node adopted them (attempts, last_error), then placed';
+
+CREATE FUNCTION streamcube_place(cube text, replica_set text, node text)
+    RETURNS jsonb LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_place';
+COMMENT ON FUNCTION streamcube_place(text, text, text) IS
+    'Run a replica set of a cube on a node: its partitions are handed over here as by streamcube_reassign, then the node makes the cube and adopts them at exactly those positions (streamcube.placements)';
+REVOKE EXECUTE ON FUNCTION streamcube_place(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_place(text, text, text) TO streamcube_admin;
+
+CREATE FUNCTION streamcube_adopt(definition jsonb, replica_set text, partitions integer[], positions bigint[])
+    RETURNS text LANGUAGE C SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'sc_adopt';
+COMMENT ON FUNCTION streamcube_adopt(jsonb, text, integer[], bigint[]) IS
+    'On a node, called by its home server: make the cube of definition if it is missing and have replica_set consume partitions from positions; a no-op when it already does';
+REVOKE EXECUTE ON FUNCTION streamcube_adopt(jsonb, text, integer[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION streamcube_adopt(jsonb, text, integer[], bigint[]) TO streamcube_admin;
 
 -- ---------------------------------------------------------------------
 -- 0.4.0: every view is a security barrier.  Each shows rows of cubes the

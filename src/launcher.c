@@ -132,7 +132,11 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 		int			ret;
 
 		SPI_connect();
-		ret = SPI_execute("SELECT c.cube_id, a.replica_set, c.relid::regclass::text, "
+		/*
+		 * A replica set placed on a node runs here only to read again up to
+		 * where the node starts, after a crash took its positions back.
+		 */
+		ret = SPI_execute(psprintf("SELECT c.cube_id, a.replica_set, c.relid::regclass::text, "
 						  "       r.relowner, c.paused AND c.stop_reached_at IS NULL, c.config_version, c.relid, "
 						  "       o.rolcanlogin, o.rolname "
 						  "FROM streamcube.cubes c "
@@ -140,7 +144,17 @@ sc_launcher_read_catalog(ScWanted **wanted_out)
 						  "JOIN pg_catalog.pg_authid o ON o.oid = r.relowner "
 						  "JOIN (SELECT DISTINCT cube_id, replica_set FROM streamcube.assignments) a "
 						  "  USING (cube_id) "
+						  "%s "
 						  "ORDER BY c.cube_id, a.replica_set",
+						  sc_catalog_has_column("placement_catalog", "positions") ?
+						  "WHERE NOT EXISTS (SELECT FROM streamcube.placement_catalog x "
+						  "  WHERE x.cube_id = c.cube_id AND x.replica_set = a.replica_set "
+						  "  AND NOT EXISTS (SELECT FROM unnest(x.partitions, x.positions) AS u(partition, stop) "
+						  "    LEFT JOIN streamcube.consume_positions p "
+						  "      ON p.cube_id = x.cube_id AND p.partition = u.partition "
+						  "    LEFT JOIN streamcube.checkpoints k "
+						  "      ON k.cube_id = x.cube_id AND k.partition = u.partition "
+						  "    WHERE greatest(p.position, k.\"offset\") < u.stop))" : ""),
 						  true, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "could not read the streamcube catalog: %s",
@@ -629,6 +643,9 @@ sc_launcher_main(Datum main_arg)
 		sleep_ms = sc_launcher_reconcile();
 		/* Large cubes being dropped: a step per round, at once while more wait. */
 		if (sc_drop_pending_step())
+			sleep_ms = 0;
+		/* Replica sets placed on nodes that have not adopted them yet. */
+		if (sc_placement_step())
 			sleep_ms = 0;
 
 		(void) WaitLatch(MyLatch,

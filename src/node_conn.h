@@ -23,4 +23,7 @@ extern void sc_node_connect(ScNodeConn *node, const char *name, ForeignServer *s
 extern PGresult *sc_node_query(ScNodeConn *node, const char *sql, int timeout_ms);
 extern void sc_node_close(ScNodeConn *node);
 
+/* nodes.c */
+extern void sc_node_open(const char *name, ScNodeConn *node, char **schema);
+
 #endif							/* SC_NODE_CONN_H */

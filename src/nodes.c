@@ -52,6 +52,7 @@ typedef struct ScNodeFacts
 	char	   *library;		/* streamcube_library_version() */
 	bool		standby;
 	char	   *system_identifier;
+	char	   *schema;			/* streamcube's schema there */
 } ScNodeFacts;
 
 /* The foreign server a node is to use, checked as the caller may use it. */
@@ -132,6 +133,7 @@ sc_node_ask(ScNodeConn *node, ScNodeFacts *facts)
 	facts->standby = standby != NULL && strcmp(standby, "t") == 0;
 	facts->system_identifier = sc_node_value(node, r, 2);
 	schema = sc_node_value(node, r, 3);
+	facts->schema = schema;
 	PQclear(r);
 	facts->library = NULL;
 	if (facts->extversion != NULL && schema != NULL)
@@ -218,6 +220,65 @@ sc_node_visit(const char *name, ForeignServer *server, ScNodeFacts *facts)
 	return (double) (GetCurrentTimestamp() - start) / 1000.0;
 }
 
+/* A node's catalog row: its foreign server and system identifier (NULL). */
+static char *
+sc_node_row(const char *name, char **recorded)
+{
+	Oid			type = TEXTOID;
+	Datum		value = CStringGetTextDatum(name);
+	char	   *server_name;
+
+	SPI_connect();
+	sc_catalog_exec("SELECT server, system_identifier FROM streamcube.node_catalog WHERE name = $1",
+					1, &type, &value, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("node \"%s\" does not exist", name),
+				 errhint("streamcube.nodes lists the nodes; streamcube_add_node adds one.")));
+	server_name = MemoryContextStrdup(TopTransactionContext,
+									  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	*recorded = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (*recorded != NULL)
+		*recorded = MemoryContextStrdup(TopTransactionContext, *recorded);
+	SPI_finish();
+	return server_name;
+}
+
+/* Refuse a node that is no longer the server that was added. */
+static void
+sc_node_same(const char *name, const char *server_name, const char *recorded,
+			 const ScNodeFacts *facts)
+{
+	if (recorded != NULL && facts->system_identifier != NULL &&
+		strcmp(recorded, facts->system_identifier) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node \"%s\" (foreign server \"%s\") is another server now: system identifier %s, and %s when it was added",
+						name, server_name, facts->system_identifier, recorded),
+				 errhint("If the server was replaced on purpose, drop the node and add it again.")));
+}
+
+/*
+ * Open a connection to a node of the catalog as the current user, checked
+ * as streamcube_check_node checks it; *schema gets streamcube's schema
+ * there, quoted.  The caller closes node (sc_node_close), also on error.
+ */
+void
+sc_node_open(const char *name, ScNodeConn *node, char **schema)
+{
+	char	   *recorded;
+	char	   *server_name = sc_node_row(name, &recorded);
+	ForeignServer *server = sc_node_server(name, server_name);
+	ScNodeFacts facts;
+
+	sc_node_connect(node, name, server);
+	sc_node_ask(node, &facts);
+	sc_node_check(name, server_name, &facts);
+	sc_node_same(name, server_name, recorded, &facts);
+	*schema = pstrdup(quote_identifier(facts.schema));
+}
+
 /*
  * streamcube_add_node(name text, server text) RETURNS void
  */
@@ -269,6 +330,16 @@ sc_drop_node(PG_FUNCTION_ARGS)
 
 	sc_require_admin("drop nodes");
 	SPI_connect();
+	sc_catalog_exec("SELECT p.replica_set, c.relid::regclass::text FROM streamcube.placement_catalog p "
+					"JOIN streamcube.cubes c USING (cube_id) WHERE p.node = $1 LIMIT 1",
+					1, &type, &value, NULL, true, 1);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("node \"%s\" runs replica set \"%s\" of cube %s", name,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)),
+				 errhint("streamcube.placements lists what runs on the node; drop those cubes first.")));
 	sc_catalog_exec("DELETE FROM streamcube.node_catalog WHERE name = $1", 1, &type, &value, NULL, false, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -290,8 +361,6 @@ sc_check_node(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name = sc_text_arg(fcinfo, 0, "node name");
-	Oid			type = TEXTOID;
-	Datum		value = CStringGetTextDatum(name);
 	char	   *server_name;
 	char	   *recorded;
 	ScNodeFacts facts;
@@ -301,29 +370,9 @@ sc_check_node(PG_FUNCTION_ARGS)
 
 	sc_require_admin("check nodes");
 	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	sc_catalog_exec("SELECT server, system_identifier FROM streamcube.node_catalog WHERE name = $1",
-					1, &type, &value, NULL, true, 1);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("node \"%s\" does not exist", name),
-				 errhint("streamcube.nodes lists the nodes.")));
-	server_name = MemoryContextStrdup(TopTransactionContext,
-									  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-	recorded = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	if (recorded != NULL)
-		recorded = MemoryContextStrdup(TopTransactionContext, recorded);
-	SPI_finish();
-
+	server_name = sc_node_row(name, &recorded);
 	ms = sc_node_visit(name, sc_node_server(name, server_name), &facts);
-	if (recorded != NULL && facts.system_identifier != NULL &&
-		strcmp(recorded, facts.system_identifier) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node \"%s\" (foreign server \"%s\") is another server now: system identifier %s, and %s when it was added",
-						name, server_name, facts.system_identifier, recorded),
-				 errhint("If the server was replaced on purpose, drop the node and add it again.")));
+	sc_node_same(name, server_name, recorded, &facts);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = CStringGetTextDatum(server_name);

@@ -66,6 +66,25 @@ sc_positions_init(int32 cube_id, int32 partition, int64 offset)
 }
 
 /*
+ * Raise a partition's logged checkpoint to at least offset (a node adopting
+ * a partition at the position its home server handed over: the merge of
+ * the reassignment that follows starts it there).
+ */
+void
+sc_positions_raise_checkpoint(int32 cube_id, int32 partition, int64 offset)
+{
+	Oid			t[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		v[3] = {Int32GetDatum(cube_id), Int32GetDatum(partition), Int64GetDatum(offset)};
+
+	SPI_connect();
+	sc_catalog_exec("INSERT INTO streamcube.checkpoints AS k (cube_id, partition, \"offset\") "
+					"VALUES ($1, $2, $3) ON CONFLICT (cube_id, partition) "
+					"DO UPDATE SET \"offset\" = greatest(k.\"offset\", EXCLUDED.\"offset\")",
+					3, t, v, NULL, false, 0);
+	SPI_finish();
+}
+
+/*
  * The partitions of one replica set and their positions, in the current
  * transaction.  A partition without a position (first start, or after a
  * crash emptied the unlogged table) gets its checkpoint.
@@ -86,16 +105,29 @@ sc_positions_load(int32 cube_id, const char *replica_set, MemoryContext cxt)
 					"WHERE k.cube_id = $1 AND a.replica_set = $2 "
 					"ON CONFLICT DO NOTHING",
 					2, types, args, NULL, false, 0);
-	sc_catalog_exec("SELECT p.partition, p.position, p.epoch, p.updated_at, "
-					"       CASE WHEN c.stop_requested IS NOT NULL "
-					"            THEN coalesce(s.stop_offset, 0) ELSE -1 END "
-					"FROM streamcube.consume_positions p "
-					"JOIN streamcube.assignments a USING (cube_id, partition) "
-					"JOIN streamcube.cubes c USING (cube_id) "
-					"LEFT JOIN streamcube.stop_offsets s USING (cube_id, partition) "
-					"WHERE p.cube_id = $1 AND a.replica_set = $2 "
-					"  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
-					"ORDER BY p.partition",
+	/*
+	 * A set placed on a node stops where the node starts (placement.c):
+	 * it reads up to there again only when a crash took its positions back.
+	 */
+	sc_catalog_exec(psprintf("SELECT p.partition, p.position, p.epoch, p.updated_at, "
+							 "       CASE WHEN pl.stop IS NOT NULL AND c.stop_requested IS NOT NULL "
+							 "            THEN least(pl.stop, coalesce(s.stop_offset, 0)) "
+							 "            WHEN pl.stop IS NOT NULL THEN pl.stop "
+							 "            WHEN c.stop_requested IS NOT NULL "
+							 "            THEN coalesce(s.stop_offset, 0) ELSE -1 END "
+							 "FROM streamcube.consume_positions p "
+							 "JOIN streamcube.assignments a USING (cube_id, partition) "
+							 "JOIN streamcube.cubes c USING (cube_id) "
+							 "LEFT JOIN streamcube.stop_offsets s USING (cube_id, partition) "
+							 "LEFT JOIN (%s) pl ON pl.partition = p.partition "
+							 "WHERE p.cube_id = $1 AND a.replica_set = $2 "
+							 "  AND p.replica_set = a.replica_set AND p.epoch = a.epoch "
+							 "ORDER BY p.partition",
+							 sc_catalog_has_column("placement_catalog", "positions")
+							 ? "SELECT u.partition, u.stop FROM streamcube.placement_catalog x, "
+							 "       unnest(x.partitions, x.positions) AS u(partition, stop) "
+							 "WHERE x.cube_id = $1 AND x.replica_set = $2"
+							 : "SELECT NULL::integer AS partition, NULL::bigint AS stop"),
 					2, types, args, NULL, false, 0);
 
 	pos->n = (int) SPI_processed;

@@ -53,6 +53,7 @@ extern bool sc_positions_earliest_again(struct ScCube *cube, int32 partition, in
 extern void sc_offsets_resolve(struct ScCube *cube, ScPositionChange *c, List *kafka);
 
 extern void sc_positions_init(int32 cube_id, int32 partition, int64 offset);
+extern void sc_positions_raise_checkpoint(int32 cube_id, int32 partition, int64 offset);
 extern ScPositions *sc_positions_load(int32 cube_id, const char *replica_set,
 									  MemoryContext cxt);
 extern bool sc_positions_advance(int32 cube_id, const char *cube_name,

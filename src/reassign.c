@@ -876,6 +876,42 @@ sc_reassign_diff(ScReassign *r, List *kafka)
 	/* An assigned partition the topic no longer has stays where it is. */
 }
 
+/*
+ * A replica set placed on a node keeps its partitions here, stopped where
+ * the node starts them (placement.c): no assignment may take one from it
+ * or give it another.
+ */
+static void
+sc_reassign_refuse_placed(ScReassign *r)
+{
+	ListCell   *lc;
+
+	if (!sc_catalog_has_column("placement_catalog", "partitions"))
+		return;					/* a catalog from before placement */
+	foreach(lc, r->moves)
+	{
+		ScMove	   *m = lfirst(lc);
+		Oid			t[3] = {INT4OID, TEXTOID, TEXTOID};
+		Datum		v[3] = {Int32GetDatum(r->cube_id),
+			CStringGetTextDatum(m->from ? m->from : ""), CStringGetTextDatum(m->to ? m->to : "")};
+
+		sc_catalog_exec("SELECT replica_set, node FROM streamcube.placement_catalog "
+						"WHERE cube_id = $1 AND replica_set IN ($2, $3) LIMIT 1",
+						3, t, v, NULL, true, 1);
+		if (SPI_processed == 0)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replica set \"%s\" of cube %s runs on node \"%s\": partition %d cannot move %s it",
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), r->cube->qualified,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
+						sc_source_kafka_partition(m->partition),
+						m->from && strcmp(m->from, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) == 0 ? "away from" : "to"),
+				 errdetail("A replica set placed on a node keeps the partitions it had when it was placed."),
+				 errhint("Name the set with its partitions in the assignment; streamcube.placements lists them.")));
+	}
+}
+
 /* ----------------------------------------------------------------
  * pause, merge, assign
  * ----------------------------------------------------------------
@@ -1144,6 +1180,7 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 	r->old_json = sc_assignment_json(r->cube, r->old, NIL);
 	kafka = sc_reassign_describe(r);
 	sc_reassign_diff(r, kafka);
+	sc_reassign_refuse_placed(r);
 
 	if (r->moves == NIL)
 	{
@@ -1170,23 +1207,37 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 Datum
 sc_reassign(PG_FUNCTION_ARGS)
 {
-	ScReassign	r = {0};
-	Jsonb	   *assignment;
+	char	   *cube_name = sc_text_arg(fcinfo, 0, "cube name");
 	Jsonb	   *options;
-	Jsonb	   *result = NULL;
-	Oid			owner;
-	MemoryContext cxt = CurrentMemoryContext;
 
-	r.cube_name = sc_text_arg(fcinfo, 0, "cube name");
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("assignment must not be NULL"),
 				 errhint("For example '{\"rs_a\": [0, 1], \"rs_b\": [2, 3]}'.")));
-	assignment = PG_GETARG_JSONB_P(1);
 	options = PG_ARGISNULL(2) ?
 		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"))) : PG_GETARG_JSONB_P(2);
-	r.origin = "streamcube_reassign";
+	PG_RETURN_JSONB_P(sc_reassign_call(cube_name, PG_GETARG_JSONB_P(1), options,
+									   "streamcube_reassign", NULL));
+}
+
+/*
+ * streamcube_reassign's work, for it and for callers in C that move
+ * partitions the same way (origin names them in the journal): as the
+ * current user, who must own the cube, in the caller's transaction.
+ * *epoch (when not NULL) gets the reassign_id: the new assignment epoch.
+ */
+Jsonb *
+sc_reassign_call(const char *cube_name, Jsonb *assignment, Jsonb *options,
+				 const char *origin, int64 *epoch)
+{
+	ScReassign	r = {0};
+	Jsonb	   *result = NULL;
+	Oid			owner;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	r.cube_name = cube_name;
+	r.origin = origin;
 	r.roleid = GetUserId();
 	r.role = GetUserNameFromId(r.roleid, false);
 	r.started_at = GetCurrentTimestamp();
@@ -1218,7 +1269,9 @@ sc_reassign(PG_FUNCTION_ARGS)
 	/* built in SPI's memory, which SPI_finish frees: into the caller's */
 	result = DatumGetJsonbP(SPI_datumTransfer(JsonbPGetDatum(result), false, -1));
 	SPI_finish();
-	PG_RETURN_JSONB_P(result);
+	if (epoch != NULL)
+		*epoch = r.id;
+	return result;
 }
 
 /* ----------------------------------------------------------------

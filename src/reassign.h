@@ -11,8 +11,15 @@
 
 #include "cube.h"
 #include "nodes/pg_list.h"
+#include "utils/jsonb.h"
 
 extern void sc_reassign_journal_failures(void);
+
+/* placement.c */
+extern bool sc_placement_step(void);
+
+extern Jsonb *sc_reassign_call(const char *cube_name, Jsonb *assignment, Jsonb *options,
+							   const char *origin, int64 *epoch);
 extern void sc_reassign_first_assignment(int32 cube_id, List *replica_sets, List *partitions);
 extern int	sc_reassign_adopt_partitions(ScCube *cube, List *kafka_partitions, List *new_topics);
 extern int	sc_reassign_topics(ScCube *cube, List *kafka_partitions);

@@ -39,7 +39,7 @@ typedef struct ScReassign
 	Oid			relid;
 	ScCube	   *cube;
 	int64		id;				/* reassign_id, and the new assignment epoch */
-	const char *origin;			/* streamcube_reassign, new_partitions or
+	const char *origin;			/* streamcube_reassign, streamcube_place, streamcube_adopt, new_partitions or
 								 * streamcube_alter_cube */
 	Oid			roleid;			/* the caller */
 	char	   *role;

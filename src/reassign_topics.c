@@ -32,13 +32,27 @@
  * many partitions each holds: what new partitions are dealt to.
  */
 static List *
-sc_deal_sets(List *assigned, int **load)
+sc_deal_sets(int32 cube_id, List *assigned, int **load)
 {
 	List	   *sets = NIL;
+	List	   *placed = NIL;
 	ListCell   *lc;
 
+	/* A set placed on a node keeps what it had (placement.c): none for it. */
+	if (sc_catalog_has_column("placement_catalog", "replica_set"))
+	{
+		Oid			t = INT4OID;
+		Datum		v = Int32GetDatum(cube_id);
+
+		sc_catalog_exec("SELECT replica_set FROM streamcube.placement_catalog WHERE cube_id = $1",
+						1, &t, &v, NULL, true, 0);
+		for (uint64 i = 0; i < SPI_processed; i++)
+			placed = lappend(placed, makeString(pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
+																	 SPI_tuptable->tupdesc, 1))));
+	}
 	foreach(lc, assigned)
-		if (!list_member(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set)))
+		if (!list_member(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set)) &&
+			!list_member(placed, makeString(((ScAssigned *) lfirst(lc))->replica_set)))
 			sets = lappend(sets, makeString(((ScAssigned *) lfirst(lc))->replica_set));
 	list_sort(sets, sc_string_node_cmp);
 	*load = palloc0(sizeof(int) * Max(list_length(sets), 1));
@@ -146,7 +160,7 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka, List *new_topics)
 		}
 	}
 	r.old = sc_reassign_read_assignment(cube->cube_id);
-	sets = sc_deal_sets(r.old, &load);
+	sets = sc_deal_sets(cube->cube_id, r.old, &load);
 	if (sets == NIL)
 	{
 		SPI_finish();
@@ -232,7 +246,7 @@ sc_reassign_topics(ScCube *cube, List *kafka)
 	SPI_connect();
 	sc_reassign_lock_cube(&r);
 	r.old = sc_reassign_read_assignment(cube->cube_id);
-	sets = sc_deal_sets(r.old, &load);
+	sets = sc_deal_sets(cube->cube_id, r.old, &load);
 	foreach(lc, r.old)
 	{
 		ScAssigned *a = lfirst(lc);

@@ -56,6 +56,7 @@
  *	drops.c			dropping a large cube's table in steps
  *	reassign.c		replica sets, streamcube_reassign() and its journal
  *	reassign_topics.c	partitions and topics added to a cube or taken out, by reassign.c's steps
+ *	placement.c		replica sets placed on nodes: handed over by reassign.c's steps, adopted there
  * top
  *	receiver.c		the receiver worker: its batches and main loop
  *	receiver_control.c	its control side: slot, catalog, assignment, pauses

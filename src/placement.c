@@ -1,0 +1,603 @@
+/*-------------------------------------------------------------------------
+ *
+ * placement.c
+ *		A replica set of a cube placed on a node: handed over by its home
+ *		server, adopted by the node, exactly once.
+ *
+ * streamcube_place(cube, replica_set, node), on the home server, moves
+ * every partition the set consumes to no replica set of this server, with
+ * streamcube_reassign's own steps (validate, pause, merge, assign: the
+ * set's batch in flight commits or rolls back, none of its batches after),
+ * and records in streamcube.placement_catalog the positions that merge
+ * gave and the reassignment's epoch, state 'moving'.  From that COMMIT on,
+ * this server never consumes those partitions again: the launcher runs no
+ * receiver for a set without partitions, and streamcube_reassign refuses
+ * to give a placed partition, or anything to a placed set, to this
+ * server's receivers.
+ *
+ * The home server's launcher then has the node adopt them
+ * (sc_placement_step): as the role that placed the set, through its user
+ * mapping, it calls streamcube_adopt(definition, set, partitions,
+ * positions) on the node.  There, in one transaction, the cube is made
+ * from the definition if it is missing (no replica set, new partitions
+ * ignored: partitions are the home server's to deal), each partition's
+ * logged checkpoint is raised to its position, and the node's own
+ * streamcube_reassign gives the partitions to the set (its merge starts
+ * them at exactly those positions).  When the node already consumes them
+ * with that set, adopt does nothing: so a step redone after any crash or
+ * a lost answer is harmless, and no two-phase commit is needed.  Only
+ * after the node answered does the home server mark the row 'placed'.
+ *
+ * What a crash leaves, at each point:
+ * - before place commits: nothing changed on either server;
+ * - after it, before the node adopted: the partitions wait, unconsumed
+ *   by both; the launcher tries again (after a restart too: the row and
+ *   its positions are logged), with a back-off, until the node answers;
+ * - the node adopted, the home server did not hear it: the next try finds
+ *   them adopted, a no-op, and marks the row.
+ * Rows a server ingested stay in its own table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "streamcube.h"
+
+#include "cube.h"
+#include "node_conn.h"
+#include "positions.h"
+#include "reassign.h"
+#include "reassign_internal.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "commands/extension.h"
+
+PG_FUNCTION_INFO_V1(sc_place);
+PG_FUNCTION_INFO_V1(sc_adopt);
+
+/* How long the node may take to adopt (it asks Kafka, as creation does). */
+#define SC_ADOPT_QUERY_MS 60000
+/* The longest wait between two tries of a placement whose node failed. */
+#define SC_PLACE_RETRY_MAX_S 60
+
+static Jsonb *
+sc_jsonb_of(const char *text)
+{
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+}
+
+/* The first value of the last SPI result, as text; NULL for none or NULL. */
+static char *
+sc_spi_text(void)
+{
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/* What placement does not carry to a node yet: refused, named. */
+static void
+sc_place_check_cube(const ScCube *cube, const char *replica_set)
+{
+	Oid			t[2] = {INT4OID, TEXTOID};
+	Datum		v[2] = {Int32GetDatum(cube->cube_id), CStringGetTextDatum(replica_set)};
+
+	if (cube->topics_kind != SC_TOPICS_ONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s reads several topics: its replica sets cannot be placed on a node yet",
+						cube->qualified),
+				 errhint("Place replica sets of cubes of one topic.")));
+	sc_catalog_exec("SELECT (SELECT count(*) FROM streamcube.rollup_catalog WHERE cube_id = $1), "
+					"       (SELECT count(*) FROM streamcube.stop_offsets WHERE cube_id = $1), "
+					"       (SELECT node FROM streamcube.placement_catalog "
+					"        WHERE cube_id = $1 AND replica_set = $2)",
+					2, t, v, NULL, true, 1);
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "0") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s has roll-ups: its replica sets cannot be placed on a node yet",
+						cube->qualified),
+				 errhint("A node does not get a cube's roll-ups yet; drop them first, or keep the set here.")));
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "0") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s has stop points: its replica sets cannot be placed on a node yet",
+						cube->qualified),
+				 errhint("A node does not get a cube's stop points yet; streamcube.stops lists them.")));
+	if (SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("replica set \"%s\" of cube %s is placed on node \"%s\" already",
+						replica_set, cube->qualified,
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3)),
+				 errhint("streamcube.placements says how far its placement got.")));
+}
+
+/* Can the caller reach the node as the launcher will (as the caller)? */
+static pg_noinline void
+sc_place_check_node(const char *node)
+{
+	ScNodeConn *conn = palloc0(sizeof(ScNodeConn));
+	char	   *schema;
+
+	PG_TRY();
+	{
+		sc_node_open(node, conn, &schema);
+	}
+	PG_CATCH();
+	{
+		sc_node_close(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	sc_node_close(conn);
+}
+
+/*
+ * streamcube_place(cube text, replica_set text, node text) RETURNS jsonb
+ *
+ * The set keeps its partitions here, handed over to itself at a new epoch
+ * with streamcube_reassign's pause and merge: its batch in flight commits
+ * before, or loses its compare-and-set after.  Their merged positions are
+ * the set's stop points here from now on (sc_positions_load) and where the
+ * node starts them.
+ */
+Datum
+sc_place(PG_FUNCTION_ARGS)
+{
+	char	   *cube_name = sc_text_arg(fcinfo, 0, "cube name");
+	char	   *replica_set = sc_text_arg(fcinfo, 1, "replica set");
+	char	   *node = sc_text_arg(fcinfo, 2, "node name");
+	ScReassign	r = {0};
+	Oid			owner;
+	ListCell   *lc;
+	StringInfoData partitions;
+	StringInfoData positions;
+
+	sc_require_admin("place replica sets on nodes");
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamcube_place() must run in a READ COMMITTED transaction"),
+				 errdetail("It waits for the replica set's batch in flight and reads the position it committed."),
+				 errhint("Call it outside a REPEATABLE READ or SERIALIZABLE transaction.")));
+	SPI_connect();
+	r.cube_id = sc_cube_for_action(cube_name, "place a replica set of", &r.relid, &owner);
+	r.cube = sc_cube_load(r.cube_id, false);
+	r.cube_name = r.cube->qualified;
+	r.origin = "streamcube_place";
+	r.roleid = GetUserId();
+	r.role = GetUserNameFromId(r.roleid, false);
+	r.started_at = GetCurrentTimestamp();
+	r.timeout_ms = 30000;
+	r.allow_partial = true;
+	r.step = "validate";
+	sc_place_check_node(node);
+
+	sc_reassign_lock_cube(&r);
+	sc_place_check_cube(r.cube, replica_set);
+	r.old = sc_reassign_read_assignment(r.cube_id);
+	r.new = r.old;
+	foreach(lc, r.old)
+	{
+		ScAssigned *a = lfirst(lc);
+		ScMove	   *m;
+
+		if (strcmp(a->replica_set, replica_set) != 0)
+			continue;
+		m = palloc0(sizeof(ScMove));
+		m->partition = a->partition;
+		m->from = a->replica_set;
+		m->to = a->replica_set;
+		r.moves = lappend(r.moves, m);
+	}
+	if (r.moves == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replica set \"%s\" consumes no partition of cube %s", replica_set, r.cube->qualified),
+				 errhint("Place a replica set that consumes partitions: streamcube.consumers shows which do.")));
+	r.old_json = sc_assignment_json(r.cube, r.old, NIL);
+	r.new_json = r.old_json;
+	r.step = "pause";
+	sc_reassign_pause(&r);
+	r.step = "merge";
+	sc_reassign_merge(&r);
+	r.step = "assign";
+	sc_reassign_assign(&r);
+
+	initStringInfo(&partitions);
+	initStringInfo(&positions);
+	foreach(lc, r.moves)
+	{
+		ScMove	   *m = lfirst(lc);
+
+		appendStringInfo(&partitions, "%s%d", partitions.len ? "," : "{", m->partition);
+		appendStringInfo(&positions, "%s" INT64_FORMAT, positions.len ? "," : "{", m->offset);
+	}
+	appendStringInfoChar(&partitions, '}');
+	appendStringInfoChar(&positions, '}');
+	sc_catalog_exec("INSERT INTO streamcube.placement_catalog "
+					"(cube_id, replica_set, node, placed_by, epoch, partitions, positions, state) "
+					"VALUES ($1, $2, $3, $4, $5, $6::int4[], $7::int8[], 'moving')",
+					7, (Oid[]) {INT4OID, TEXTOID, TEXTOID, OIDOID, INT8OID, TEXTOID, TEXTOID},
+					(Datum[]) {Int32GetDatum(r.cube_id), CStringGetTextDatum(replica_set),
+						CStringGetTextDatum(node), ObjectIdGetDatum(GetUserId()),
+						Int64GetDatum(r.id), CStringGetTextDatum(partitions.data),
+					CStringGetTextDatum(positions.data)},
+					NULL, false, 0);
+	ereport(LOG,
+			(errmsg("replica set \"%s\" of cube %s is placed on node \"%s\" (reassign_id " INT64_FORMAT "): partitions %s, here up to offsets %s, there from them",
+					replica_set, r.cube->qualified, node, r.id, partitions.data, positions.data)));
+	sc_launcher_wakeup_at_commit();
+
+	if (SPI_execute_with_args("SELECT jsonb_build_object('reassign_id', $1, 'node', $2, 'replica_set', $3, "
+							  "'partitions', to_jsonb($4::int4[]), 'positions', to_jsonb($5::int8[]))",
+							  5, (Oid[]) {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+							  (Datum[]) {Int64GetDatum(r.id), CStringGetTextDatum(node),
+								  CStringGetTextDatum(replica_set), CStringGetTextDatum(partitions.data),
+							  CStringGetTextDatum(positions.data)},
+							  NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not describe the placement of replica set \"%s\"", replica_set);
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		d = SPI_datumTransfer(d, false, -1);
+		SPI_finish();
+		PG_RETURN_DATUM(d);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * On the node: streamcube_adopt
+ * ----------------------------------------------------------------
+ */
+
+/* The cube of the definition here, made if it is missing. */
+static void
+sc_adopt_cube(const char *schema, Jsonb *definition, const char *replica_set)
+{
+	Oid			jt = JSONBOID;
+	Datum		jv = JsonbPGetDatum(definition);
+	char	   *values[9];
+	bool		exists;
+
+	sc_catalog_exec("SELECT $1->>'name', $1->>'cluster', $1->>'topic', $1->>'columns', "
+					"       $1->>'time_column', $1->>'segment_interval', $1->>'format', "
+					"       ($1->'options')::text, "
+					"       EXISTS (SELECT FROM streamcube.cubes WHERE relid = to_regclass($1->>'name')) "
+					"FROM (SELECT) x",
+					1, &jt, &jv, NULL, true, 1);
+	for (int i = 0; i < 9; i++)
+		values[i] = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1);
+	for (int i = 0; i < 8; i++)
+		if (values[i] == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the cube definition given to streamcube_adopt lacks \"%s\"",
+							(const char *[]) {"name", "cluster", "topic", "columns", "time_column",
+							"segment_interval", "format", "options"}[i]),
+					 errhint("streamcube_adopt is called by a home server's streamcube of the same version.")));
+	exists = strcmp(values[8], "t") == 0;
+
+	sc_catalog_exec("SELECT FROM streamcube.replica_sets WHERE name = $1", 1,
+					(Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(replica_set)}, NULL, true, 1);
+	if (SPI_processed == 0 &&
+		SPI_execute_with_args(psprintf("SELECT %s.streamcube_create_replica_set($1)", schema),
+							  1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(replica_set)},
+							  NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not create replica set \"%s\"", replica_set);
+
+	if (!exists)
+	{
+		Oid			t[8] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		v[8];
+
+		for (int i = 0; i < 8; i++)
+			v[i] = CStringGetTextDatum(values[i]);
+		if (SPI_execute_with_args(psprintf("SELECT %s.streamcube_create_cube($1, $2, $3, $4, $5, "
+										   "$6::interval, $7, $8::jsonb)", schema),
+								  8, t, v, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not create cube %s", values[0]);
+		return;
+	}
+	sc_catalog_exec("SELECT cluster_name, topic FROM streamcube.cubes WHERE relid = to_regclass($1)",
+					1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(values[0])}, NULL, true, 1);
+	if (SPI_processed != 1 ||
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), values[1]) != 0 ||
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), values[2]) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cube %s on this server does not read topic \"%s\" of cluster \"%s\", as on its home server",
+						values[0], values[2], values[1]),
+				 errhint("Drop or rename the other cube of that name on this server.")));
+}
+
+/*
+ * streamcube_adopt(definition jsonb, replica_set text, partitions int[],
+ * positions bigint[]) RETURNS text, on a node
+ */
+Datum
+sc_adopt(PG_FUNCTION_ARGS)
+{
+	char	   *replica_set = sc_text_arg(fcinfo, 1, "replica set");
+	const char *schema = quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+	Jsonb	   *definition;
+	char	   *name;
+	int32	   *parts;
+	int64	   *offsets;
+	int			n;
+	int			theirs = 0;
+	bool	   *mine;
+	int32		cube_id;
+	Oid			relid;
+	Oid			owner;
+	int64		epoch;
+	char	   *assignment;
+
+	sc_require_admin("adopt partitions from a home server");
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the arguments of streamcube_adopt must not be NULL")));
+	definition = PG_GETARG_JSONB_P(0);
+	n = ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(2)), ARR_DIMS(PG_GETARG_ARRAYTYPE_P(2)));
+	if (n == 0 || n != ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(3)), ARR_DIMS(PG_GETARG_ARRAYTYPE_P(3))) ||
+		array_contains_nulls(PG_GETARG_ARRAYTYPE_P(2)) || array_contains_nulls(PG_GETARG_ARRAYTYPE_P(3)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("streamcube_adopt needs one position per partition, and at least one partition")));
+	parts = (int32 *) ARR_DATA_PTR(PG_GETARG_ARRAYTYPE_P(2));
+	offsets = (int64 *) ARR_DATA_PTR(PG_GETARG_ARRAYTYPE_P(3));
+
+	SPI_connect();
+	sc_adopt_cube(schema, definition, replica_set);
+	/* what follows reads with the statement's snapshot: let it see them */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	sc_catalog_exec("SELECT $1->>'name'", 1, (Oid[]) {JSONBOID}, (Datum[]) {JsonbPGetDatum(definition)},
+					NULL, true, 1);
+	name = sc_spi_text();
+	cube_id = sc_cube_for_action(name, "adopt partitions of", &relid, &owner);
+
+	/* Each partition: this set's already, another's (refused), or nobody's. */
+	sc_catalog_exec("SELECT partition, replica_set FROM streamcube.assignments "
+					"WHERE cube_id = $1 AND partition = ANY ($2) ORDER BY partition",
+					2, (Oid[]) {INT4OID, INT4ARRAYOID},
+					(Datum[]) {Int32GetDatum(cube_id), PG_GETARG_DATUM(2)}, NULL, true, 0);
+	mine = palloc0(sizeof(bool) * n);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *set = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		int32		partition = atoi(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+
+		if (strcmp(set, replica_set) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %s of cube %s is consumed by replica set \"%s\" on this server",
+							SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), name, set),
+					 errhint("The home server hands a partition to one node at a time; streamcube.placements there says which.")));
+		theirs++;
+		for (int j = 0; j < n; j++)
+			mine[j] |= parts[j] == partition;
+	}
+	if (theirs == n)
+	{
+		PopActiveSnapshot();
+		SPI_finish();
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("replica set \"%s\" consumes those partitions of cube %s already",
+												  replica_set, name)));
+	}
+
+	/* Start them where the home server stopped: the merge takes the largest. */
+	for (int i = 0; i < n; i++)
+		if (!mine[i])
+			sc_positions_raise_checkpoint(cube_id, parts[i], offsets[i]);
+	sc_catalog_exec("SELECT jsonb_object_agg(replica_set, parts)::text FROM "
+					"(SELECT replica_set, jsonb_agg(partition ORDER BY partition) AS parts FROM "
+					" (SELECT partition, replica_set FROM streamcube.assignments WHERE cube_id = $1 "
+					"  UNION SELECT unnest($2), $3) a GROUP BY replica_set) s",
+					3, (Oid[]) {INT4OID, INT4ARRAYOID, TEXTOID},
+					(Datum[]) {Int32GetDatum(cube_id), PG_GETARG_DATUM(2), CStringGetTextDatum(replica_set)},
+					NULL, true, 1);
+	assignment = sc_spi_text();
+	(void) sc_reassign_call(name, sc_jsonb_of(assignment), sc_jsonb_of("{\"allow_partial\": true}"),
+							"streamcube_adopt", &epoch);
+	PopActiveSnapshot();
+	SPI_finish();
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("replica set \"%s\" consumes %d partitions of cube %s from now on (reassign_id " INT64_FORMAT ")",
+											  replica_set, n, name, epoch)));
+}
+
+/* ----------------------------------------------------------------
+ * On the home server: the launcher has nodes adopt what was placed
+ * ----------------------------------------------------------------
+ */
+
+/* A placement to drive, in the step's transaction. */
+typedef struct ScPlacementTodo
+{
+	int32		cube_id;
+	char	   *cube;
+	char	   *replica_set;
+	char	   *node;
+	Oid			placed_by;
+	char	   *definition;
+	char	   *partitions;
+	char	   *positions;
+} ScPlacementTodo;
+
+/*
+ * The placement waiting longest whose back-off is over (a node that failed
+ * is tried again after 2^attempts seconds, at most a minute); false: none.
+ * The definition is the cube as the node makes it: the same table, format
+ * and options, no replica set of its own, new partitions left to home.
+ */
+static bool
+sc_placement_next(ScPlacementTodo *todo)
+{
+	TupleDesc	desc;
+	HeapTuple	tup;
+	bool		isnull;
+
+	sc_catalog_exec("SELECT p.cube_id, c.relid::regclass::text, p.replica_set, p.node, p.placed_by, "
+					"       jsonb_build_object('name', pg_catalog.format('%I.%I', n.nspname, r.relname), "
+					"         'cluster', c.cluster_name, 'topic', c.topic, "
+					"         'columns', (SELECT string_agg(pg_catalog.format('%I %s', a.attname, "
+					"                       pg_catalog.format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum) "
+					"                     FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.relid "
+					"                     AND a.attnum > 0 AND NOT a.attisdropped "
+					"                     AND a.attname NOT IN ('_partition', '_offset')), "
+					"         'time_column', c.time_column, 'segment_interval', c.segment_interval::text, "
+					"         'format', c.format, "
+					"         'options', (c.options - 'replica_sets' - 'start' - 'end') "
+					"                    || '{\"replica_sets\": [], \"new_partitions\": \"ignore\"}')::text, "
+					"       p.partitions::text, p.positions::text "
+					"FROM streamcube.placement_catalog p "
+					"JOIN streamcube.cubes c USING (cube_id) "
+					"JOIN pg_catalog.pg_class r ON r.oid = c.relid "
+					"JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
+					"WHERE p.state = 'moving' AND (p.tried_at IS NULL OR p.tried_at + "
+					"      least(power(2, p.attempts), " CppAsString2(SC_PLACE_RETRY_MAX_S) ") * interval '1 s' <= now()) "
+					"ORDER BY p.tried_at NULLS FIRST, p.placed_at LIMIT 1",
+					0, NULL, NULL, NULL, true, 1);
+	if (SPI_processed == 0)
+		return false;
+	desc = SPI_tuptable->tupdesc;
+	tup = SPI_tuptable->vals[0];
+	todo->cube_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+	todo->cube = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 2));
+	todo->replica_set = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 3));
+	todo->node = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 4));
+	todo->placed_by = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+	todo->definition = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 6));
+	todo->partitions = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 7));
+	todo->positions = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(tup, desc, 8));
+	return true;
+}
+
+/* Have the node adopt the placement's partitions, as the role that placed them. */
+static char *
+sc_placement_adopt(ScPlacementTodo *todo, ScNodeConn *conn)
+{
+	ScAsOwner	as;
+	char	   *schema;
+	PGresult   *r;
+	char	   *answer;
+
+	sc_as_owner_enter(&as, todo->placed_by);
+	sc_node_open(todo->node, conn, &schema);
+	r = sc_node_query(conn,
+					  psprintf("SELECT %s.streamcube_adopt(%s::jsonb, %s, %s::int4[], %s::int8[])",
+							   schema, quote_literal_cstr(todo->definition),
+							   quote_literal_cstr(todo->replica_set),
+							   quote_literal_cstr(todo->partitions),
+							   quote_literal_cstr(todo->positions)),
+					  SC_ADOPT_QUERY_MS);
+	answer = PQntuples(r) == 1 ? pstrdup(PQgetvalue(r, 0, 0)) : pstrdup("");
+	PQclear(r);
+	sc_node_close(conn);
+	sc_as_owner_leave(&as);
+	return answer;
+}
+
+/* The node did not adopt: count it, say why, try again later. */
+static void
+sc_placement_failed(int32 cube_id, const char *replica_set, const char *why)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	sc_catalog_exec("UPDATE streamcube.placement_catalog "
+					"SET attempts = attempts + 1, last_error = $3, tried_at = now() "
+					"WHERE cube_id = $1 AND replica_set = $2 AND state = 'moving'",
+					3, (Oid[]) {INT4OID, TEXTOID, TEXTOID},
+					(Datum[]) {Int32GetDatum(cube_id), CStringGetTextDatum(replica_set),
+					CStringGetTextDatum(why)},
+					NULL, false, 0);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * One step of the launcher: a placement whose node has not adopted its
+ * partitions yet is driven there.  A failure (the node down, a role
+ * without a user mapping, an error there) is logged, kept in the row and
+ * tried again after a back-off; it never stops the launcher.  Returns true
+ * when a placement was tried (more may wait).
+ */
+bool
+sc_placement_step(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ScPlacementTodo todo = {0};
+	volatile ScNodeConn conn = {0};
+	volatile bool found = false;
+	volatile int32 cube_id = 0;
+	char		replica_set[NAMEDATALEN * 2] = "";
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (OidIsValid(get_extension_oid("streamcube", true)) &&
+			sc_catalog_has_column("placement_catalog", "state"))
+		{
+			SPI_connect();
+			found = sc_placement_next(&todo);
+			if (found)
+			{
+				char	   *answer;
+
+				cube_id = todo.cube_id;
+				strlcpy(replica_set, todo.replica_set, sizeof(replica_set));
+				pgstat_report_activity(STATE_RUNNING, "streamcube: a node adopts a placed replica set");
+				answer = sc_placement_adopt(&todo, (ScNodeConn *) &conn);
+				sc_catalog_exec("UPDATE streamcube.placement_catalog "
+								"SET state = 'placed', attempts = attempts + 1, last_error = NULL, "
+								"    tried_at = now(), adopted_at = now() "
+								"WHERE cube_id = $1 AND replica_set = $2 AND state = 'moving'",
+								2, (Oid[]) {INT4OID, TEXTOID},
+								(Datum[]) {Int32GetDatum(cube_id), CStringGetTextDatum(replica_set)},
+								NULL, false, 0);
+				ereport(LOG,
+						(errmsg("node \"%s\" adopted replica set \"%s\" of cube %s: %s",
+								todo.node, replica_set, todo.cube, answer)));
+			}
+			SPI_finish();
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		sc_node_close((ScNodeConn *) &conn);
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		if (found)
+			sc_placement_failed(cube_id, replica_set, edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return found;
+}
