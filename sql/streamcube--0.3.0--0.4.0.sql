@@ -279,7 +279,7 @@ CREATE TABLE streamcube.placement_catalog (
     cube_id     integer NOT NULL REFERENCES streamcube.cubes ON DELETE CASCADE,
     replica_set text NOT NULL REFERENCES streamcube.replica_sets (name),
     node        text NOT NULL,         -- a node of streamcube.node_catalog (its foreign key: below)
-    placed_by   oid NOT NULL,          -- the role whose user mapping reaches the node
+    placed_by   regrole NOT NULL,      -- the role whose user mapping reaches the node (by name in a dump)
     epoch       bigint NOT NULL,       -- the reassignment that handed the partitions over
     partitions  integer[] NOT NULL,
     positions   bigint[] NOT NULL,     -- per partition, where the node starts
@@ -386,7 +386,7 @@ SELECT NULL::integer,
        w.replica_set,
        NULL::bigint,
        CASE WHEN pg_catalog.pg_is_in_recovery() THEN 'standby'
-            WHEN pl.node IS NOT NULL THEN 'placed'
+            WHEN pl.state = 'placed' THEN 'placed'
             ELSE 'waiting' END,
        ARRAY(SELECT u.p & 1048575 FROM unnest(w.partitions) WITH ORDINALITY AS u(p, i) ORDER BY u.i),
        NULL::bigint[],         -- (no UNLOGGED catalog here: the view works on a standby)
@@ -402,9 +402,11 @@ SELECT NULL::integer,
             WHEN s.in_use >= s.total
             THEN format('no receiver slot is free: all %s receiver slots (streamcube.max_receivers) are in use; '
                         'raise streamcube.max_receivers and restart the server, or drop cubes no longer needed', s.total)
-            WHEN pl.node IS NOT NULL
-            THEN format('runs on node "%s" (streamcube.placements): a receiver runs here only to read its partitions again up to where the node started them, after a crash',
-                        pl.node)
+            WHEN pl.state = 'placed'
+            THEN 'runs on a node (streamcube.placements names it): a receiver runs here only to read its partitions again up to where the node started them, after a crash'
+            WHEN pl.state = 'moving'
+            THEN format('being placed on a node (streamcube.placements says how far): the node has not adopted its partitions yet%s',
+                        CASE WHEN pl.attempts > 0 THEN format(', %s tries failed', pl.attempts) ELSE '' END)
             ELSE 'waiting for the launcher to start its receiver' END,
        NULL::timestamptz,
        NULL::integer[],
@@ -441,7 +443,7 @@ CROSS JOIN streamcube._receiver_slots() s
 -- to read its partitions again up to where the node started them (the view
 -- reads no UNLOGGED catalog: it works on a standby)
 LEFT JOIN LATERAL (
-    SELECT x.node FROM streamcube.placement_catalog x
+    SELECT x.state, x.attempts FROM streamcube.placement_catalog x
     WHERE x.cube_id = w.cube_id AND x.replica_set = w.replica_set) pl ON true
 WHERE pg_catalog.has_table_privilege(c.relid, 'SELECT')
   AND NOT EXISTS (SELECT 1 FROM streamcube._receivers() r

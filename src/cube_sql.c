@@ -748,7 +748,11 @@ sc_drop_cube(PG_FUNCTION_ARGS)
 	rollups = sc_cube_rollup_tables(cube_id);
 	/* The roll-ups' views, as the cube's row locked FOR UPDATE leaves them. */
 	if (!keep_data)
+	{
 		sc_rollup_drop_views(cube_id, InvalidOid);
+		/* <cube>_all and its nodes' foreign tables (placements go with the row) */
+		sc_placement_drop_views(cube_id, relid, owner);
+	}
 	/* Waits for a batch or a seal in flight; the view as it is then. */
 	view = sc_cube_row_delete(cube_id);
 	if (!keep_data)

@@ -4,16 +4,20 @@
  *		A replica set of a cube placed on a node: handed over by its home
  *		server, adopted by the node, exactly once.
  *
- * streamcube_place(cube, replica_set, node), on the home server, moves
- * every partition the set consumes to no replica set of this server, with
- * streamcube_reassign's own steps (validate, pause, merge, assign: the
- * set's batch in flight commits or rolls back, none of its batches after),
- * and records in streamcube.placement_catalog the positions that merge
- * gave and the reassignment's epoch, state 'moving'.  From that COMMIT on,
- * this server never consumes those partitions again: the launcher runs no
- * receiver for a set without partitions, and streamcube_reassign refuses
- * to give a placed partition, or anything to a placed set, to this
- * server's receivers.
+ * streamcube_place(cube, replica_set, node), on the home server, hands
+ * every partition the set consumes over to the set itself at a new epoch,
+ * with streamcube_reassign's own steps (validate, pause, merge, assign: the
+ * set's batch in flight commits, or loses its compare-and-set after), and
+ * records in streamcube.placement_catalog the positions that merge gave,
+ * the set's stop points here from then on, and the epoch, state 'moving'
+ * (committed synchronously: the node must never start from a position
+ * this server could forget).  From that COMMIT on, this server never
+ * consumes those partitions beyond their stop points: the set's receiver
+ * stops there, the launcher starts it again only when a crash took a
+ * position back below its stop point, and no assignment here may take a
+ * placed partition or give the set another (streamcube_reassign refuses;
+ * new partitions are dealt to the sets that run here; topic changes and
+ * stop points are refused).
  *
  * The home server's launcher then has the node adopt them
  * (sc_placement_step): as the role that placed the set, through its user
@@ -30,9 +34,10 @@
  *
  * What a crash leaves, at each point:
  * - before place commits: nothing changed on either server;
- * - after it, before the node adopted: the partitions wait, unconsumed
- *   by both; the launcher tries again (after a restart too: the row and
- *   its positions are logged), with a back-off, until the node answers;
+ * - after it, before the node adopted: the partitions wait, beyond their
+ *   stop points unconsumed by both; the launcher tries again (after a
+ *   restart too: the row and its positions are logged), with a back-off,
+ *   until the node answers;
  * - the node adopted, the home server did not hear it: the next try finds
  *   them adopted, a no-op, and marks the row.
  * Rows a server ingested stay in its own table.
@@ -48,6 +53,12 @@
 #include "reassign_internal.h"
 
 #include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_foreign_server.h"
+#include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
+#include "utils/acl.h"
+#include "utils/syscache.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -59,6 +70,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/guc.h"
 #include "commands/extension.h"
 
 PG_FUNCTION_INFO_V1(sc_place);
@@ -123,6 +135,40 @@ sc_place_check_cube(const ScCube *cube, const char *replica_set)
 				 errhint("streamcube.placements says how far its placement got.")));
 }
 
+/*
+ * This transaction's COMMIT waits for its WAL to be flushed (and for
+ * synchronous standbys), whatever synchronous_commit the caller runs with:
+ * another server acts on what it commits.
+ */
+static void
+sc_commit_synchronously(void)
+{
+	(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+}
+
+/* Does a set other than replica_set, not placed on a node, hold a partition here? */
+static bool
+sc_place_other_set_here(int32 cube_id, List *assigned, const char *replica_set)
+{
+	ListCell   *lc;
+
+	sc_catalog_exec("SELECT replica_set FROM streamcube.placement_catalog WHERE cube_id = $1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 0);
+	foreach(lc, assigned)
+	{
+		ScAssigned *a = lfirst(lc);
+		bool		placed = strcmp(a->replica_set, replica_set) == 0;
+
+		for (uint64 i = 0; i < SPI_processed && !placed; i++)
+			placed = strcmp(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+							a->replica_set) == 0;
+		if (!placed)
+			return true;
+	}
+	return false;
+}
+
 /* Can the caller reach the node as the launcher will (as the caller)? */
 static pg_noinline void
 sc_place_check_node(const char *node)
@@ -141,6 +187,157 @@ sc_place_check_node(const char *node)
 	}
 	PG_END_TRY();
 	sc_node_close(conn);
+}
+
+/* ----------------------------------------------------------------
+ * <cube>_all: the cube's rows on this server and on its nodes
+ * ----------------------------------------------------------------
+ */
+
+/* "<base><suffix>", cut to fit a name. */
+static char *
+sc_suffixed_name(const char *base, const char *suffix)
+{
+	int			room = NAMEDATALEN - 1 - strlen(suffix);
+
+	return psprintf("%.*s%s", pg_mbcliplen(base, strlen(base), Max(room, 1)), base, suffix);
+}
+
+/*
+ * May the relation `name` of schema nsp be (re)made as the cube's: free, or
+ * of relkind and owned by the cube's owner?  A relation of another kind or
+ * owner is refused: no role's object is replaced, nor run for the owner.
+ */
+static bool
+sc_own_name(const ScCube *cube, Oid nsp, const char *name, char relkind)
+{
+	Oid			relid = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(relid) && !sc_name_taken(name, nsp))
+		return false;
+	if (!OidIsValid(relid) || get_rel_relkind(relid) != relkind ||
+		sc_relation_owner(relid) != cube->owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" exists, and is not the %s of cube %s",
+						name, relkind == RELKIND_VIEW ? "view of all its rows" : "foreign table of a node",
+						cube->qualified),
+				 errhint("Rename or drop it; streamcube names it after the cube.")));
+	return true;
+}
+
+/* The column list of the cube's table, for a foreign table of it. */
+static char *
+sc_cube_column_list(const ScCube *cube)
+{
+	sc_catalog_exec("SELECT string_agg(pg_catalog.format('%I %s', attname, "
+					"       pg_catalog.format_type(atttypid, atttypmod)), ', ' ORDER BY attnum) "
+					"FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped",
+					1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(cube->relid)}, NULL, true, 1);
+	return sc_spi_text();
+}
+
+/*
+ * Make, as the cube's owner, a foreign table of the cube's table on each
+ * node a set of it is placed on (<cube>_at_<node>, postgres_fdw,
+ * async_capable) and the view <cube>_all: the cube's table UNION ALL them.
+ * A WHERE clause on the view reaches each branch: the time column's is
+ * pushed to the nodes, which prune their own windows.  Reading it uses
+ * the owner's user mapping of each node's server (the view's owner's, as
+ * postgres_fdw does for views).  The caller is connected to SPI.
+ */
+static void
+sc_placement_views(const ScCube *cube)
+{
+	Oid			nsp = get_rel_namespace(cube->relid);
+	char	   *schema = get_namespace_name(nsp);
+	char	   *columns = sc_cube_column_list(cube);
+	char	   *view = sc_suffixed_name(cube->relname, "_all");
+	StringInfoData body;
+	List	   *nodes = NIL;
+	List	   *servers = NIL;
+	ListCell   *lc,
+			   *sc;
+	ScAsOwner	as;
+
+	sc_catalog_exec("SELECT DISTINCT p.node, n.server FROM streamcube.placement_catalog p "
+					"JOIN streamcube.node_catalog n ON n.name = p.node WHERE p.cube_id = $1 ORDER BY 1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, false, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		nodes = lappend(nodes, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+		servers = lappend(servers, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)));
+	}
+	initStringInfo(&body);
+	appendStringInfo(&body, "SELECT * FROM %s", cube->qualified);
+	sc_as_owner_enter(&as, cube->owner);
+	forboth(lc, nodes, sc, servers)
+	{
+		char	   *ft = sc_suffixed_name(cube->relname, psprintf("_at_%s", (char *) lfirst(lc)));
+		ForeignServer *server = GetForeignServerByName(lfirst(sc), false);
+
+		if (pg_foreign_server_aclcheck(server->serverid, cube->owner, ACL_USAGE) != ACLCHECK_OK ||
+			(!SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(cube->owner),
+									ObjectIdGetDatum(server->serverid)) &&
+			 !SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+									ObjectIdGetDatum(server->serverid))))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("the owner of cube %s, role \"%s\", cannot read node \"%s\": it needs USAGE on foreign server \"%s\" and a user mapping for it",
+							cube->qualified, GetUserNameFromId(cube->owner, false), (char *) lfirst(lc),
+							server->servername),
+					 errhint("The view %s_all reads the node as the cube's owner: GRANT USAGE ON FOREIGN SERVER and CREATE USER MAPPING FOR that role.",
+							 cube->relname)));
+		if (!sc_own_name(cube, nsp, ft, RELKIND_FOREIGN_TABLE))
+			SPI_execute(psprintf("CREATE FOREIGN TABLE %s (%s) SERVER %s "
+								 "OPTIONS (schema_name %s, table_name %s, async_capable 'true')",
+								 quote_qualified_identifier(schema, ft), columns,
+								 quote_identifier(server->servername),
+								 quote_literal_cstr(schema), quote_literal_cstr(cube->relname)),
+						false, 0);
+		appendStringInfo(&body, " UNION ALL SELECT * FROM %s", quote_qualified_identifier(schema, ft));
+	}
+	(void) sc_own_name(cube, nsp, view, RELKIND_VIEW);
+	SPI_execute(psprintf("CREATE OR REPLACE VIEW %s AS %s",
+						 quote_qualified_identifier(schema, view), body.data), false, 0);
+	sc_as_owner_leave(&as);
+}
+
+/*
+ * Drop <cube>_all and the foreign tables of its nodes, as the owner, before
+ * the cube's table (they depend on it).  The caller is connected to SPI.
+ */
+void
+sc_placement_drop_views(int32 cube_id, Oid relid, Oid owner)
+{
+	Oid			nsp = get_rel_namespace(relid);
+	char	   *relname = get_rel_name(relid);
+	ScAsOwner	as;
+	List	   *drop = NIL;
+	ListCell   *lc;
+	Oid			view;
+
+	if (!sc_catalog_has_column("placement_catalog", "node"))
+		return;
+	view = get_relname_relid(sc_suffixed_name(relname, "_all"), nsp);
+	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW && sc_relation_owner(view) == owner)
+		drop = lappend_oid(drop, view);
+	sc_catalog_exec("SELECT DISTINCT node FROM streamcube.placement_catalog WHERE cube_id = $1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Oid			ft = get_relname_relid(sc_suffixed_name(relname, psprintf("_at_%s",
+																			  SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1))), nsp);
+
+		if (OidIsValid(ft) && get_rel_relkind(ft) == RELKIND_FOREIGN_TABLE &&
+			sc_relation_owner(ft) == owner)
+			drop = lappend_oid(drop, ft);
+	}
+	sc_as_owner_enter(&as, owner);
+	foreach(lc, drop)
+		SPI_execute(psprintf("DROP %s %s", get_rel_relkind(lfirst_oid(lc)) == RELKIND_VIEW ? "VIEW" : "FOREIGN TABLE",
+							 sc_relation_qualified(lfirst_oid(lc))), false, 0);
+	sc_as_owner_leave(&as);
 }
 
 /*
@@ -185,7 +382,14 @@ sc_place(PG_FUNCTION_ARGS)
 	sc_place_check_node(node);
 
 	sc_reassign_lock_cube(&r);
+	/* the cube as it is now that its row is held (a concurrent alter) */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	r.cube = sc_cube_load(r.cube_id, false);
+	PopActiveSnapshot();
+	r.cube_name = r.cube->qualified;
 	sc_place_check_cube(r.cube, replica_set);
+	/* the launcher acts on the row at once: no crash may forget it after */
+	sc_commit_synchronously();
 	r.old = sc_reassign_read_assignment(r.cube_id);
 	r.new = r.old;
 	foreach(lc, r.old)
@@ -206,6 +410,13 @@ sc_place(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("replica set \"%s\" consumes no partition of cube %s", replica_set, r.cube->qualified),
 				 errhint("Place a replica set that consumes partitions: streamcube.consumers shows which do.")));
+	if (r.cube->assign_new_partitions && !sc_place_other_set_here(r.cube_id, r.old, replica_set))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replica set \"%s\" is the last of cube %s that runs on this server", replica_set,
+						r.cube->qualified),
+				 errdetail("Partitions added to the topic are dealt to the sets that run here; the node leaves them alone."),
+				 errhint("Give a partition to another replica set here first, or set the cube's option new_partitions to ignore.")));
 	r.old_json = sc_assignment_json(r.cube, r.old, NIL);
 	r.new_json = r.old_json;
 	r.step = "pause";
@@ -235,6 +446,7 @@ sc_place(PG_FUNCTION_ARGS)
 						Int64GetDatum(r.id), CStringGetTextDatum(partitions.data),
 					CStringGetTextDatum(positions.data)},
 					NULL, false, 0);
+	sc_placement_views(r.cube);
 	ereport(LOG,
 			(errmsg("replica set \"%s\" of cube %s is placed on node \"%s\" (reassign_id " INT64_FORMAT "): partitions %s, here up to offsets %s, there from them",
 					replica_set, r.cube->qualified, node, r.id, partitions.data, positions.data)));
@@ -339,6 +551,7 @@ sc_adopt(PG_FUNCTION_ARGS)
 	int			n;
 	int			theirs = 0;
 	bool	   *mine;
+	MemoryContext cxt = CurrentMemoryContext;
 	int32		cube_id;
 	Oid			relid;
 	Oid			owner;
@@ -359,6 +572,8 @@ sc_adopt(PG_FUNCTION_ARGS)
 				 errmsg("streamcube_adopt needs one position per partition, and at least one partition")));
 	parts = (int32 *) ARR_DATA_PTR(PG_GETARG_ARRAYTYPE_P(2));
 	offsets = (int64 *) ARR_DATA_PTR(PG_GETARG_ARRAYTYPE_P(3));
+	/* the home server marks the placement done on our answer: durable first */
+	sc_commit_synchronously();
 
 	SPI_connect();
 	sc_adopt_cube(schema, definition, replica_set);
@@ -367,14 +582,24 @@ sc_adopt(PG_FUNCTION_ARGS)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	sc_catalog_exec("SELECT $1->>'name'", 1, (Oid[]) {JSONBOID}, (Datum[]) {JsonbPGetDatum(definition)},
 					NULL, true, 1);
-	name = sc_spi_text();
+	name = MemoryContextStrdup(cxt, sc_spi_text());
 	cube_id = sc_cube_for_action(name, "adopt partitions of", &relid, &owner);
 
-	/* Each partition: this set's already, another's (refused), or nobody's. */
-	sc_catalog_exec("SELECT partition, replica_set FROM streamcube.assignments "
-					"WHERE cube_id = $1 AND partition = ANY ($2) ORDER BY partition",
-					2, (Oid[]) {INT4OID, INT4ARRAYOID},
-					(Datum[]) {Int32GetDatum(cube_id), PG_GETARG_DATUM(2)}, NULL, true, 0);
+	/*
+	 * Each partition: this set's already, another's (refused), or nobody's.
+	 * One this set holds must be held from this hand-over: adopting raised
+	 * its checkpoint to the position, which only moves on from there; one
+	 * below it was adopted from an earlier hand-over (the cube made again
+	 * on the home server), and this one would overlap it.
+	 */
+	sc_catalog_exec("SELECT a.partition, a.replica_set, k.\"offset\" < u.position "
+					"FROM streamcube.assignments a "
+					"JOIN unnest($2, $3) AS u(partition, position) ON u.partition = a.partition "
+					"LEFT JOIN streamcube.checkpoints k ON k.cube_id = a.cube_id AND k.partition = a.partition "
+					"WHERE a.cube_id = $1 ORDER BY a.partition",
+					3, (Oid[]) {INT4OID, INT4ARRAYOID, INT8ARRAYOID},
+					(Datum[]) {Int32GetDatum(cube_id), PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)},
+					NULL, true, 0);
 	mine = palloc0(sizeof(bool) * n);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -387,6 +612,13 @@ sc_adopt(PG_FUNCTION_ARGS)
 					 errmsg("partition %s of cube %s is consumed by replica set \"%s\" on this server",
 							SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), name, set),
 					 errhint("The home server hands a partition to one node at a time; streamcube.placements there says which.")));
+		if (strcmp(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3), "t") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("replica set \"%s\" consumes partition %d of cube %s from an earlier hand-over, behind this one",
+							replica_set, partition, name),
+					 errhint("The cube was made again on its home server: drop cube %s on this server before placing the set again.",
+							 name)));
 		theirs++;
 		for (int j = 0; j < n; j++)
 			mine[j] |= parts[j] == partition;
@@ -468,7 +700,7 @@ sc_placement_next(ScPlacementTodo *todo)
 					"JOIN pg_catalog.pg_class r ON r.oid = c.relid "
 					"JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace "
 					"WHERE p.state = 'moving' AND (p.tried_at IS NULL OR p.tried_at + "
-					"      least(power(2, p.attempts), " CppAsString2(SC_PLACE_RETRY_MAX_S) ") * interval '1 s' <= now()) "
+					"      least(power(2, least(p.attempts, 6)), " CppAsString2(SC_PLACE_RETRY_MAX_S) ") * interval '1 s' <= now()) "
 					"ORDER BY p.tried_at NULLS FIRST, p.placed_at LIMIT 1",
 					0, NULL, NULL, NULL, true, 1);
 	if (SPI_processed == 0)
@@ -495,8 +727,19 @@ sc_placement_adopt(ScPlacementTodo *todo, ScNodeConn *conn)
 	PGresult   *r;
 	char	   *answer;
 
+	if (!sc_is_admin(todo->placed_by))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role %s, which placed replica set \"%s\" of cube %s, is no longer an administrator",
+						GetUserNameFromId(todo->placed_by, true) ?
+						quote_identifier(GetUserNameFromId(todo->placed_by, true)) :
+						psprintf("with OID %u (dropped)", todo->placed_by),
+						todo->replica_set, todo->cube),
+				 errhint("Drop the cube, or grant streamcube_admin to that role again.")));
 	sc_as_owner_enter(&as, todo->placed_by);
 	sc_node_open(todo->node, conn, &schema);
+	/* the node's COMMIT durable before it answers: we mark the row on it */
+	PQclear(sc_node_query(conn, "SET synchronous_commit = on", SC_ADOPT_QUERY_MS));
 	r = sc_node_query(conn,
 					  psprintf("SELECT %s.streamcube_adopt(%s::jsonb, %s, %s::int4[], %s::int8[])",
 							   schema, quote_literal_cstr(todo->definition),

@@ -891,13 +891,14 @@ sc_reassign_refuse_placed(ScReassign *r)
 	foreach(lc, r->moves)
 	{
 		ScMove	   *m = lfirst(lc);
-		Oid			t[3] = {INT4OID, TEXTOID, TEXTOID};
-		Datum		v[3] = {Int32GetDatum(r->cube_id),
-			CStringGetTextDatum(m->from ? m->from : ""), CStringGetTextDatum(m->to ? m->to : "")};
+		Oid			t[4] = {INT4OID, TEXTOID, TEXTOID, INT4OID};
+		Datum		v[4] = {Int32GetDatum(r->cube_id),
+			CStringGetTextDatum(m->from ? m->from : ""), CStringGetTextDatum(m->to ? m->to : ""),
+		Int32GetDatum(m->partition)};
 
 		sc_catalog_exec("SELECT replica_set, node FROM streamcube.placement_catalog "
-						"WHERE cube_id = $1 AND replica_set IN ($2, $3) LIMIT 1",
-						3, t, v, NULL, true, 1);
+						"WHERE cube_id = $1 AND (replica_set IN ($2, $3) OR $4 = ANY (partitions)) LIMIT 1",
+						4, t, v, NULL, true, 1);
 		if (SPI_processed == 0)
 			continue;
 		ereport(ERROR,

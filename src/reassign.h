@@ -17,6 +17,7 @@ extern void sc_reassign_journal_failures(void);
 
 /* placement.c */
 extern bool sc_placement_step(void);
+extern void sc_placement_drop_views(int32 cube_id, Oid relid, Oid owner);
 
 extern Jsonb *sc_reassign_call(const char *cube_name, Jsonb *assignment, Jsonb *options,
 							   const char *origin, int64 *epoch);

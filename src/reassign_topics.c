@@ -68,6 +68,26 @@ sc_deal_sets(int32 cube_id, List *assigned, int **load)
 }
 
 /*
+ * The topics of a cube with replica sets placed on nodes stay as they are:
+ * a node reads the partitions it was handed, of the topic it was given.
+ */
+static void
+sc_reassign_refuse_topics_placed(ScCube *cube)
+{
+	if (!sc_catalog_has_column("placement_catalog", "replica_set"))
+		return;
+	sc_catalog_exec("SELECT replica_set FROM streamcube.placement_catalog WHERE cube_id = $1 LIMIT 1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, true, 1);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cube %s has a replica set placed on a node: its topics cannot change", cube->qualified),
+				 errdetail("Replica set \"%s\" reads its partitions on a node (streamcube.placements).",
+						   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)),
+				 errhint("Keep the cube's topics, or make a new cube.")));
+}
+
+/*
  * Partition k to the least loaded replica set (fewest partitions, then by
  * name): a move from nobody, and an entry of the new assignment.
  */
@@ -245,6 +265,7 @@ sc_reassign_topics(ScCube *cube, List *kafka)
 
 	SPI_connect();
 	sc_reassign_lock_cube(&r);
+	sc_reassign_refuse_topics_placed(cube);
 	r.old = sc_reassign_read_assignment(cube->cube_id);
 	sets = sc_deal_sets(cube->cube_id, r.old, &load);
 	foreach(lc, r.old)

@@ -121,13 +121,28 @@ sc_stops_resolve(ScCube *cube, ScPositionChange *c, List *kafka)
 void
 sc_stops_set(ScCube *cube, Jsonb *until)
 {
-	List	   *changes = sc_offsets_parse(until, "stop point", cube,
-										   sc_topics_live(cube, sc_stops_partitions(cube->cube_id)));
-	List	   *kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
-												 sc_kafka_timeout_ms, NULL, NULL);
+	List	   *changes;
+	List	   *kafka;
 	Oid			t[4] = {INT4OID, INT4OID, INT8OID, TEXTOID};
 	Datum		v[4];
 	ListCell   *lc;
+
+	/* A node's receivers do not know this server's stop points. */
+	if (sc_catalog_has_column("placement_catalog", "cube_id"))
+	{
+		v[0] = Int32GetDatum(cube->cube_id);
+		sc_catalog_exec("SELECT 1 FROM streamcube.placement_catalog WHERE cube_id = $1 LIMIT 1",
+						1, t, v, NULL, true, 1);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cube %s has a replica set placed on a node: it takes no stop point", cube->qualified),
+					 errhint("Pause the cube here and on the node instead (streamcube.placements names it).")));
+	}
+	changes = sc_offsets_parse(until, "stop point", cube,
+							   sc_topics_live(cube, sc_stops_partitions(cube->cube_id)));
+	kafka = sc_kafka_describe_topics(sc_cluster_conninfo(cube->cluster), &cube->topics, true,
+									 sc_kafka_timeout_ms, NULL, NULL);
 
 	sc_offsets_by_time(cube, changes, kafka);
 	v[0] = Int32GetDatum(cube->cube_id);

@@ -60,12 +60,6 @@ $home->safe_psql('postgres', join(";\n",
 	"SELECT streamcube_create_replica_set(s) FROM unnest('{pa,pb,pc,pd}'::text[]) s"));
 sc_create_cube($home, 'ev', $topic, '{"replica_sets": ["pa", "pb", "pc", "pd"]}');
 
-# The node's rows, read from home: the two servers' rows together.
-$home->safe_psql('postgres', join(";\n",
-	'CREATE FOREIGN TABLE ev_n1 (ts timestamptz, country text, device text, amount numeric, qty int, '
-	  . "_partition integer, _offset bigint) SERVER n1_srv OPTIONS (schema_name 'public', table_name 'ev')",
-	'CREATE VIEW ev_all AS SELECT * FROM ev UNION ALL SELECT * FROM ev_n1'));
-
 sub part_of
 {
 	my ($set) = @_;
@@ -97,10 +91,21 @@ ok( $n1->poll_query_until('postgres',
 	'on the node, cube ev exists and pb consumes its partition')
   or diag $n1->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
 ok( $home->poll_query_until('postgres',
-		"SELECT pid IS NULL AND state = 'placed' AND last_error LIKE 'runs on node \"n1\"%' "
+		"SELECT pid IS NULL AND state = 'placed' AND last_error LIKE 'runs on a node%' "
 		  . "FROM streamcube.consumers WHERE cube = 'ev'::regclass AND replica_set = 'pb'"),
 	'home runs no receiver for pb once it reached its stop point: streamcube.consumers says it is placed')
   or diag $home->safe_psql('postgres', 'SELECT * FROM streamcube.consumers');
+# ev_all: home's rows and the node's, through postgres_fdw.
+my $plan = $home->safe_psql('postgres',
+	"EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM ev_all WHERE ts >= '2026-12-01 01:00:00+00'");
+like($plan, qr/Async Foreign Scan on public\.ev_at_n1/, 'ev_all reads the node with an asynchronous foreign scan');
+like($plan, qr/Remote SQL: SELECT .* FROM public\.ev WHERE \(\(ts >= /,
+	'... and sends the WHERE clause on the time column to the node');
+ok($home->poll_query_until('postgres', 'SELECT (SELECT count(*) FROM ev_all) > (SELECT count(*) FROM ev)'),
+	'ev_all holds the node\'s rows too');
+is( $home->safe_psql('postgres',
+		"SELECT relkind::text || ' ' || pg_get_userbyid(relowner) FROM pg_class WHERE relname IN ('ev_all', 'ev_at_n1') ORDER BY relname"),
+	"v postgres\nf postgres", 'the view and the foreign table belong to the cube\'s owner');
 is( $home->safe_psql('postgres', "SELECT state, last_error IS NULL FROM streamcube.health WHERE cube = 'ev'::regclass"),
 	'running|t', 'streamcube.health: the cube runs here, a placed set is no error');
 is( $n1->safe_psql('postgres',
@@ -144,6 +149,13 @@ like($err, qr/replica set "pb" of cube .*ev runs on node "n1": partition $part{p
 	'... naming the set, the node and the partition');
 ($state, $err) = try_sql($home, "SELECT streamcube_drop_node('n1')");
 is($state, '2BP01', 'a node that runs a replica set cannot be dropped (2BP01)');
+($state, $err) = try_sql($home, "SELECT streamcube_resume('ev', until => '\"latest\"')");
+is($state, '0A000', 'a stop point on a cube with a placed set is refused (0A000)');
+my $topic2 = sc_topic('place2');
+sc_create_topic($topic2, 1);
+($state, $err) = try_sql($home, "SELECT streamcube_alter_cube('ev', '{\"topic\": [\"$topic\", \"$topic2\"]}')");
+is($state, '0A000', 'so is a change of its topics (0A000)');
+like($err, qr/has a replica set placed on a node: its topics cannot change/, '... and says why');
 is( $home->safe_psql('postgres',
 		"SELECT (streamcube_reassign('ev', '{\"pa\": [$part{pa}], \"pb\": [$part{pb}], \"pc\": [$part{pc}], "
 		  . "\"pd\": [$part{pd}]}'))->>'noop'"),
@@ -231,5 +243,16 @@ is( $home->safe_psql('postgres',
 	'0', 'home holds no row of a placed partition at or beyond its stop point');
 sc_check_positions_match_rows($home, 'ev', 'home');
 sc_check_positions_match_rows($n1, 'ev', 'node');
+
+($state, $err) = try_sql($home, "SELECT streamcube_place('ev', 'pa', 'n1')");
+is($state, '55000', 'the last set that runs here cannot be placed while new partitions are dealt here (55000)');
+like($err, qr/replica set "pa" is the last of cube .*ev that runs on this server/, '... and says so');
+
+$home->safe_psql('postgres', "SELECT streamcube_drop_cube('ev')");
+is( $home->safe_psql('postgres',
+		"SELECT count(*) FROM pg_class WHERE relname IN ('ev', 'ev_all', 'ev_at_n1')"),
+	'0', 'dropping the cube drops ev_all and the foreign table with it');
+is($home->safe_psql('postgres', 'SELECT count(*) FROM streamcube.placements'), '0',
+	'... and its placements');
 
 done_testing();
