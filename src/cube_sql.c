@@ -844,14 +844,15 @@ sc_resume_cube(PG_FUNCTION_ARGS)
  * just after COMMIT, so streamcube.consumers agrees when this is true.
  */
 static bool
-sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *targets)
+sc_wait_receivers_done(int32 cube_id, int n, const int32 *parts, const int64 *targets,
+					   const bool *placed)
 {
 	bool		done = true;
 
 	LWLockAcquire(sc_shared->lock, LW_SHARED);
 	for (int i = 0; i < n && done; i++)
 	{
-		bool		held = false;
+		bool		held = placed[i];	/* its receiver stopped at its stop point */
 
 		for (int s = 0; s < sc_shared->nslots && !held; s++)
 		{
@@ -952,7 +953,12 @@ sc_wait_unserved_warn(int32 cube_id, const char *name)
 	if (sc_slots_in_use() < sc_shared->nslots)
 		return false;			/* the launcher will start it */
 	sc_catalog_enter(&save);
-	if (SPI_execute_with_args("SELECT DISTINCT replica_set FROM streamcube.assignments "
+	/* a set placed on a node has no receiver here, rightly */
+	if (SPI_execute_with_args(sc_catalog_has_column("placement_catalog", "replica_set") ?
+							  "SELECT DISTINCT replica_set FROM streamcube.assignments a "
+							  "WHERE cube_id = $1 AND NOT EXISTS (SELECT FROM streamcube.placement_catalog x "
+							  "  WHERE x.cube_id = a.cube_id AND x.replica_set = a.replica_set) ORDER BY 1" :
+							  "SELECT DISTINCT replica_set FROM streamcube.assignments "
 							  "WHERE cube_id = $1 ORDER BY 1",
 							  1, &type, &arg, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamcube.assignments");
@@ -1019,6 +1025,8 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 				targetarray,
 				stops;
 	char	   *unassigned;
+	char	   *nodes;
+	bool	   *placed;
 	bool		done = false;
 
 	SPI_connect();
@@ -1049,15 +1057,26 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	targets = palloc(sizeof(int64) * Max(list_length(partitions), 1));
 	partd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
 	targetd = palloc(sizeof(Datum) * Max(list_length(partitions), 1));
+	placed = palloc0(sizeof(bool) * Max(list_length(partitions), 1));
 	foreach(lc, partitions)
 	{
 		ScKafkaPartitionInfo *p = lfirst(lc);
 
 		parts[n] = p->source;
 		targets[n] = p->high_watermark;
-		partd[n] = Int32GetDatum(p->source);
-		targetd[n] = Int64GetDatum(p->high_watermark);
 		n++;
+	}
+	nodes = sc_placement_stops(cube_id, n, parts, targets, placed);
+	if (nodes != NULL)
+		ereport(NOTICE,
+				(errmsg("streamcube_wait() waits for the share of cube \"%s\" that this server consumes", name),
+				 errdetail("Replica sets placed on node%s %s consume the rest there (streamcube.placements).",
+						   strchr(nodes, ',') ? "s" : "", nodes),
+				 errhint("Call streamcube_wait() on each node too.")));
+	for (int i = 0; i < n; i++)
+	{
+		partd[i] = Int32GetDatum(parts[i]);
+		targetd[i] = Int64GetDatum(targets[i]);
 	}
 	partarray = PointerGetDatum(construct_array(partd, n, INT4OID, 4, true, TYPALIGN_INT));
 	targetarray = PointerGetDatum(construct_array(targetd, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
@@ -1092,7 +1111,7 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 			done = sc_positions_short_of(cube_id, partarray, stops) == 0;
 		else
 			done = sc_positions_short_of(cube_id, partarray, targetarray) == 0 &&
-				sc_wait_receivers_done(cube_id, n, parts, targets);
+				sc_wait_receivers_done(cube_id, n, parts, targets, placed);
 		if (done || GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,

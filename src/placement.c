@@ -470,6 +470,43 @@ sc_place(PG_FUNCTION_ARGS)
 	}
 }
 
+/*
+ * Partitions of the cube that a replica set placed on a node consumes
+ * there: this server's share of each ends at its stop point, which is its
+ * target here (placed[i] true); the node's share is the node's to wait for.
+ * Returns the nodes, as text, NULL when none (streamcube_wait).  The
+ * caller is connected to SPI.
+ */
+char *
+sc_placement_stops(int32 cube_id, int n, const int32 *parts, int64 *targets, bool *placed)
+{
+	StringInfoData nodes;
+
+	if (!sc_catalog_has_column("placement_catalog", "positions"))
+		return NULL;
+	sc_catalog_exec("SELECT x.node, u.partition, u.stop FROM streamcube.placement_catalog x, "
+					"unnest(x.partitions, x.positions) AS u(partition, stop) "
+					"WHERE x.cube_id = $1 ORDER BY x.node, u.partition",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 0);
+	initStringInfo(&nodes);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		char	   *node = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		int32		partition = pg_strtoint32(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2));
+		int64		stop = pg_strtoint64(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3));
+
+		for (int i = 0; i < n; i++)
+			if (parts[i] == partition)
+			{
+				placed[i] = true;
+				targets[i] = Min(targets[i], stop);
+			}
+		if (strstr(nodes.data, psprintf("\"%s\"", node)) == NULL)
+			appendStringInfo(&nodes, "%s\"%s\"", nodes.len ? ", " : "", node);
+	}
+	return nodes.len ? nodes.data : NULL;
+}
+
 /* ----------------------------------------------------------------
  * On the node: streamcube_adopt
  * ----------------------------------------------------------------

@@ -230,6 +230,10 @@ ok( $home->poll_query_until('postgres',
 		"SELECT positions[1] = $k->{partitions}{$part{pa}}{high} FROM streamcube.consumers "
 		  . "WHERE cube = 'ev'::regclass AND replica_set = 'pa'"),
 	'home read pa to its end');
+my ($wrc, $wout, $werr) = $home->psql('postgres', "SELECT streamcube_wait('ev', '60 s')");
+is($wout, 't', 'streamcube_wait on home: this server\'s share is consumed (placed sets up to their stop points)');
+like($werr, qr/waits for the share of cube "ev" that this server consumes/, '... and a NOTICE says the rest is on the nodes');
+is($n1->safe_psql('postgres', "SELECT streamcube_wait('ev', '60 s')"), 't', 'streamcube_wait on the node');
 ok( $home->poll_query_until('postgres',
 		"SELECT count(*) = 3 AND bool_and(pid IS NULL AND state = 'placed') FROM streamcube.consumers "
 		  . "WHERE cube = 'ev'::regclass AND replica_set <> 'pa'"),
