@@ -1460,6 +1460,8 @@ CREATE TABLE streamcube.placement_catalog (
     tried_at    timestamptz,
     placed_at   timestamptz NOT NULL DEFAULT now(),
     adopted_at  timestamptz,
+    all_view    regclass,              -- the view <cube>_all placement made (the same in each row of the cube)
+    foreign_table regclass,            -- the foreign table of the node's rows it made (<cube>_at_<node>)
     PRIMARY KEY (cube_id, replica_set)
 );
 REVOKE ALL ON streamcube.placement_catalog FROM PUBLIC;

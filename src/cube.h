@@ -131,6 +131,8 @@ typedef struct ScCube
 	char	   *start_cube;		/* option start {"cube": name}: start where it stopped */
 	Jsonb	   *end;			/* option end: the stop point a new cube gets */
 	char	   *progress_group; /* option progress_group: Kafka group to commit to; NULL */
+	char	   *home;			/* option home: the cube is a node's copy, its other
+								 * partitions are that home server's; NULL */
 	char	   *avro_schema;	/* format avro, option schema: bare records of it; NULL framed */
 	char	   *avro_subject;	/* format avro, option subject: checked at creation; NULL */
 	int64		grace;			/* microseconds */

@@ -44,7 +44,7 @@
 static const char *const valid_options =
 "start, end, grace, late, retention, bad_message, tombstones, early_rejection_period, "
 "late_rejection_period, compact, fields, replica_sets, new_partitions, progress_group, raw_rows, "
-"delimiter, quote, null, schema, subject";
+"delimiter, quote, null, schema, subject, home";
 
 /*
  * An interval as microseconds, for window arithmetic: no months (their
@@ -783,6 +783,7 @@ sc_options_defaults(ScCube *cube)
 	cube->avro_schema = NULL;
 	cube->avro_subject = NULL;
 	cube->progress_group = NULL;
+	cube->home = NULL;
 	cube->grace = 0;
 	cube->reject_early = SC_DEFAULT_EARLY_REJECTION;
 	cube->reject_late = -1;
@@ -907,7 +908,7 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		strcmp(key, "early_rejection_period") != 0 &&
 		strcmp(key, "late_rejection_period") != 0 &&
 		strcmp(key, "new_partitions") != 0 && strcmp(key, "progress_group") != 0 &&
-		strcmp(key, "raw_rows") != 0 &&
+		strcmp(key, "raw_rows") != 0 && strcmp(key, "home") != 0 &&
 		strcmp(key, "delimiter") != 0 && strcmp(key, "quote") != 0 &&
 		strcmp(key, "null") != 0)
 		ereport(ERROR,
@@ -948,6 +949,15 @@ sc_option_string(ScCube *cube, const char *key, const char *value, const char *t
 		cube->progress_group = sc_option_progress_group(value, validate);
 	else if (strcmp(key, "raw_rows") == 0)
 		cube->keep_rows = !sc_option_choice(key, value, "keep", "none");
+	else if (strcmp(key, "home") == 0)
+	{
+		if (validate && value[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cube option \"home\" must name the home server"),
+					 errhint("streamcube_adopt sets it on the cube it makes on a node: the home server's system identifier.")));
+		cube->home = pstrdup(value);
+	}
 	else
 	{
 		if (validate && cube->format != SC_FORMAT_CSV)

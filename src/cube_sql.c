@@ -1081,7 +1081,10 @@ sc_wait_cube(PG_FUNCTION_ARGS)
 	partarray = PointerGetDatum(construct_array(partd, n, INT4OID, 4, true, TYPALIGN_INT));
 	targetarray = PointerGetDatum(construct_array(targetd, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 
-	unassigned = sc_wait_unassigned(cube, partarray);
+	/* a node's copy: the partitions no set consumes here are its home server's */
+	unassigned = cube->home != NULL ? NULL : sc_wait_unassigned(cube, partarray);
+	if (cube->home != NULL)
+		n = sc_placement_own_partitions(cube_id, n, parts, targets, &partarray, &targetarray);
 	if (unassigned != NULL)
 	{
 		ereport(WARNING,
@@ -1148,6 +1151,8 @@ static const struct
 	"Give a cube a stop point with streamcube_resume(cube, until => '\"latest\"')."},
 	{"replica_sets", "it only deals the partitions at creation; the assignment lives in streamcube.assignments",
 	"Move partitions between replica sets with streamcube_reassign()."},
+	{"home", "it says the cube is a node's copy, whose other partitions its home server consumes",
+	"Make a new cube; streamcube_adopt sets it on the cubes it makes on a node."},
 };
 
 /*

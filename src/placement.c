@@ -143,8 +143,9 @@ sc_place_check_cube(const ScCube *cube, const char *replica_set)
 static void
 sc_commit_synchronously(void)
 {
-	(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
+		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 }
 
 /* Does a set other than replica_set, not placed on a node, hold a partition here? */
@@ -194,36 +195,18 @@ sc_place_check_node(const char *node)
  * ----------------------------------------------------------------
  */
 
-/* "<base><suffix>", cut to fit a name. */
+/* A name for a new relation of the cube's, cut to fit; refused when taken. */
 static char *
-sc_suffixed_name(const char *base, const char *suffix)
+sc_placement_new_name(const ScCube *cube, Oid nsp, const char *name, const char *what)
 {
-	int			room = NAMEDATALEN - 1 - strlen(suffix);
+	char	   *fit = pnstrdup(name, pg_mbcliplen(name, strlen(name), NAMEDATALEN - 1));
 
-	return psprintf("%.*s%s", pg_mbcliplen(base, strlen(base), Max(room, 1)), base, suffix);
-}
-
-/*
- * May the relation `name` of schema nsp be (re)made as the cube's: free, or
- * of relkind and owned by the cube's owner?  A relation of another kind or
- * owner is refused: no role's object is replaced, nor run for the owner.
- */
-static bool
-sc_own_name(const ScCube *cube, Oid nsp, const char *name, char relkind)
-{
-	Oid			relid = get_relname_relid(name, nsp);
-
-	if (!OidIsValid(relid) && !sc_name_taken(name, nsp))
-		return false;
-	if (!OidIsValid(relid) || get_rel_relkind(relid) != relkind ||
-		sc_relation_owner(relid) != cube->owner)
+	if (sc_name_taken(fit, nsp))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
-				 errmsg("relation \"%s\" exists, and is not the %s of cube %s",
-						name, relkind == RELKIND_VIEW ? "view of all its rows" : "foreign table of a node",
-						cube->qualified),
-				 errhint("Rename or drop it; streamcube names it after the cube.")));
-	return true;
+				 errmsg("cannot make %s of cube %s: the name \"%s\" is taken", what, cube->qualified, fit),
+				 errhint("Rename or drop the relation or type \"%s\"; streamcube names it after the cube.", fit)));
+	return fit;
 }
 
 /* The column list of the cube's table, for a foreign table of it. */
@@ -237,107 +220,179 @@ sc_cube_column_list(const ScCube *cube)
 	return sc_spi_text();
 }
 
-/*
- * Make, as the cube's owner, a foreign table of the cube's table on each
- * node a set of it is placed on (<cube>_at_<node>, postgres_fdw,
- * async_capable) and the view <cube>_all: the cube's table UNION ALL them.
- * A WHERE clause on the view reaches each branch: the time column's is
- * pushed to the nodes, which prune their own windows.  Reading it uses
- * the owner's user mapping of each node's server (the view's owner's, as
- * postgres_fdw does for views).  The caller is connected to SPI.
- */
-static void
-sc_placement_views(const ScCube *cube)
+/* Is relid (InvalidOid: none) an existing relation of that kind? */
+static bool
+sc_placement_rel_alive(Oid relid, char relkind)
 {
-	Oid			nsp = get_rel_namespace(cube->relid);
-	char	   *schema = get_namespace_name(nsp);
-	char	   *columns = sc_cube_column_list(cube);
-	char	   *view = sc_suffixed_name(cube->relname, "_all");
-	StringInfoData body;
-	List	   *nodes = NIL;
-	List	   *servers = NIL;
-	ListCell   *lc,
-			   *sc;
-	ScAsOwner	as;
+	return OidIsValid(relid) && get_rel_relkind(relid) == relkind;
+}
 
-	sc_catalog_exec("SELECT DISTINCT p.node, n.server FROM streamcube.placement_catalog p "
-					"JOIN streamcube.node_catalog n ON n.name = p.node WHERE p.cube_id = $1 ORDER BY 1",
-					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, false, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		nodes = lappend(nodes, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
-		servers = lappend(servers, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)));
-	}
-	initStringInfo(&body);
-	appendStringInfo(&body, "SELECT * FROM %s", cube->qualified);
-	sc_as_owner_enter(&as, cube->owner);
-	forboth(lc, nodes, sc, servers)
-	{
-		char	   *ft = sc_suffixed_name(cube->relname, psprintf("_at_%s", (char *) lfirst(lc)));
-		ForeignServer *server = GetForeignServerByName(lfirst(sc), false);
+/* The cube owner may read node through its foreign server, or ERROR. */
+static void
+sc_placement_check_reader(const ScCube *cube, const char *node, ForeignServer *server)
+{
+	if (pg_foreign_server_aclcheck(server->serverid, cube->owner, ACL_USAGE) == ACLCHECK_OK &&
+		(SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(cube->owner),
+							   ObjectIdGetDatum(server->serverid)) ||
+		 SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
+							   ObjectIdGetDatum(server->serverid))))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the owner of cube %s, role \"%s\", cannot read node \"%s\": it needs USAGE on foreign server \"%s\" and a user mapping for it",
+					cube->qualified, GetUserNameFromId(cube->owner, false), node, server->servername),
+			 errhint("The view %s_all reads the node as the cube's owner: GRANT USAGE ON FOREIGN SERVER and CREATE USER MAPPING FOR that role.",
+					 cube->relname)));
+}
 
-		if (pg_foreign_server_aclcheck(server->serverid, cube->owner, ACL_USAGE) != ACLCHECK_OK ||
-			(!SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(cube->owner),
-									ObjectIdGetDatum(server->serverid)) &&
-			 !SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid),
-									ObjectIdGetDatum(server->serverid))))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("the owner of cube %s, role \"%s\", cannot read node \"%s\": it needs USAGE on foreign server \"%s\" and a user mapping for it",
-							cube->qualified, GetUserNameFromId(cube->owner, false), (char *) lfirst(lc),
-							server->servername),
-					 errhint("The view %s_all reads the node as the cube's owner: GRANT USAGE ON FOREIGN SERVER and CREATE USER MAPPING FOR that role.",
-							 cube->relname)));
-		if (!sc_own_name(cube, nsp, ft, RELKIND_FOREIGN_TABLE))
-			SPI_execute(psprintf("CREATE FOREIGN TABLE %s (%s) SERVER %s "
-								 "OPTIONS (schema_name %s, table_name %s, async_capable 'true')",
-								 quote_qualified_identifier(schema, ft), columns,
-								 quote_identifier(server->servername),
-								 quote_literal_cstr(schema), quote_literal_cstr(cube->relname)),
-						false, 0);
-		appendStringInfo(&body, " UNION ALL SELECT * FROM %s", quote_qualified_identifier(schema, ft));
-	}
-	(void) sc_own_name(cube, nsp, view, RELKIND_VIEW);
-	SPI_execute(psprintf("CREATE OR REPLACE VIEW %s AS %s",
-						 quote_qualified_identifier(schema, view), body.data), false, 0);
-	sc_as_owner_leave(&as);
+/* The oid in column col of the first row of the last SPI result; InvalidOid for NULL. */
+static Oid
+sc_spi_oid(int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? InvalidOid : DatumGetObjectId(d);
 }
 
 /*
- * Drop <cube>_all and the foreign tables of its nodes, as the owner, before
- * the cube's table (they depend on it).  The caller is connected to SPI.
+ * Make, as the cube's owner, the foreign table of the cube's table on
+ * `node` (<cube>_at_<node>, postgres_fdw, async_capable) unless the
+ * placements of the cube record one, and the view <cube>_all: the cube's
+ * table UNION ALL the foreign tables of all its nodes.  A WHERE clause on
+ * the view reaches each branch: the time column's is pushed to the nodes,
+ * which prune their own windows.  Reading it uses the owner's user mapping
+ * of each node's server (the view's owner's, as postgres_fdw does for
+ * views).  What it made is recorded in the cube's placements (all_view,
+ * foreign_table): only those are replaced or dropped later, whatever their
+ * names or owners have become; a name taken by anything else is refused.
+ * The caller is connected to SPI and holds the cube's row, with a snapshot
+ * taken after that.
+ */
+static void
+sc_placement_views(const ScCube *cube, const char *node)
+{
+	Oid			nsp = get_rel_namespace(cube->relid);
+	char	   *schema = get_namespace_name(nsp);
+	Oid			view;
+	Oid			ft;
+	StringInfoData body;
+	ForeignServer *server;
+	ScAsOwner	as;
+
+	sc_catalog_exec("SELECT (SELECT max(all_view::oid) FROM streamcube.placement_catalog WHERE cube_id = $1), "
+					"       (SELECT max(foreign_table::oid) FROM streamcube.placement_catalog "
+					"        WHERE cube_id = $1 AND node = $2), "
+					"       (SELECT server FROM streamcube.node_catalog WHERE name = $2)",
+					2, (Oid[]) {INT4OID, TEXTOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), CStringGetTextDatum(node)}, NULL, false, 1);
+	view = sc_spi_oid(1);
+	ft = sc_spi_oid(2);
+	server = GetForeignServerByName(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3), false);
+	sc_placement_check_reader(cube, node, server);
+
+	if (!sc_placement_rel_alive(ft, RELKIND_FOREIGN_TABLE))
+	{
+		char	   *name = sc_placement_new_name(cube, nsp, psprintf("%s_at_%s", cube->relname, node),
+												 psprintf("the foreign table of node \"%s\"", node));
+		char	   *columns = sc_cube_column_list(cube);
+
+		sc_as_owner_enter(&as, cube->owner);
+		SPI_execute(psprintf("CREATE FOREIGN TABLE %s (%s) SERVER %s "
+							 "OPTIONS (schema_name %s, table_name %s, async_capable 'true')",
+							 quote_qualified_identifier(schema, name), columns,
+							 quote_identifier(server->servername),
+							 quote_literal_cstr(schema), quote_literal_cstr(cube->relname)),
+					false, 0);
+		sc_as_owner_leave(&as);
+		ft = get_relname_relid(name, nsp);
+	}
+	sc_catalog_exec("UPDATE streamcube.placement_catalog SET foreign_table = $3 "
+					"WHERE cube_id = $1 AND node = $2",
+					3, (Oid[]) {INT4OID, TEXTOID, OIDOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), CStringGetTextDatum(node), ObjectIdGetDatum(ft)},
+					NULL, false, 0);
+
+	/* the cube's table and every node's foreign table */
+	initStringInfo(&body);
+	appendStringInfo(&body, "SELECT * FROM %s", cube->qualified);
+	sc_catalog_exec("SELECT DISTINCT foreign_table::oid FROM streamcube.placement_catalog "
+					"WHERE cube_id = $1 AND foreign_table IS NOT NULL ORDER BY 1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube->cube_id)}, NULL, false, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			t = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (sc_placement_rel_alive(t, RELKIND_FOREIGN_TABLE))
+			appendStringInfo(&body, " UNION ALL SELECT * FROM %s", sc_relation_qualified(t));
+	}
+	if (sc_placement_rel_alive(view, RELKIND_VIEW))
+	{
+		sc_as_owner_enter(&as, sc_relation_owner(view));
+		SPI_execute(psprintf("CREATE OR REPLACE VIEW %s AS %s", sc_relation_qualified(view), body.data),
+					false, 0);
+		sc_as_owner_leave(&as);
+	}
+	else
+	{
+		char	   *name = sc_placement_new_name(cube, nsp, psprintf("%s_all", cube->relname),
+												 "the view of all its rows");
+
+		sc_as_owner_enter(&as, cube->owner);
+		SPI_execute(psprintf("CREATE VIEW %s AS %s", quote_qualified_identifier(schema, name), body.data),
+					false, 0);
+		sc_as_owner_leave(&as);
+		view = get_relname_relid(name, nsp);
+	}
+	sc_catalog_exec("UPDATE streamcube.placement_catalog SET all_view = $2 WHERE cube_id = $1",
+					2, (Oid[]) {INT4OID, OIDOID},
+					(Datum[]) {Int32GetDatum(cube->cube_id), ObjectIdGetDatum(view)}, NULL, false, 0);
+}
+
+/*
+ * Drop the view and the foreign tables the cube's placements made (before
+ * the cube's table: they depend on it), each as its owner.  Takes the
+ * cube's row first, so that a placement under way is committed and seen.
+ * The caller is connected to SPI.
  */
 void
 sc_placement_drop_views(int32 cube_id, Oid relid, Oid owner)
 {
-	Oid			nsp = get_rel_namespace(relid);
-	char	   *relname = get_rel_name(relid);
-	ScAsOwner	as;
-	List	   *drop = NIL;
+	List	   *views = NIL;
+	List	   *tables = NIL;
 	ListCell   *lc;
-	Oid			view;
 
-	if (!sc_catalog_has_column("placement_catalog", "node"))
+	if (!sc_catalog_has_column("placement_catalog", "all_view"))
 		return;
-	view = get_relname_relid(sc_suffixed_name(relname, "_all"), nsp);
-	if (OidIsValid(view) && get_rel_relkind(view) == RELKIND_VIEW && sc_relation_owner(view) == owner)
-		drop = lappend_oid(drop, view);
-	sc_catalog_exec("SELECT DISTINCT node FROM streamcube.placement_catalog WHERE cube_id = $1",
-					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 0);
+	sc_catalog_exec("SELECT 1 FROM streamcube.cubes WHERE cube_id = $1 FOR UPDATE",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, false, 0);
+	sc_catalog_exec("SELECT DISTINCT all_view::oid, foreign_table::oid FROM streamcube.placement_catalog "
+					"WHERE cube_id = $1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, false, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		Oid			ft = get_relname_relid(sc_suffixed_name(relname, psprintf("_at_%s",
-																			  SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1))), nsp);
+		bool		isnull;
+		Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
 
-		if (OidIsValid(ft) && get_rel_relkind(ft) == RELKIND_FOREIGN_TABLE &&
-			sc_relation_owner(ft) == owner)
-			drop = lappend_oid(drop, ft);
+		if (!isnull && sc_placement_rel_alive(DatumGetObjectId(v), RELKIND_VIEW) &&
+			!list_member_oid(views, DatumGetObjectId(v)))
+			views = lappend_oid(views, DatumGetObjectId(v));
+		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+		if (!isnull && sc_placement_rel_alive(DatumGetObjectId(v), RELKIND_FOREIGN_TABLE) &&
+			!list_member_oid(tables, DatumGetObjectId(v)))
+			tables = lappend_oid(tables, DatumGetObjectId(v));
 	}
-	sc_as_owner_enter(&as, owner);
-	foreach(lc, drop)
-		SPI_execute(psprintf("DROP %s %s", get_rel_relkind(lfirst_oid(lc)) == RELKIND_VIEW ? "VIEW" : "FOREIGN TABLE",
-							 sc_relation_qualified(lfirst_oid(lc))), false, 0);
-	sc_as_owner_leave(&as);
+	foreach(lc, list_concat(views, tables))
+	{
+		ScAsOwner	as;
+		Oid			rel = lfirst_oid(lc);
+
+		sc_as_owner_enter(&as, sc_relation_owner(rel));
+		SPI_execute(psprintf("DROP %s %s", get_rel_relkind(rel) == RELKIND_VIEW ? "VIEW" : "FOREIGN TABLE",
+							 sc_relation_qualified(rel)), false, 0);
+		sc_as_owner_leave(&as);
+	}
 }
 
 /*
@@ -382,10 +437,13 @@ sc_place(PG_FUNCTION_ARGS)
 	sc_place_check_node(node);
 
 	sc_reassign_lock_cube(&r);
-	/* the cube as it is now that its row is held (a concurrent alter) */
+	/*
+	 * The cube and its placements as they are now that its row is held (a
+	 * concurrent alter, place or stop point committed meanwhile): every
+	 * check below reads with this snapshot.
+	 */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	r.cube = sc_cube_load(r.cube_id, false);
-	PopActiveSnapshot();
 	r.cube_name = r.cube->qualified;
 	sc_place_check_cube(r.cube, replica_set);
 	/* the launcher acts on the row at once: no crash may forget it after */
@@ -446,7 +504,7 @@ sc_place(PG_FUNCTION_ARGS)
 						Int64GetDatum(r.id), CStringGetTextDatum(partitions.data),
 					CStringGetTextDatum(positions.data)},
 					NULL, false, 0);
-	sc_placement_views(r.cube);
+	sc_placement_views(r.cube, node);
 	ereport(LOG,
 			(errmsg("replica set \"%s\" of cube %s is placed on node \"%s\" (reassign_id " INT64_FORMAT "): partitions %s, here up to offsets %s, there from them",
 					replica_set, r.cube->qualified, node, r.id, partitions.data, positions.data)));
@@ -465,6 +523,7 @@ sc_place(PG_FUNCTION_ARGS)
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
 		d = SPI_datumTransfer(d, false, -1);
+		PopActiveSnapshot();
 		SPI_finish();
 		PG_RETURN_DATUM(d);
 	}
@@ -505,6 +564,45 @@ sc_placement_stops(int32 cube_id, int n, const int32 *parts, int64 *targets, boo
 			appendStringInfo(&nodes, "%s\"%s\"", nodes.len ? ", " : "", node);
 	}
 	return nodes.len ? nodes.data : NULL;
+}
+
+/*
+ * Keep, among parts[] and targets[], the partitions a replica set of the
+ * cube consumes; the arrays *partarray and *targetarray are made again.
+ * Returns how many are kept (streamcube_wait on a node's copy of a cube,
+ * option home).  The caller is connected to SPI.
+ */
+int
+sc_placement_own_partitions(int32 cube_id, int n, int32 *parts, int64 *targets,
+					   Datum *partarray, Datum *targetarray)
+{
+	int			kept = 0;
+	Datum	   *partd = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *targetd = palloc(sizeof(Datum) * Max(n, 1));
+
+	sc_catalog_exec("SELECT partition FROM streamcube.assignments WHERE cube_id = $1",
+					1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(cube_id)}, NULL, true, 0);
+	for (int i = 0; i < n; i++)
+	{
+		bool		own = false;
+
+		for (uint64 r = 0; r < SPI_processed && !own; r++)
+		{
+			bool		isnull;
+
+			own = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull)) == parts[i];
+		}
+		if (!own)
+			continue;
+		parts[kept] = parts[i];
+		targets[kept] = targets[i];
+		partd[kept] = Int32GetDatum(parts[i]);
+		targetd[kept] = Int64GetDatum(targets[i]);
+		kept++;
+	}
+	*partarray = PointerGetDatum(construct_array(partd, kept, INT4OID, 4, true, TYPALIGN_INT));
+	*targetarray = PointerGetDatum(construct_array(targetd, kept, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return kept;
 }
 
 /* ----------------------------------------------------------------
@@ -629,7 +727,7 @@ sc_adopt(PG_FUNCTION_ARGS)
 	 * below it was adopted from an earlier hand-over (the cube made again
 	 * on the home server), and this one would overlap it.
 	 */
-	sc_catalog_exec("SELECT a.partition, a.replica_set, k.\"offset\" < u.position "
+	sc_catalog_exec("SELECT a.partition, a.replica_set, coalesce(k.\"offset\" < u.position, false) "
 					"FROM streamcube.assignments a "
 					"JOIN unnest($2, $3) AS u(partition, position) ON u.partition = a.partition "
 					"LEFT JOIN streamcube.checkpoints k ON k.cube_id = a.cube_id AND k.partition = a.partition "
@@ -730,7 +828,9 @@ sc_placement_next(ScPlacementTodo *todo)
 					"         'time_column', c.time_column, 'segment_interval', c.segment_interval::text, "
 					"         'format', c.format, "
 					"         'options', (c.options - 'replica_sets' - 'start' - 'end') "
-					"                    || '{\"replica_sets\": [], \"new_partitions\": \"ignore\"}')::text, "
+					"                    || '{\"replica_sets\": [], \"new_partitions\": \"ignore\"}' "
+					"                    || jsonb_build_object('home', (SELECT system_identifier::text "
+					"                                                   FROM pg_catalog.pg_control_system())))::text, "
 					"       p.partitions::text, p.positions::text "
 					"FROM streamcube.placement_catalog p "
 					"JOIN streamcube.cubes c USING (cube_id) "

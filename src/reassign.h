@@ -18,6 +18,8 @@ extern void sc_reassign_journal_failures(void);
 /* placement.c */
 extern bool sc_placement_step(void);
 extern void sc_placement_drop_views(int32 cube_id, Oid relid, Oid owner);
+extern int	sc_placement_own_partitions(int32 cube_id, int n, int32 *parts, int64 *targets,
+										Datum *partarray, Datum *targetarray);
 extern char *sc_placement_stops(int32 cube_id, int n, const int32 *parts, int64 *targets,
 								 bool *placed);
 

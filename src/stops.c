@@ -131,8 +131,9 @@ sc_stops_set(ScCube *cube, Jsonb *until)
 	if (sc_catalog_has_column("placement_catalog", "cube_id"))
 	{
 		v[0] = Int32GetDatum(cube->cube_id);
+		/* a fresh snapshot: the caller holds the cube's row, a placement committed before */
 		sc_catalog_exec("SELECT 1 FROM streamcube.placement_catalog WHERE cube_id = $1 LIMIT 1",
-						1, t, v, NULL, true, 1);
+						1, t, v, NULL, false, 1);
 		if (SPI_processed > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -119,8 +119,9 @@ is( $n1->safe_psql('postgres',
 		  . "WHERE c.relid = 'ev'::regclass"),
 	'1', 'the node consumes only the partition placed there');
 is( $n1->safe_psql('postgres',
-		"SELECT options->>'new_partitions' FROM streamcube.cubes WHERE relid = 'ev'::regclass"),
-	'ignore', 'and leaves partitions added to the topic to home');
+		"SELECT options->>'new_partitions', options->>'home' FROM streamcube.cubes WHERE relid = 'ev'::regclass"),
+	'ignore|' . $home->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+	'and leaves partitions added to the topic to home, which it names (option home)');
 
 # ---------------------------------------------------------------- refusals
 sub try_sql
@@ -152,7 +153,7 @@ is($state, '2BP01', 'a node that runs a replica set cannot be dropped (2BP01)');
 ($state, $err) = try_sql($home, "SELECT streamcube_resume('ev', until => '\"latest\"')");
 is($state, '0A000', 'a stop point on a cube with a placed set is refused (0A000)');
 my $topic2 = sc_topic('place2');
-sc_create_topic($topic2, 1);
+sc_create_topic($topic2, 2);
 ($state, $err) = try_sql($home, "SELECT streamcube_alter_cube('ev', '{\"topic\": [\"$topic\", \"$topic2\"]}')");
 is($state, '0A000', 'so is a change of its topics (0A000)');
 like($err, qr/has a replica set placed on a node: its topics cannot change/, '... and says why');
@@ -252,10 +253,24 @@ sc_check_positions_match_rows($n1, 'ev', 'node');
 is($state, '55000', 'the last set that runs here cannot be placed while new partitions are dealt here (55000)');
 like($err, qr/replica set "pa" is the last of cube .*ev that runs on this server/, '... and says so');
 
+# A name taken by something streamcube did not make is refused, not replaced.
+$home->safe_psql('postgres', join(";\n",
+	"SELECT streamcube_create_replica_set('qa'), streamcube_create_replica_set('qb')",
+	"SELECT streamcube_create_cube('ew', 'k', '$topic2', 'ts timestamptz, country text, device text, "
+	  . "amount numeric, qty int', 'ts', '1 hour', 'json', '{\"replica_sets\": [\"qa\", \"qb\"], \"new_partitions\": \"ignore\"}')",
+	"CREATE VIEW ew_all AS SELECT 'mine' AS whose"));
+sc_produce($topic2, count => 10, 'start-ts' => $start_ts, seed => 3);
+($state, $err) = try_sql($home, "SELECT streamcube_place('ew', 'qa', 'n1')");
+is($state, '42P07', 'a view of that name that streamcube did not make is refused (42P07)');
+like($err, qr/cannot make the view of all its rows of cube .*ew: the name "ew_all" is taken/, '... and named');
+is($home->safe_psql('postgres', 'SELECT whose FROM ew_all'), 'mine', '... and left as it was');
+
+# The view renamed: the drop of the cube finds it all the same.
+$home->safe_psql('postgres', 'ALTER VIEW ev_all RENAME TO ev_everything');
 $home->safe_psql('postgres', "SELECT streamcube_drop_cube('ev')");
 is( $home->safe_psql('postgres',
-		"SELECT count(*) FROM pg_class WHERE relname IN ('ev', 'ev_all', 'ev_at_n1')"),
-	'0', 'dropping the cube drops ev_all and the foreign table with it');
+		"SELECT count(*) FROM pg_class WHERE relname IN ('ev', 'ev_everything', 'ev_at_n1')"),
+	'0', 'dropping the cube drops its view (renamed since) and the foreign table with it');
 is($home->safe_psql('postgres', 'SELECT count(*) FROM streamcube.placements'), '0',
 	'... and its placements');
 
