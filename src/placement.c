@@ -299,7 +299,7 @@ sc_placement_views(const ScCube *cube, const char *node)
 
 		sc_as_owner_enter(&as, cube->owner);
 		SPI_execute(psprintf("CREATE FOREIGN TABLE %s (%s) SERVER %s "
-							 "OPTIONS (schema_name %s, table_name %s, async_capable 'true')",
+							 "OPTIONS (schema_name %s, table_name %s, async_capable 'true', fetch_size '10000')",
 							 quote_qualified_identifier(schema, name), columns,
 							 quote_identifier(server->servername),
 							 quote_literal_cstr(schema), quote_literal_cstr(cube->relname)),
