@@ -424,13 +424,9 @@ sc_place(PG_FUNCTION_ARGS)
 				 errdetail("It waits for the replica set's batch in flight and reads the position it committed."),
 				 errhint("Call it outside a REPEATABLE READ or SERIALIZABLE transaction.")));
 	SPI_connect();
-	r.cube_id = sc_cube_for_action(cube_name, "place a replica set of", &r.relid, &owner);
-	r.cube = sc_cube_load(r.cube_id, false);
-	r.cube_name = r.cube->qualified;
-	r.origin = "streamcube_place";
-	r.roleid = GetUserId();
-	r.role = GetUserNameFromId(r.roleid, false);
-	r.started_at = GetCurrentTimestamp();
+	sc_reassign_init(&r, sc_cube_load(sc_cube_for_action(cube_name, "place a replica set of",
+														  &r.relid, &owner), false),
+					 "streamcube_place");
 	r.timeout_ms = 30000;
 	r.allow_partial = true;
 	r.step = "validate";
@@ -477,12 +473,7 @@ sc_place(PG_FUNCTION_ARGS)
 				 errhint("Give a partition to another replica set here first, or set the cube's option new_partitions to ignore.")));
 	r.old_json = sc_assignment_json(r.cube, r.old, NIL);
 	r.new_json = r.old_json;
-	r.step = "pause";
-	sc_reassign_pause(&r);
-	r.step = "merge";
-	sc_reassign_merge(&r);
-	r.step = "assign";
-	sc_reassign_assign(&r);
+	sc_reassign_steps(&r);
 
 	initStringInfo(&partitions);
 	initStringInfo(&positions);

@@ -1085,6 +1085,32 @@ sc_reassign_assign(ScReassign *r)
 	sc_launcher_wakeup_at_commit();
 }
 
+/* The moves' three steps, in order: pause, merge, assign. */
+void
+sc_reassign_steps(ScReassign *r)
+{
+	r->step = "pause";
+	sc_reassign_pause(r);
+	r->step = "merge";
+	sc_reassign_merge(r);
+	r->step = "assign";
+	sc_reassign_assign(r);
+}
+
+/* A reassignment of cube by the current user, journalled as origin's. */
+void
+sc_reassign_init(ScReassign *r, ScCube *cube, const char *origin)
+{
+	r->cube_id = cube->cube_id;
+	r->relid = cube->relid;
+	r->cube = cube;
+	r->cube_name = cube->qualified;
+	r->origin = origin;
+	r->roleid = GetUserId();
+	r->role = GetUserNameFromId(r->roleid, false);
+	r->started_at = GetCurrentTimestamp();
+}
+
 /* ----------------------------------------------------------------
  * streamcube_reassign(cube text, assignment jsonb, options jsonb)
  * ----------------------------------------------------------------
@@ -1193,12 +1219,7 @@ sc_reassign_run(ScReassign *r, Jsonb *assignment, Jsonb *options)
 		return sc_reassign_summary(r);
 	}
 
-	r->step = "pause";
-	sc_reassign_pause(r);
-	r->step = "merge";
-	sc_reassign_merge(r);
-	r->step = "assign";
-	sc_reassign_assign(r);
+	sc_reassign_steps(r);
 	ereport(LOG,
 			(errmsg("cube %s reassigned (reassign_id " INT64_FORMAT "): %s, was %s",
 					r->cube->qualified, r->id, r->new_json, r->old_json)));

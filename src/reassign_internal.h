@@ -2,8 +2,9 @@
  *
  * reassign_internal.h
  *		A reassignment's state and steps, shared by reassign.c (which runs
- *		streamcube_reassign()) and reassign_topics.c (which runs them for
- *		partitions and topics added to a cube or taken out).
+ *		streamcube_reassign()), reassign_topics.c (which runs them for
+ *		partitions and topics added to a cube or taken out) and placement.c
+ *		(which hands a replica set's partitions over to a node).
  *
  *-------------------------------------------------------------------------
  */
@@ -62,5 +63,7 @@ extern void sc_reassign_lock_cube(ScReassign *r);
 extern void sc_reassign_pause(ScReassign *r);
 extern void sc_reassign_merge(ScReassign *r);
 extern void sc_reassign_assign(ScReassign *r);
+extern void sc_reassign_steps(ScReassign *r);
+extern void sc_reassign_init(ScReassign *r, ScCube *cube, const char *origin);
 
 #endif							/* SC_REASSIGN_INTERNAL_H */

@@ -145,14 +145,7 @@ sc_reassign_adopt_partitions(ScCube *cube, List *kafka, List *new_topics)
 	with_new = *cube;
 	cube = &with_new;
 
-	r.cube_id = cube->cube_id;
-	r.relid = cube->relid;
-	r.cube = cube;
-	r.cube_name = cube->qualified;
-	r.origin = "new_partitions";
-	r.roleid = GetUserId();
-	r.role = GetUserNameFromId(r.roleid, false);
-	r.started_at = GetCurrentTimestamp();
+	sc_reassign_init(&r, cube, "new_partitions");
 
 	SPI_connect();
 	{
@@ -251,14 +244,7 @@ sc_reassign_topics(ScCube *cube, List *kafka)
 	int		   *load;
 	ListCell   *lc;
 
-	r.cube_id = cube->cube_id;
-	r.relid = cube->relid;
-	r.cube = cube;
-	r.cube_name = cube->qualified;
-	r.origin = "streamcube_alter_cube";
-	r.roleid = GetUserId();
-	r.role = GetUserNameFromId(r.roleid, false);
-	r.started_at = GetCurrentTimestamp();
+	sc_reassign_init(&r, cube, "streamcube_alter_cube");
 	r.timeout_ms = 30000;
 	r.allow_partial = true;
 	r.step = "validate";
@@ -298,12 +284,7 @@ sc_reassign_topics(ScCube *cube, List *kafka)
 	{
 		r.old_json = sc_assignment_json(cube, r.old, NIL);
 		r.new_json = sc_assignment_json(cube, r.new, NIL);
-		r.step = "pause";
-		sc_reassign_pause(&r);
-		r.step = "merge";
-		sc_reassign_merge(&r);
-		r.step = "assign";
-		sc_reassign_assign(&r);
+		sc_reassign_steps(&r);
 		ereport(LOG,
 				(errmsg("cube %s reads topics %s now (reassign_id " INT64_FORMAT "): %s, was %s",
 						cube->qualified, cube->topic, r.id, r.new_json, r.old_json)));
